@@ -1,0 +1,38 @@
+"""Crash-safe file writes: temp file + fsync + atomic rename + directory fsync (Kafka's CheckpointFile
+and Utils.atomicMoveWithFallback). Every durable small file in a log directory goes through here."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def fsync_dir(directory: Path) -> None:
+    """fsync a directory so a rename or create inside it survives a power loss."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so a crash leaves either the old or the new content."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def atomic_rename(source: Path, target: Path) -> None:
+    """Rename and make the rename durable."""
+    os.replace(source, target)
+    fsync_dir(target.parent)

@@ -1,0 +1,90 @@
+"""Typed errors of the storage layer.
+
+Every error carries structured fields (file, position, offset, key, setting) and survives pickling,
+because Ray re-raises it in another process: each class passes all of its fields to
+``Exception.__init__`` through ``__reduce__``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class StorageError(Exception):
+    """Base class of every error raised by ``storage``.
+
+    Catch this to handle any storage failure; catch a subclass to handle one kind.
+    """
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fields = fields
+        for name, value in fields.items():
+            setattr(self, name, value)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.message, self.fields))
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _rebuild(cls: type[StorageError], message: str, fields: dict[str, Any]) -> StorageError:
+    err = cls.__new__(cls)
+    StorageError.__init__(err, message, **fields)
+    return err
+
+
+class CorruptRecordError(StorageError):
+    """Bytes that should hold a record batch do not: bad CRC, impossible size, truncated record.
+
+    Raised by decoders and by validation of appended batches. Unlike ``InvalidRecordError`` the
+    bytes themselves are damaged; ``path`` and ``position`` say where when the bytes came from a file.
+    """
+
+
+class InvalidRecordError(StorageError):
+    """A well-formed batch that this log must refuse: a keyless record for a compacted topic,
+    a control batch from a client, a record that breaks an offset or timestamp rule.
+    """
+
+
+class RecordTooLargeError(StorageError):
+    """A batch larger than ``max.message.bytes`` or than ``segment.bytes``."""
+
+
+class InvalidOffsetError(StorageError):
+    """An offset that breaks ordering: an index entry not above the last one, an append whose
+    offsets are not above the log end, a segment that would overflow its 32-bit relative offsets.
+    """
+
+
+class OffsetOutOfRangeError(StorageError):
+    """A read from an offset below the log start offset or above the log end offset."""
+
+
+class CorruptIndexError(StorageError):
+    """An offset or time index that fails its sanity check. The loader rebuilds the index from the
+    segment instead of trusting it; the segment data is untouched.
+    """
+
+
+class CheckpointError(StorageError):
+    """A checkpoint file with a wrong version, a malformed line or a count that does not match."""
+
+
+class InvalidConfigError(StorageError):
+    """A configuration value outside its range; ``key`` names the Kafka setting."""
+
+
+class InvalidTopicError(StorageError):
+    """A topic or partition directory name that does not follow Kafka's naming rules."""
+
+
+class LogDirOfflineError(StorageError):
+    """The log directory went offline after an I/O error; every later call fails fast with this."""
+
+
+class LogCleaningAbortedError(StorageError):
+    """A clean was aborted (truncation, deletion, shutdown) before it swapped anything in."""
