@@ -1,0 +1,112 @@
+"""Partition log benchmarks: append, sequential read, recovery after an unclean shutdown, and open
+after a clean shutdown, each beside a raw file baseline of the same bytes in the same run."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.common import MB, Figure, raw_read_seconds, raw_write_seconds
+from storage.config import LogConfig
+from storage.kernels import warm_up
+from storage.log import Log
+from storage.records import build_batch_columns, scan_batches
+
+RECORDS_PER_BATCH = 1000
+
+
+def make_batches(count: int) -> list[bytes]:
+    """Producer-encoded batches: 1000 records of a 16 B key and a 100 B value each."""
+    rng = np.random.default_rng(0)
+    batches = []
+    for b in range(count):
+        keys = [bytes(k) for k in rng.integers(0, 256, (RECORDS_PER_BATCH, 16), dtype=np.uint8)]
+        values = [b"v" * 100] * RECORDS_PER_BATCH
+        ts = np.full(RECORDS_PER_BATCH, 1_700_000_000_000 + b, dtype=np.int64)
+        batches.append(build_batch_columns(keys, values, ts))
+    return batches
+
+
+def run(quick: bool = False) -> list[Figure]:
+    warm_up()
+    batch_count = 150 if quick else 1500
+    batches = make_batches(batch_count)
+    total_bytes = sum(len(b) for b in batches)
+    records = batch_count * RECORDS_PER_BATCH
+    figures: list[Figure] = []
+    root = Path(tempfile.mkdtemp(prefix="strata-bench-log-"))
+    try:
+        config = LogConfig(segment_bytes=64 * 1024 * 1024)
+        raw = raw_write_seconds(root / "raw.bin", batches)
+        log = Log.open(root / "bench-0", config)
+        start = time.perf_counter()
+        for data in batches:
+            log.append_batch(data)
+        append_s = time.perf_counter() - start
+        figures.append(Figure("append, producer-encoded batches, every record validated",
+                              records / append_s, "records/s", target=5_000_000,
+                              baseline=records / raw, baseline_name="raw write"))
+        figures.append(Figure("append throughput", total_bytes / append_s / MB, "MB/s",
+                              baseline=total_bytes / raw / MB, baseline_name="raw write",
+                              note="target: at least half the raw write"))
+        log.flush()
+        end = log.log_end_offset
+
+        raw_read = sum(raw_read_seconds(s.log_path) for s in log.segments())
+        start = time.perf_counter()
+        offset, read_bytes = 0, 0
+        while offset < end:
+            fetch = log.read_raw(offset, 1024 * 1024)
+            if fetch is None:
+                break
+            read_bytes += len(fetch.data)
+            offset = _next_offset(fetch.data)
+        read_s = time.perf_counter() - start
+        figures.append(Figure("sequential read (whole batches, 1 MiB fetches)",
+                              read_bytes / read_s / MB, "MB/s", target=1000,
+                              baseline=read_bytes / raw_read / MB, baseline_name="raw read"))
+        log.close()
+
+        start = time.perf_counter()
+        recovered = Log.open(root / "bench-0", config)   # no recovery point: unclean, recover all
+        recover_s = time.perf_counter() - start
+        assert recovered.log_end_offset == end
+        figures.append(Figure("recovery after unclean shutdown, CRC-checked",
+                              total_bytes / recover_s / MB, "MB/s", target=1000,
+                              baseline=total_bytes / raw_read / MB, baseline_name="raw read"))
+        recovered.close()
+
+        segments = 2000 if quick else 10_000
+        seg_config = LogConfig(segment_bytes=len(batches[0]) // 8)
+        small = build_batch_columns([b"k"], [b"v"], np.array([1], dtype=np.int64))
+        many = Log.open(root / "many-0", seg_config, recovery_point=0, had_clean_shutdown=True)
+        for _ in range(segments):
+            many.append_batch(small)
+            many.roll()
+        many.flush()
+        end = many.log_end_offset
+        many.close()
+        start = time.perf_counter()
+        reopened = Log.open(root / "many-0", seg_config, recovery_point=end, had_clean_shutdown=True)
+        open_s = time.perf_counter() - start
+        count = reopened.number_of_segments
+        reopened.close()
+        start = time.perf_counter()
+        for path in (root / "many-0").iterdir():
+            path.stat()
+        stat_s = time.perf_counter() - start
+        figures.append(Figure("open after clean shutdown", count / open_s, "segments/s",
+                              target=10_000, baseline=count / stat_s,
+                              baseline_name="listdir+stat of every file"))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return figures
+
+
+def _next_offset(data: bytes) -> int:
+    scan = scan_batches(data)
+    return int(scan.last_offsets[-1]) + 1

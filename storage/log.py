@@ -1,0 +1,675 @@
+"""The partition log (Kafka's UnifiedLog + LocalLog): an ordered set of segments with one active
+segment at the end.
+
+Offsets: ``log_start_offset`` <= every readable offset < ``log_end_offset``. The ``recovery_point`` is
+the offset below which everything is flushed; after an unclean shutdown only data from there on is
+re-validated. Appends stamp offsets into producer-encoded batches without re-encoding them (the base
+offset is outside the CRC).
+
+Thread-safety: one lock serialises appends, rolls, flushes' bookkeeping, truncation, retention and
+segment swaps. Reads take a snapshot of the segment list and read without the lock; a read that races
+a swap retries on the new segments, so it never sees a half-swapped log.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import struct
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+import crc32c
+
+from storage import files
+from storage.clock import SYSTEM_CLOCK, Clock
+from storage.config import LogConfig
+from storage.durable import fsync_dir
+from storage.errors import (
+    InvalidOffsetError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    StorageError,
+)
+from storage.loader import LogLoader, LoadResult
+from storage.records import (
+    ATTRIBUTES_OFFSET,
+    Compression,
+    Record,
+    RecordBatch,
+    build_batch,
+    scan_batches,
+    validate_for_append,
+)
+from storage.scheduler import Scheduler, default_scheduler
+from storage.segment import LogSegment, RollParams
+
+log = logging.getLogger(__name__)
+
+_OFFSET = struct.Struct(">q")
+_MAX_TIMESTAMP = struct.Struct(">q")
+_MAX_TIMESTAMP_POSITION = 35
+_ATTRIBUTES = struct.Struct(">h")
+_CRC = struct.Struct(">I")
+_CRC_POSITION = 17
+_LOG_APPEND_TIME_FLAG = 0x08
+DEFAULT_FETCH_BYTES = 1024 * 1024
+INDEXED_SEGMENTS_KEPT = 16
+
+
+@dataclass(frozen=True, slots=True)
+class LogAppendInfo:
+    """What one append did."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    records_count: int
+    batches: int
+    valid_bytes: int
+    log_append_time: int
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchData:
+    """Whole batches read from one segment: ``data`` starts at ``position`` of that segment's file."""
+
+    segment_base_offset: int
+    position: int
+    data: bytes
+
+    def batches(self) -> Iterator[RecordBatch]:
+        from storage.records import iter_batches
+        return iter_batches(self.data, base_position=self.position)
+
+
+class Log:
+    """One partition's log. Open with ``Log.open``; see the module docstring for the contract."""
+
+    def __init__(self, directory: Path, config: LogConfig, load: LoadResult, *, clock: Clock,
+                 scheduler: Scheduler | None) -> None:
+        self.dir = directory
+        self.config = config
+        self.clock = clock
+        self._scheduler = scheduler
+        # a directory that is not <topic>-<partition> (a bare log in a test) is partition 0 of its name
+        self.topic_partition = _parse_dir(directory) or files.TopicPartition(directory.name, 0)
+        self._lock = threading.RLock()
+        self._segments: dict[int, LogSegment] = {s.base_offset: s for s in load.segments}
+        self._bases: list[int] = sorted(self._segments)
+        self._log_start_offset = load.log_start_offset
+        self._log_end_offset = load.log_end_offset
+        self._recovery_point = load.recovery_point
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock.milliseconds()
+        self._indexed: list[int] = []   # closed segments whose indexes are loaded, oldest first
+        self.load_result = load
+        self._closed = False
+        self.on_offsets_changed: Callable[[Log], None] | None = None
+
+    # ---- opening -----------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: Path | str, config: LogConfig | None = None, *,
+             recovery_point: int | None = None, log_start_offset: int = 0,
+             had_clean_shutdown: bool = False, clock: Clock = SYSTEM_CLOCK,
+             scheduler: Scheduler | None = None) -> Log:
+        """Create the directory or load and recover what is in it.
+
+        Without a ``recovery_point`` the last shutdown counts as unclean and every segment is
+        re-validated; with one, only segments from it on are (and none after a clean shutdown).
+        """
+        directory = Path(path)
+        config = config or LogConfig()
+        directory.mkdir(parents=True, exist_ok=True)
+        is_delete = _parse_dir(directory) is not None and directory.name.endswith(
+            files.DELETE_DIR_SUFFIX)
+        loader = LogLoader(directory, config,
+                           recovery_point=recovery_point if recovery_point is not None else 0,
+                           log_start_offset=log_start_offset,
+                           had_clean_shutdown=had_clean_shutdown and recovery_point is not None,
+                           clock=clock, is_delete_dir=is_delete)
+        return cls(directory, config, loader.load(), clock=clock, scheduler=scheduler)
+
+    # ---- offsets and sizes -------------------------------------------------------------------
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """No replication here: every appended record is committed."""
+        return self._log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self.segments())
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._unflushed_messages
+
+    @property
+    def last_flush_ms(self) -> int:
+        return self._last_flush_ms
+
+    @property
+    def name(self) -> str:
+        return self.dir.name
+
+    def segments(self) -> list[LogSegment]:
+        """A snapshot of the segments in offset order; the last one is the active segment."""
+        with self._lock:
+            return [self._segments[b] for b in self._bases]
+
+    def segment_base_offsets(self) -> list[int]:
+        with self._lock:
+            return list(self._bases)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        with self._lock:
+            return self._segments[self._bases[-1]]
+
+    @property
+    def number_of_segments(self) -> int:
+        with self._lock:
+            return len(self._bases)
+
+    def segments_in_range(self, from_offset: int, to_offset: int) -> list[LogSegment]:
+        """Segments that may hold offsets in [from_offset, to_offset) (Kafka's logSegments(from, to))."""
+        with self._lock:
+            i = max(bisect.bisect_right(self._bases, from_offset) - 1, 0)
+            return [self._segments[b] for b in self._bases[i:] if b < to_offset]
+
+    # ---- append ------------------------------------------------------------------------------
+    def append(self, records: Sequence[Record], *, compression: Compression = Compression.NONE,
+               producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+               partition_leader_epoch: int = -1) -> LogAppendInfo:
+        """Encode ``records`` as one v2 batch and append it."""
+        data = build_batch(records, compression=compression, producer_id=producer_id,
+                           producer_epoch=producer_epoch, base_sequence=base_sequence,
+                           partition_leader_epoch=partition_leader_epoch)
+        return self.append_batch(data)
+
+    def append_batch(self, data: bytes | bytearray | memoryview) -> LogAppendInfo:
+        """Validate producer-encoded v2 batches (CRC, sizes, every record's structure, keys for a
+        compacted topic, ``max.message.bytes``) and append them with offsets assigned here."""
+        view = memoryview(data).cast("B") if not isinstance(data, memoryview) else data.cast("B")
+        scan = scan_batches(view)
+        if scan.error is not None or scan.valid_bytes != len(view) or len(scan.positions) == 0:
+            from storage.errors import CorruptRecordError
+            raise CorruptRecordError(
+                f"append to {self.name}: {scan.error or 'incomplete batch'} at byte "
+                f"{scan.error_position if scan.error_position >= 0 else scan.valid_bytes} of "
+                f"{len(view)}", partition=self.name, position=scan.valid_bytes)
+        checks = []
+        for pos, size in zip(scan.positions.tolist(), scan.sizes.tolist()):
+            batch = view[pos:pos + size]
+            if size > self.config.segment_bytes:
+                raise RecordTooLargeError(
+                    f"append to {self.name}: batch of {size} bytes is larger than "
+                    f"segment.bytes={self.config.segment_bytes}", partition=self.name, size=size)
+            checks.append((batch, validate_for_append(
+                batch, require_keys=self.config.compact,
+                max_message_bytes=self.config.max_message_bytes)))
+        log_append_time = (self.clock.milliseconds()
+                           if self.config.message_timestamp_type == "LogAppendTime" else -1)
+        with self._lock:
+            self._ensure_open()
+            pieces: list[bytes | memoryview] = []
+            next_offset = self._log_end_offset
+            first_offset = next_offset
+            max_ts, offset_of_max_ts, records = -1, next_offset, 0
+            for batch, check in checks:
+                pieces.append(_OFFSET.pack(next_offset))
+                if log_append_time >= 0:
+                    pieces.append(_with_log_append_time(batch, log_append_time))
+                    batch_max_ts = log_append_time
+                else:
+                    pieces.append(batch[8:])
+                    batch_max_ts = check.max_timestamp
+                if batch_max_ts > max_ts:
+                    max_ts = batch_max_ts
+                    offset_of_max_ts = next_offset + check.last_offset_delta
+                next_offset += check.last_offset_delta + 1
+                records += check.records_count
+            last_offset = next_offset - 1
+            size = len(view)
+            segment = self._maybe_roll(RollParams(max_ts, last_offset, size,
+                                                  self.clock.milliseconds()))
+            segment.append(last_offset, max_ts, offset_of_max_ts, pieces)
+            self._log_end_offset = next_offset
+            self._unflushed_messages += records
+            info = LogAppendInfo(first_offset, last_offset, max_ts, offset_of_max_ts, records,
+                                 len(checks), size, log_append_time, self._log_start_offset)
+            if self._unflushed_messages >= self.config.flush_messages:
+                self.flush()
+        return info
+
+    def _maybe_roll(self, params: RollParams) -> LogSegment:
+        segment = self._segments[self._bases[-1]]
+        if segment.should_roll(params):
+            segment = self.roll()
+        return segment
+
+    def roll(self) -> LogSegment:
+        """Close the active segment and start a new one at the log end offset (an empty active
+        segment at that offset is reused). The old segment is flushed in the background."""
+        with self._lock:
+            self._ensure_open()
+            new_base = self._log_end_offset
+            active = self._segments[self._bases[-1]]
+            if active.base_offset == new_base and active.size == 0:
+                return active
+            if new_base in self._segments:
+                raise StorageError(f"{self.name}: a segment with base offset {new_base} exists",
+                                   partition=self.name, offset=new_base)
+            stale = files.log_file(self.dir, new_base)
+            if stale.exists():
+                log.warning("deleting stale segment file %s before rolling", stale)
+                stale.unlink()
+            for index in (files.index_file(self.dir, new_base),
+                          files.time_index_file(self.dir, new_base)):
+                index.unlink(missing_ok=True)
+            active.on_become_inactive()
+            segment = LogSegment.create(self.dir, new_base, self.config, clock=self.clock,
+                                        rolling_jitter_ms=self.config.random_segment_jitter())
+            self._add_segment(segment)
+            self._schedule("flush-log", lambda: self.flush(new_base), 0)
+            return segment
+
+    # ---- flush -------------------------------------------------------------------------------
+    def flush(self, offset: int | None = None) -> None:
+        """Make every batch below ``offset`` (default: the log end) durable and move the recovery
+        point there."""
+        with self._lock:
+            if self._closed:
+                return
+            target = self._log_end_offset if offset is None else min(offset, self._log_end_offset)
+            if target <= self._recovery_point:
+                return
+            to_flush = self.segments_in_range(self._recovery_point, target)
+            unflushed_at_start = self._unflushed_messages
+        for segment in to_flush:
+            try:
+                segment.flush()
+            except FileNotFoundError:
+                pass   # swapped out or deleted meanwhile; its replacement was flushed by its writer
+        with self._lock:
+            if target > self._recovery_point:
+                self._recovery_point = target
+            if target >= self._log_end_offset:
+                self._unflushed_messages = max(0, self._unflushed_messages - unflushed_at_start)
+            self._last_flush_ms = self.clock.milliseconds()
+
+    # ---- read --------------------------------------------------------------------------------
+    def read_raw(self, start_offset: int, max_bytes: int = DEFAULT_FETCH_BYTES,
+                 min_one_message: bool = True) -> FetchData | None:
+        """Whole batches from the one holding ``start_offset`` (at least one if
+        ``min_one_message``), from a single segment. None at the log end."""
+        for _ in range(3):
+            with self._lock:
+                end = self._log_end_offset
+                start = self._log_start_offset
+                if start_offset < start or start_offset > end:
+                    raise OffsetOutOfRangeError(
+                        f"{self.name}: offset {start_offset} is outside [{start}, {end}]",
+                        partition=self.name, offset=start_offset, log_start_offset=start,
+                        log_end_offset=end)
+                if start_offset == end:
+                    return None
+                candidates = self.segments_in_range(start_offset, end)
+                active = self._segments[self._bases[-1]]
+                active_size = active.size
+            try:
+                for segment in candidates:
+                    limit = active_size if segment is active else None
+                    result = segment.read(start_offset, max_bytes, limit, min_one_message)
+                    self._note_indexed(segment)
+                    if result is not None:
+                        return FetchData(segment.base_offset, result[0], result[1])
+                return None
+            except FileNotFoundError:
+                continue   # raced a swap or a retention delete: retry on the new segment list
+        raise StorageError(f"{self.name}: segments kept changing under a read at {start_offset}",
+                           partition=self.name, offset=start_offset)
+
+    def read(self, start_offset: int | None = None, max_offset: int | None = None,
+             fetch_bytes: int = DEFAULT_FETCH_BYTES) -> Iterator[Record]:
+        """Every record from ``start_offset`` (default: the log start) up to the log end at the time
+        of the call (or ``max_offset``, exclusive), across segments and gaps left by compaction."""
+        offset = self._log_start_offset if start_offset is None else start_offset
+        stop = self._log_end_offset if max_offset is None else min(max_offset,
+                                                                   self._log_end_offset)
+        while offset < stop:
+            fetch = self.read_raw(offset, fetch_bytes)
+            if fetch is None:
+                return
+            progressed = False
+            for batch in fetch.batches():
+                if batch.last_offset < offset:
+                    continue
+                for record in batch.records():
+                    if offset <= record.offset < stop:
+                        yield record
+                offset = max(offset, batch.next_offset)
+                progressed = True
+                if offset >= stop:
+                    return
+            if not progressed:
+                return
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record whose timestamp is >= ``timestamp``."""
+        for segment in self.segments():
+            if segment.largest_timestamp >= timestamp:
+                found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                self._note_indexed(segment)
+                if found is not None:
+                    return found
+        return None
+
+    def _note_indexed(self, segment: LogSegment) -> None:
+        """Keep the indexes of at most INDEXED_SEGMENTS_KEPT closed segments loaded."""
+        with self._lock:
+            if segment.base_offset == self._bases[-1]:
+                return
+            if segment.base_offset in self._indexed:
+                self._indexed.remove(segment.base_offset)
+            self._indexed.append(segment.base_offset)
+            while len(self._indexed) > INDEXED_SEGMENTS_KEPT:
+                old = self._segments.get(self._indexed.pop(0))
+                if old is not None and old.base_offset != self._bases[-1]:
+                    old.release()
+
+    # ---- truncation --------------------------------------------------------------------------
+    def truncate_to(self, target_offset: int) -> bool:
+        """Remove every batch with offsets >= ``target_offset``. Returns whether anything changed."""
+        if target_offset < 0:
+            raise InvalidOffsetError(f"{self.name}: cannot truncate to {target_offset}",
+                                     partition=self.name, offset=target_offset)
+        with self._lock:
+            self._ensure_open()
+            if target_offset >= self._log_end_offset:
+                return False
+            if self._bases[0] > target_offset:
+                self.truncate_fully_and_start_at(target_offset)
+                return True
+            doomed = [self._segments[b] for b in self._bases if b > target_offset]
+            for segment in doomed:
+                self._remove_segment(segment.base_offset)
+            self._delete_segment_files(doomed)
+            active = self._segments[self._bases[-1]]
+            if not active.is_open_for_writes:
+                active.make_writable()
+            active.truncate_to(target_offset)
+            self._log_end_offset = active.read_next_offset()
+            self._recovery_point = min(self._recovery_point, self._log_end_offset)
+            self._log_start_offset = min(self._log_start_offset, target_offset)
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart the log empty at ``offset``."""
+        with self._lock:
+            self._ensure_open()
+            doomed = self.segments()
+            for segment in doomed:
+                self._remove_segment(segment.base_offset)
+            self._delete_segment_files(doomed, sync=True)
+            segment = LogSegment.create(self.dir, offset, self.config, clock=self.clock,
+                                        rolling_jitter_ms=self.config.random_segment_jitter())
+            self._add_segment(segment)
+            self._log_end_offset = offset
+            self._log_start_offset = offset
+            self._recovery_point = offset
+            self._unflushed_messages = 0
+
+    # ---- retention ---------------------------------------------------------------------------
+    def delete_old_segments(self) -> int:
+        """Retention: the log-start-offset rule, then ``retention.bytes``, then ``retention.ms``
+        (the last two only when ``cleanup.policy`` includes delete). Returns segments deleted."""
+        deleted = self._delete_segments_while(self._below_log_start, "log start offset")
+        if self.config.delete:
+            deleted += self._delete_retention_size_breached()
+            deleted += self._delete_retention_ms_breached()
+        return deleted
+
+    def _below_log_start(self, segment: LogSegment, next_segment: LogSegment | None) -> bool:
+        return next_segment is not None and next_segment.base_offset <= self._log_start_offset
+
+    def _delete_retention_ms_breached(self) -> int:
+        if self.config.retention_ms < 0:
+            return 0
+        now = self.clock.milliseconds()
+        return self._delete_segments_while(
+            lambda s, _n: now - s.largest_timestamp > self.config.retention_ms, "retention.ms")
+
+    def _delete_retention_size_breached(self) -> int:
+        if self.config.retention_bytes < 0:
+            return 0
+        diff = self.size_in_bytes - self.config.retention_bytes
+        if diff <= 0:
+            return 0
+        remaining = [diff]
+
+        def over(segment: LogSegment, _next: LogSegment | None) -> bool:
+            if remaining[0] - segment.size >= 0:
+                remaining[0] -= segment.size
+                return True
+            return False
+        return self._delete_segments_while(over, "retention.bytes")
+
+    def _delete_segments_while(self, predicate: Callable[[LogSegment, LogSegment | None], bool],
+                               reason: str) -> int:
+        with self._lock:
+            self._ensure_open()
+            segments = self.segments()
+            doomed: list[LogSegment] = []
+            for i, segment in enumerate(segments):
+                following = segments[i + 1] if i + 1 < len(segments) else None
+                upper = following.base_offset if following else self._log_end_offset
+                if self.high_watermark < upper:
+                    break
+                if following is None and segment.size == 0:
+                    break
+                if not predicate(segment, following):
+                    break
+                doomed.append(segment)
+            if not doomed:
+                return 0
+            if len(doomed) == len(segments):
+                self.roll()
+            for segment in doomed:
+                self._remove_segment(segment.base_offset)
+            self._delete_segment_files(doomed)
+            self._log_start_offset = max(self._log_start_offset, self._bases[0])
+            log.info("%s: deleted %d segments by %s; log start offset is now %d", self.name,
+                     len(doomed), reason, self._log_start_offset)
+            return len(doomed)
+
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """Raise the log start offset (DeleteRecords); segments below it go at the next retention."""
+        with self._lock:
+            if offset > self._log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"{self.name}: log start offset {offset} is above the log end "
+                    f"{self._log_end_offset}", partition=self.name, offset=offset)
+            if offset <= self._log_start_offset:
+                return False
+            self._log_start_offset = offset
+            return True
+
+    # ---- compaction support ------------------------------------------------------------------
+    def create_cleaned_segment(self, base_offset: int) -> LogSegment:
+        """A fresh ``<base>.log.cleaned`` segment (stale cleaner output of that name is removed)."""
+        for path in (files.log_file(self.dir, base_offset, files.CLEANED_SUFFIX),
+                     files.index_file(self.dir, base_offset, files.CLEANED_SUFFIX),
+                     files.time_index_file(self.dir, base_offset, files.CLEANED_SUFFIX)):
+            path.unlink(missing_ok=True)
+        return LogSegment.create(self.dir, base_offset, self.config, suffix=files.CLEANED_SUFFIX,
+                                 clock=self.clock)
+
+    def replace_segments(self, new_segments: Sequence[LogSegment],
+                         old_segments: Sequence[LogSegment]) -> None:
+        """Swap cleaned segments in, crash-safely (Kafka's order):
+
+        1. rename each new segment ``.cleaned`` -> ``.swap``, highest offset first, and add it;
+        2. remove each old segment (unless the first new one replaced it at the same base) and rename
+           it ``.deleted`` for the async delete;
+        3. rename each new segment ``.swap`` -> final name, then fsync the directory.
+
+        A crash anywhere leaves files from which the loader restores the log as before or as after.
+        """
+        new_sorted = sorted(new_segments, key=lambda s: s.base_offset)
+        with self._lock:
+            self._ensure_open()
+            live = [s for s in old_segments if self._segments.get(s.base_offset) is s]
+            active_base = self._bases[-1]
+            if any(s.base_offset == active_base for s in live):
+                raise StorageError(f"{self.name}: the active segment cannot be replaced",
+                                   partition=self.name)
+            for segment in reversed(new_sorted):
+                segment.change_file_suffixes(files.CLEANED_SUFFIX, files.SWAP_SUFFIX)
+            fsync_dir(self.dir)
+            first_new = new_sorted[0].base_offset if new_sorted else None
+            for segment in live:
+                if segment.base_offset != first_new:
+                    self._remove_segment(segment.base_offset)
+            for segment in reversed(new_sorted):
+                segment.make_read_only()
+                self._segments[segment.base_offset] = segment
+                if segment.base_offset not in self._bases:
+                    bisect.insort(self._bases, segment.base_offset)
+            self._delete_segment_files(live)
+            for segment in new_sorted:
+                segment.change_file_suffixes(files.SWAP_SUFFIX, "")
+            fsync_dir(self.dir)
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Flush bookkeeping stays with the caller; close every segment's files."""
+        with self._lock:
+            if self._closed:
+                return
+            for segment in self.segments():
+                segment.close()
+            self._closed = True
+
+    def release_idle(self) -> None:
+        """Drop descriptors and index maps of every closed segment."""
+        with self._lock:
+            for base in self._bases[:-1]:
+                self._segments[base].release()
+            self._indexed.clear()
+
+    def rename_dir(self, name: str) -> None:
+        """Rename the partition directory (used for the ``-delete`` rename)."""
+        with self._lock:
+            for segment in self.segments():
+                segment.close()
+            target = self.dir.parent / name
+            os.replace(self.dir, target)
+            fsync_dir(self.dir.parent)
+            self.dir = target
+            for segment in self.segments():
+                segment.rename_dir(target)
+            self._closed = True
+
+    def delete(self) -> None:
+        """Delete every file and the directory itself."""
+        with self._lock:
+            for segment in self.segments():
+                segment.close()
+            self._closed = True
+            for path in sorted(self.dir.iterdir(), reverse=True):
+                if path.is_dir():
+                    for sub in path.iterdir():
+                        sub.unlink()
+                    path.rmdir()
+                else:
+                    path.unlink()
+            self.dir.rmdir()
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    # ---- internals ---------------------------------------------------------------------------
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"log {self.dir} is closed", partition=self.name)
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        self._segments[segment.base_offset] = segment
+        bisect.insort(self._bases, segment.base_offset)
+
+    def _remove_segment(self, base: int) -> None:
+        self._segments.pop(base, None)
+        i = bisect.bisect_left(self._bases, base)
+        if i < len(self._bases) and self._bases[i] == base:
+            del self._bases[i]
+        if base in self._indexed:
+            self._indexed.remove(base)
+
+    def _delete_segment_files(self, segments: Sequence[LogSegment], sync: bool = False) -> None:
+        """Rename to ``.deleted`` now; remove after ``file.delete.delay.ms``."""
+        if not segments:
+            return
+        for segment in segments:
+            segment.close()
+            segment.change_file_suffixes("", files.DELETED_SUFFIX)
+        delay = self.config.file_delete_delay_ms
+        doomed = list(segments)
+
+        def delete() -> None:
+            for segment in doomed:
+                segment.delete_files()
+        if sync or delay == 0:
+            delete()
+        else:
+            self._schedule("delete-file", delete, delay)
+
+    def _schedule(self, name: str, fn: Callable[[], object], delay_ms: int) -> None:
+        scheduler = self._scheduler or default_scheduler()
+        scheduler.schedule(f"{name}:{self.name}", fn, delay_ms)
+
+    def __repr__(self) -> str:
+        return (f"Log({self.dir}, start={self._log_start_offset}, end={self._log_end_offset}, "
+                f"segments={len(self._bases)})")
+
+
+def _parse_dir(directory: Path) -> files.TopicPartition | None:
+    try:
+        return files.parse_partition_dir(directory.name).topic_partition
+    except StorageError:
+        return None
+
+
+def _with_log_append_time(batch: memoryview, now_ms: int) -> bytes:
+    """The batch after offset 8 with LogAppendTime stamped: attribute bit 3, max timestamp = now,
+    CRC recomputed (both fields are inside the CRC)."""
+    buf = bytearray(batch)
+    attributes = _ATTRIBUTES.unpack_from(buf, ATTRIBUTES_OFFSET)[0] | _LOG_APPEND_TIME_FLAG
+    _ATTRIBUTES.pack_into(buf, ATTRIBUTES_OFFSET, attributes)
+    _MAX_TIMESTAMP.pack_into(buf, _MAX_TIMESTAMP_POSITION, now_ms)
+    _CRC.pack_into(buf, _CRC_POSITION, crc32c.crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
+    return bytes(memoryview(buf)[8:])
+
+

@@ -1,0 +1,577 @@
+"""One log segment: a ``.log`` file of record batches with a lazy ``.index`` and ``.timeindex``
+(Kafka's LogSegment).
+
+A segment covers offsets from ``base_offset`` up to the next segment's base offset. Its offset index
+maps (offset -> file position) every ``index.interval.bytes``; its time index maps (max timestamp so
+far -> offset) at the same points. Both are hints rebuilt by ``recover``; the ``.log`` is the truth.
+
+File handles: only the active segment keeps its ``.log`` open for appending. A closed segment opens
+its file for the length of one read through ``HANDLES``, a bounded process-wide cache, and its indexes
+only when a lookup needs them; ``release()`` drops them again. Tens of thousands of segments therefore
+stay far under the open-file limit.
+
+Not thread-safe: a segment is owned by one ``Log``, which serialises writers. Reads of a closed
+segment may run concurrently with each other.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from storage import files
+from storage.clock import SYSTEM_CLOCK, Clock
+from storage.config import LogConfig
+from storage.errors import CorruptRecordError, InvalidOffsetError, StorageError
+from storage.index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
+from storage.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, RecordBatch, scan_batches
+
+INT32_MAX = 2**31 - 1
+SCAN_CHUNK_BYTES = 256 * 1024
+RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024
+
+
+class HandleCache:
+    """A bounded LRU of read-only file descriptors shared by every closed segment of a process.
+
+    ``borrow`` pins a descriptor for the length of one read; only unpinned descriptors are closed on
+    eviction, so a reader never sees its descriptor closed or reused under it. Thread-safe.
+    """
+
+    def __init__(self, capacity: int = 256) -> None:
+        self.capacity = capacity
+        self._fds: OrderedDict[str, list[int]] = OrderedDict()   # path -> [fd, pins]
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def borrow(self, path: Path) -> Iterator[int]:
+        key = str(path)
+        with self._lock:
+            entry = self._fds.get(key)
+            if entry is None:
+                entry = [os.open(key, os.O_RDONLY), 0]
+                self._fds[key] = entry
+            self._fds.move_to_end(key)
+            entry[1] += 1
+            self._evict_locked()
+        try:
+            yield entry[0]
+        finally:
+            with self._lock:
+                entry[1] -= 1
+                if entry[1] == 0 and self._fds.get(key) is not entry:
+                    os.close(entry[0])
+
+    def forget(self, path: Path) -> None:
+        """Close the descriptor of a file being renamed or deleted (after its pins are gone)."""
+        with self._lock:
+            entry = self._fds.pop(str(path), None)
+            if entry is not None and entry[1] == 0:
+                os.close(entry[0])
+
+    def _evict_locked(self) -> None:
+        while len(self._fds) > self.capacity:
+            for key, entry in self._fds.items():
+                if entry[1] == 0:
+                    del self._fds[key]
+                    os.close(entry[0])
+                    break
+            else:
+                return
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._fds)
+
+
+HANDLES = HandleCache()
+
+
+@dataclass(frozen=True, slots=True)
+class BatchEntry:
+    """Where one batch sits in a segment file, with the header fields readers need."""
+
+    position: int
+    size: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    magic: int
+    records_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class RollParams:
+    """What an append brings that decides whether the active segment must roll first."""
+
+    max_timestamp_in_append: int
+    max_offset_in_append: int
+    bytes_in_append: int
+    now_ms: int
+
+
+class LogSegment:
+    """One segment's files. See the module docstring for ownership and handle rules."""
+
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, *,
+                 suffix: str = "", created_ms: int | None = None, rolling_jitter_ms: int = 0,
+                 writable: bool = False, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.dir = directory
+        self.base_offset = base_offset
+        self.config = config
+        self.suffix = suffix
+        self.clock = clock
+        self.rolling_jitter_ms = rolling_jitter_ms
+        self.log_path = files.log_file(directory, base_offset, suffix)
+        self.offset_index = OffsetIndex(files.index_file(directory, base_offset, suffix), base_offset,
+                                        config.segment_index_bytes, writable=writable)
+        self.time_index = TimeIndex(files.time_index_file(directory, base_offset, suffix), base_offset,
+                                    config.segment_index_bytes, writable=writable)
+        self._write_fd: int | None = None
+        self._size = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self._created_ms = created_ms if created_ms is not None else clock.milliseconds()
+        self._bytes_since_last_index_entry = 0
+        self._max_timestamp_and_offset: TimestampOffset | None = None   # loaded lazily
+        self._rolling_based_timestamp: int | None = None
+        self._next_offset: int | None = None
+
+    # ---- creation ----------------------------------------------------------------------------
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, config: LogConfig, *, suffix: str = "",
+               clock: Clock = SYSTEM_CLOCK, rolling_jitter_ms: int = 0) -> LogSegment:
+        """A new empty writable segment; an existing ``.log`` of that name is an error."""
+        path = files.log_file(directory, base_offset, suffix)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        if config.preallocate and not suffix:
+            os.ftruncate(fd, config.segment_bytes)
+        os.close(fd)
+        segment = cls(directory, base_offset, config, suffix=suffix, writable=True, clock=clock,
+                      rolling_jitter_ms=rolling_jitter_ms)
+        segment._size = 0
+        segment._max_timestamp_and_offset = TimestampOffset(-1, base_offset)
+        segment._next_offset = base_offset
+        return segment
+
+    # ---- sizes and offsets -------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        """Bytes of batches in the ``.log`` (excluding preallocated space)."""
+        return self._size
+
+    @property
+    def last_modified_ms(self) -> int:
+        return self.log_path.stat().st_mtime_ns // 1_000_000
+
+    def set_last_modified_ms(self, ms: int) -> None:
+        os.utime(self.log_path, ns=(ms * 1_000_000, ms * 1_000_000))
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        return self._max_ts().timestamp
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        return self._max_ts().offset
+
+    def _max_ts(self) -> TimestampOffset:
+        if self._max_timestamp_and_offset is None:
+            self._max_timestamp_and_offset = self.time_index.last_entry()
+        return self._max_timestamp_and_offset
+
+    @property
+    def largest_timestamp(self) -> int:
+        """The largest record timestamp, or the file's mtime when there is none (retention)."""
+        ts = self.max_timestamp_so_far
+        return ts if ts >= 0 else self.last_modified_ms
+
+    def first_batch_timestamp(self) -> int:
+        """The first batch's max timestamp, or -1 for an empty segment."""
+        for entry in self.batches():
+            return entry.max_timestamp
+        return -1
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch: scan from the last offset index entry to the end."""
+        if self._next_offset is None:
+            start = self.offset_index.lookup(2**63 - 1).position if self.offset_index.exists() else 0
+            next_offset = self.base_offset
+            for entry in self.batches(start):
+                next_offset = entry.last_offset + 1
+            self._next_offset = next_offset
+        return self._next_offset
+
+    # ---- append ------------------------------------------------------------------------------
+    def should_roll(self, params: RollParams) -> bool:
+        """Kafka's shouldRoll: size, time (with jitter), full index, or relative offset overflow."""
+        time_waited = self._time_waited_for_roll(params.now_ms, params.max_timestamp_in_append)
+        return (
+            self._size > self.config.segment_bytes - params.bytes_in_append
+            or (self._size > 0
+                and time_waited > self.config.max_segment_ms - self.rolling_jitter_ms)
+            or self.offset_index.is_full()
+            or self.time_index.is_full()
+            or not self.can_convert_to_relative_offset(params.max_offset_in_append)
+        )
+
+    def _time_waited_for_roll(self, now_ms: int, max_timestamp_in_append: int) -> int:
+        if self._rolling_based_timestamp is None:
+            first = self.first_batch_timestamp() if self._size else -1
+            self._rolling_based_timestamp = first
+        if self._rolling_based_timestamp is not None and self._rolling_based_timestamp >= 0:
+            return max_timestamp_in_append - self._rolling_based_timestamp
+        return now_ms - self._created_ms
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    def append(self, largest_offset: int, largest_timestamp: int, offset_of_max_timestamp: int,
+               pieces: list[bytes | memoryview]) -> None:
+        """Append already-validated batches (given as byte pieces written with one ``writev``).
+
+        The sparse index entry points at where this append starts, and is added *before* the bytes
+        once more than ``index.interval.bytes`` were appended since the last entry.
+        """
+        if not self.can_convert_to_relative_offset(largest_offset):
+            raise InvalidOffsetError(
+                f"offset {largest_offset} does not fit segment {self.log_path}",
+                path=str(self.log_path), offset=largest_offset)
+        size = sum(len(p) for p in pieces)
+        if size == 0:
+            return
+        position = self._size
+        if self._size == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        max_ts = self._max_ts()
+        if largest_timestamp > max_ts.timestamp:
+            self._max_timestamp_and_offset = max_ts = TimestampOffset(largest_timestamp,
+                                                                      offset_of_max_timestamp)
+        if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
+            self.offset_index.append(largest_offset, position)
+            self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
+            self._bytes_since_last_index_entry = 0
+        fd = self._writer()
+        written = os.pwritev(fd, pieces, position) if len(pieces) > 1 else os.pwrite(fd, pieces[0], position)
+        if written != size:
+            raise OSError(f"short write to {self.log_path}: {written} of {size} bytes")
+        self._size += size
+        self._bytes_since_last_index_entry += size
+        self._next_offset = largest_offset + 1
+
+    def _writer(self) -> int:
+        if self._write_fd is None:
+            self._write_fd = os.open(self.log_path, os.O_RDWR)
+        return self._write_fd
+
+    def flush(self) -> None:
+        """fsync the ``.log`` and flush the indexes."""
+        if self._write_fd is not None:
+            os.fsync(self._write_fd)
+        else:
+            fd = os.open(self.log_path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def on_become_inactive(self) -> None:
+        """At roll: final time-index entry, trim indexes and a preallocated file, stop writing."""
+        max_ts = self._max_ts()
+        self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        if self.config.preallocate or self._write_fd is not None:
+            fd = self._writer()
+            if os.fstat(fd).st_size != self._size:
+                os.ftruncate(fd, self._size)
+        self.make_read_only()
+
+    def make_read_only(self) -> None:
+        """Close the writer and reopen the indexes read-only (lazily)."""
+        self._close_writer()
+        self.offset_index.close()
+        self.time_index.close()
+        self.offset_index = OffsetIndex(self.offset_index.path, self.base_offset,
+                                        self.config.segment_index_bytes, writable=False)
+        self.time_index = TimeIndex(self.time_index.path, self.base_offset,
+                                    self.config.segment_index_bytes, writable=False)
+
+    def make_writable(self) -> None:
+        """Reopen the indexes writable and sized to the maximum (the active segment after load)."""
+        self.offset_index.close()
+        self.time_index.close()
+        self.offset_index = OffsetIndex(self.offset_index.path, self.base_offset,
+                                        self.config.segment_index_bytes, writable=True)
+        self.time_index = TimeIndex(self.time_index.path, self.base_offset,
+                                    self.config.segment_index_bytes, writable=True)
+        self.offset_index.resize(self.config.segment_index_bytes)
+        self.time_index.resize(self.config.segment_index_bytes)
+
+    # ---- read --------------------------------------------------------------------------------
+    def read_bytes(self, position: int, size: int) -> bytes:
+        if size <= 0:
+            return b""
+        if self._write_fd is not None:
+            return os.pread(self._write_fd, size, position)
+        with HANDLES.borrow(self.log_path) as fd:
+            return os.pread(fd, size, position)
+
+    def batches(self, start_position: int = 0, end_position: int | None = None,
+                chunk_bytes: int = SCAN_CHUNK_BYTES) -> Iterator[BatchEntry]:
+        """Walk the batch headers from ``start_position``; stops at the first incomplete batch.
+
+        Raises CorruptRecordError (with file and position) for an impossible batch size.
+        """
+        end = self._size if end_position is None else min(end_position, self._size)
+        position = start_position
+        while position + HEADER_SIZE_UP_TO_MAGIC <= end:
+            data = self.read_bytes(position, min(chunk_bytes, end - position))
+            scan = scan_batches(data)
+            count = len(scan.positions)
+            if count == 0:
+                if scan.error is not None:
+                    raise CorruptRecordError(
+                        f"{self.log_path}: {scan.error} at position {position + scan.error_position}",
+                        path=str(self.log_path), position=position + max(scan.error_position, 0))
+                batch_size = int.from_bytes(data[8:12], "big", signed=True) + LOG_OVERHEAD
+                if batch_size <= len(data) or position + batch_size > end:
+                    return   # incomplete batch at the end of the file
+                chunk_bytes = batch_size
+                continue
+            for pos, size, base, last, max_ts, magic, n in zip(
+                    scan.positions.tolist(), scan.sizes.tolist(), scan.base_offsets.tolist(),
+                    scan.last_offsets.tolist(), scan.max_timestamps.tolist(), scan.magics.tolist(),
+                    scan.records_counts.tolist()):
+                yield BatchEntry(position + pos, size, base, last, max_ts, magic, n)
+            position += scan.valid_bytes
+            if scan.error is not None:
+                raise CorruptRecordError(
+                    f"{self.log_path}: {scan.error} at position {position}",
+                    path=str(self.log_path), position=position)
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> BatchEntry | None:
+        """The first batch whose last offset is >= ``offset`` (the batch holding it, or the next
+        batch after a gap), searching from the index entry at or below it."""
+        entry = self.offset_index.lookup(offset)
+        for batch in self.batches(max(entry.position, start_position)):
+            if batch.last_offset >= offset:
+                return batch
+        return None
+
+    def read(self, start_offset: int, max_size: int, max_position: int | None = None,
+             min_one_message: bool = True) -> tuple[int, bytes] | None:
+        """Whole batches from the one holding ``start_offset``, at most ``max_size`` bytes (at least
+        one batch if ``min_one_message``). Returns (file position, bytes) or None past the end."""
+        first = self.translate_offset(start_offset)
+        if first is None:
+            return None
+        limit = self._size if max_position is None else max_position
+        budget = max(max_size, first.size) if min_one_message else max_size
+        end = first.position
+        for batch in self.batches(first.position, limit):
+            if batch.position + batch.size - first.position > budget:
+                break
+            end = batch.position + batch.size
+        if end == first.position:
+            return None
+        return first.position, self.read_bytes(first.position, end - first.position)
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ``timestamp`` at or after
+        ``start_offset``, or None."""
+        ts_entry = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(ts_entry.offset, start_offset)).position
+        for entry in self.batches(position):
+            if entry.max_timestamp < timestamp or entry.last_offset < start_offset:
+                continue
+            batch = RecordBatch(self.read_bytes(entry.position, entry.size), entry.position,
+                                self.log_path)
+            for record in batch.records():
+                if record.timestamp >= timestamp and record.offset >= start_offset:
+                    return record.offset, record.timestamp
+        return None
+
+    # ---- recovery and truncation -------------------------------------------------------------
+    def recover(self, max_message_bytes: int | None = None) -> int:
+        """Rebuild both indexes from the ``.log``, checking every batch's CRC and offsets, and
+        truncate at the first invalid byte. Returns the number of bytes truncated."""
+        self.make_writable()
+        self.offset_index.reset()
+        self.time_index.reset()
+        fd = os.open(self.log_path, os.O_RDWR)
+        try:
+            file_size = os.fstat(fd).st_size
+            valid = 0
+            last_index_entry = 0
+            max_ts, max_ts_offset = -1, self.base_offset
+            prev_last = self.base_offset - 1
+            chunk = RECOVERY_CHUNK_BYTES
+            stop = False
+            while not stop and valid + HEADER_SIZE_UP_TO_MAGIC <= file_size:
+                data = os.pread(fd, min(chunk, file_size - valid), valid)
+                scan = scan_batches(data, check_crc=True)
+                if len(scan.positions) == 0:
+                    if scan.error is not None:
+                        break
+                    batch_size = int.from_bytes(data[8:12], "big", signed=True) + LOG_OVERHEAD
+                    if batch_size <= len(data) or valid + batch_size > file_size:
+                        break
+                    if max_message_bytes is not None and batch_size > max(max_message_bytes, chunk):
+                        break
+                    chunk = batch_size
+                    continue
+                chunk = RECOVERY_CHUNK_BYTES
+                for pos, size, base, last, bts in zip(
+                        scan.positions.tolist(), scan.sizes.tolist(), scan.base_offsets.tolist(),
+                        scan.last_offsets.tolist(), scan.max_timestamps.tolist()):
+                    if base <= prev_last or last < base or not self.can_convert_to_relative_offset(last):
+                        stop = True
+                        break
+                    if bts > max_ts:
+                        max_ts, max_ts_offset = bts, last
+                    if valid - last_index_entry > self.config.index_interval_bytes:
+                        self.offset_index.append(last, valid)
+                        self.time_index.maybe_append(max_ts, max_ts_offset)
+                        last_index_entry = valid
+                    valid += size
+                    prev_last = last
+                if scan.error is not None:
+                    stop = True
+            truncated = file_size - valid
+            if truncated:
+                os.ftruncate(fd, valid)
+        finally:
+            os.close(fd)
+        HANDLES.forget(self.log_path)
+        self._size = valid
+        self._next_offset = prev_last + 1
+        self._max_timestamp_and_offset = TimestampOffset(max_ts, max_ts_offset)
+        self._rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = valid - last_index_entry if valid else 0
+        self.offset_index.trim_to_valid_size()
+        self.time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
+        self.time_index.trim_to_valid_size()
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch holding offsets >= ``offset``; return the bytes removed."""
+        entry = self.translate_offset(offset)
+        if entry is None:
+            return 0
+        removed = self._size - entry.position
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        fd = self._writer()
+        os.ftruncate(fd, entry.position)
+        HANDLES.forget(self.log_path)
+        self._size = entry.position
+        self._next_offset = None
+        last = self.time_index.last_entry()
+        self._max_timestamp_and_offset = last
+        self._bytes_since_last_index_entry = 0
+        if self._size == 0:
+            self._created_ms = self.clock.milliseconds()
+            self._rolling_based_timestamp = None
+        else:
+            self._rolling_based_timestamp = None
+        return removed
+
+    def truncate_fully(self) -> int:
+        """Remove every batch (an unreadable segment found by recovery); return the bytes removed."""
+        removed = self.log_path.stat().st_size
+        self.offset_index.reset()
+        self.time_index.reset()
+        os.truncate(self.log_path, 0)
+        HANDLES.forget(self.log_path)
+        self._size = 0
+        self._next_offset = self.base_offset
+        self._max_timestamp_and_offset = TimestampOffset(-1, self.base_offset)
+        self._bytes_since_last_index_entry = 0
+        self._rolling_based_timestamp = None
+        self._created_ms = self.clock.milliseconds()
+        return removed
+
+    def sanity_check(self) -> None:
+        """Kafka's load-time check: the offset index must exist (its content is checked by the
+        recovery that follows an unclean shutdown). Raises FileNotFoundError otherwise."""
+        if not self.offset_index.exists():
+            raise FileNotFoundError(self.offset_index.path)
+
+    def check_indexes(self) -> None:
+        """Full sanity check of both indexes; raises CorruptIndexError."""
+        self.offset_index.sanity_check()
+        self.time_index.sanity_check()
+
+    # ---- files -------------------------------------------------------------------------------
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename every file of this segment from one temporary suffix to another (``""`` = none)."""
+        self._close_writer()
+        HANDLES.forget(self.log_path)
+        target = files.log_file(self.dir, self.base_offset, new_suffix)
+        os.replace(self.log_path, target)
+        self.log_path = target
+        self.offset_index.rename_to(files.index_file(self.dir, self.base_offset, new_suffix))
+        self.time_index.rename_to(files.time_index_file(self.dir, self.base_offset, new_suffix))
+        self.suffix = new_suffix
+        del old_suffix
+
+    def rename_dir(self, directory: Path) -> None:
+        """Follow a rename of the partition directory (async delete of a partition)."""
+        self._close_writer()
+        HANDLES.forget(self.log_path)
+        self.release()
+        self.dir = directory
+        self.log_path = files.log_file(directory, self.base_offset, self.suffix)
+        self.offset_index = OffsetIndex(files.index_file(directory, self.base_offset, self.suffix),
+                                        self.base_offset, self.config.segment_index_bytes,
+                                        writable=False)
+        self.time_index = TimeIndex(files.time_index_file(directory, self.base_offset, self.suffix),
+                                    self.base_offset, self.config.segment_index_bytes,
+                                    writable=False)
+
+    def delete_files(self) -> None:
+        self.close()
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+
+    def release(self) -> None:
+        """Drop open descriptors and maps of an idle closed segment; they reopen on next use."""
+        HANDLES.forget(self.log_path)
+        self.offset_index.release()
+        self.time_index.release()
+
+    def _close_writer(self) -> None:
+        if self._write_fd is not None:
+            os.close(self._write_fd)
+            self._write_fd = None
+
+    def close(self) -> None:
+        if self._write_fd is not None:
+            max_ts = self._max_ts()
+            self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
+            if self.config.preallocate and os.fstat(self._write_fd).st_size != self._size:
+                os.ftruncate(self._write_fd, self._size)
+        self._close_writer()
+        HANDLES.forget(self.log_path)
+        self.offset_index.close()
+        self.time_index.close()
+
+    @property
+    def is_open_for_writes(self) -> bool:
+        return self._write_fd is not None
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path}, size={self._size})"
+
+
+class SegmentError(StorageError):
+    """A segment that cannot be opened or created (an existing file in the way, a bad name)."""
