@@ -1,0 +1,443 @@
+"""``Cleaner``: one clean of one log (Kafka's Cleaner in LogCleaner.scala).
+
+1. Build the offset map over the dirty section ``[first_dirty, first_uncleanable)``: key hash ->
+   latest offset, stopping when the map is full (a partly mapped segment is fine, KAFKA-3894).
+   ``end_offset = map.latest_offset + 1`` is where the next clean starts.
+2. Group every segment below ``end_offset`` (the clean section too) into runs that fit one segment
+   (``segment.bytes``, ``segment.index.bytes``, a 32-bit offset span).
+3. Clean each group into one ``<first base>.log.cleaned`` segment, keeping a record when it is past
+   the map, or is the latest of its key and is not a tombstone past its delete horizon; unkeyed
+   records are dropped and counted. Batches keep their base offset, so every kept record keeps its
+   offset; a batch that lost records keeps its last offset as an empty batch when it is a producer's
+   last batch or the last batch of the round. Tombstones get a delete horizon
+   (``now + delete.retention.ms``) the first time a clean keeps them (KIP-534).
+4. Swap each group in with ``Log.replace_segments`` (the crash-safe rename order).
+
+``check_done`` runs at every chunk; when it raises (an abort), the ``.cleaned`` files are deleted and
+the log is exactly as before. Memory: the offset map plus read/write buffers that grow only up to
+``max.message.bytes`` for one oversized batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import crc32c
+import numpy as np
+
+from cleaner.config import CleanerConfig
+from cleaner.kernels import WALK_OK, gather_records, walk_records
+from cleaner.offset_map import OffsetMap
+from cleaner.stats import CleanerStats, CleanerStatsSnapshot
+from cleaner.throttler import Throttler
+from storage import compression
+from storage.clock import SYSTEM_CLOCK, Clock
+from storage.errors import CorruptRecordError
+from storage.files import TopicPartition
+from storage.log import Log
+from storage.records import (
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    Compression,
+    RecordBatch,
+    build_batch,
+    scan_batches,
+)
+from storage.segment import LogSegment
+
+logger = logging.getLogger(__name__)
+
+INT32_MAX = 2**31 - 1
+_DELETE_HORIZON_FLAG = 0x40
+_CRC = struct.Struct(">I")
+_CRC_POSITION = 17
+_PRODUCER_ID_POSITION = 43
+
+
+@dataclass(frozen=True, slots=True)
+class CleanResult:
+    """What one clean did. ``next_dirty_offset`` is the new cleaner checkpoint."""
+
+    topic_partition: TopicPartition
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    next_dirty_offset: int
+    stats: CleanerStatsSnapshot
+    groups: int
+
+
+class Cleaner:
+    """The cleaning algorithm. Owns one offset map; one clean at a time (not thread-safe)."""
+
+    def __init__(self, config: CleanerConfig | None = None, *, clock: Clock = SYSTEM_CLOCK,
+                 throttler: Throttler | None = None, offset_map: OffsetMap | None = None,
+                 check_done: Callable[[TopicPartition], None] | None = None,
+                 cleaner_id: int = 0) -> None:
+        self.config = config or CleanerConfig()
+        self.clock = clock
+        self.cleaner_id = cleaner_id
+        self.offset_map = offset_map or OffsetMap(self.config.map_memory_per_cleaner,
+                                                  self.config.dedupe_buffer_load_factor)
+        self.throttler = throttler or Throttler(self.config.max_io_bytes_per_second, clock=clock)
+        self.check_done = check_done or (lambda _tp: None)
+        self.io_buffer_size = max(self.config.io_buffer_per_cleaner, HEADER_SIZE)
+
+    # ---- entry point -------------------------------------------------------------------------
+    def clean(self, log: Log, first_dirty_offset: int, now_ms: int | None = None,
+              first_uncleanable_offset: int | None = None) -> CleanResult:
+        """Clean ``log`` from ``first_dirty_offset`` up to ``first_uncleanable_offset`` (default:
+        the active segment's base offset). Raises LogCleaningAbortedError when ``check_done`` does."""
+        now = self.clock.milliseconds() if now_ms is None else now_ms
+        tp = log.topic_partition
+        end = log.active_segment.base_offset if first_uncleanable_offset is None else min(
+            first_uncleanable_offset, log.active_segment.base_offset)
+        stats = CleanerStats(self.clock)
+        legacy_horizon = self._legacy_delete_horizon(log, first_dirty_offset)
+        self.build_offset_map(log, first_dirty_offset, end, stats)
+        end_offset = self.offset_map.latest_offset + 1
+        stats.index_done()
+        groups = group_segments_by_size(log.segments_in_range(0, end_offset),
+                                        log.config.segment_bytes, log.config.segment_index_bytes,
+                                        end_offset)
+        producers = self._last_batches_of_producers(log) if groups else {}
+        for group in groups:
+            self.clean_segments(log, group, now, stats, legacy_horizon, end_offset, producers)
+        stats.buffer_utilization = self.offset_map.utilization
+        stats.all_done()
+        return CleanResult(tp, first_dirty_offset, end, end_offset, stats.snapshot(), len(groups))
+
+    def _legacy_delete_horizon(self, log: Log, first_dirty: int) -> int:
+        before = [s for s in log.segments() if s.base_offset < first_dirty]
+        if not before:
+            return 0
+        return before[-1].last_modified_ms - log.config.delete_retention_ms
+
+    # ---- offset map --------------------------------------------------------------------------
+    def build_offset_map(self, log: Log, start: int, end: int, stats: CleanerStats) -> None:
+        """Map key -> latest offset over [start, end), stopping when the map is full."""
+        self.offset_map.clear()
+        dirty = log.segments_in_range(start, end)
+        for i, segment in enumerate(dirty):
+            next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
+            self.check_done(log.topic_partition)
+            if self._map_segment(log, segment, start, next_start, stats):
+                logger.debug("offset map of %s full: %d segments fully mapped, segment %d partly",
+                          log.name, i, segment.base_offset)
+                return
+
+    def _map_segment(self, log: Log, segment: LogSegment, start: int, next_start: int,
+                     stats: CleanerStats) -> bool:
+        """Returns True when the map filled up inside this segment."""
+        position = segment.offset_index.lookup(start).position
+        for _position, chunk, scan in self._chunks(log, segment, position):
+            for pos, size, magic in zip(scan.positions.tolist(), scan.sizes.tolist(),
+                                        scan.magics.tolist()):
+                header = _header(chunk, pos, size, magic)
+                if header.is_control:
+                    stats.index_messages_read(1)
+                else:
+                    batch = _Records.of(chunk, pos, size, header, log)
+                    n = batch.count
+                    offsets = batch.offsets()
+                    lengths = np.where(offsets >= start, batch.key_len, -1)
+                    consumed = self.offset_map.put_batch(batch.buf, batch.key_start, lengths,
+                                                         offsets)
+                    stats.index_messages_read(consumed)
+                    if consumed < n:
+                        return True
+                if header.last_offset >= start:
+                    self.offset_map.update_latest_offset(header.last_offset)
+            stats.index_bytes_read(scan.valid_bytes)
+        self.offset_map.update_latest_offset(next_start - 1)
+        return False
+
+    def _chunks(self, log: Log, segment: LogSegment, position: int):
+        """Read ``segment`` from ``position`` in I/O-buffer-sized chunks of whole batches, growing
+        the buffer for a batch larger than it (up to max.message.bytes, then to the batch)."""
+        buffer_size = self.io_buffer_size
+        max_size = max(log.config.max_message_bytes, self.config.max_message_size)
+        end = segment.size
+        while position < end:
+            self.check_done(log.topic_partition)
+            chunk = segment.read_bytes(position, min(buffer_size, end - position))
+            self.throttler.maybe_throttle(len(chunk))
+            scan = scan_batches(chunk)
+            if scan.error is not None and len(scan.positions) == 0:
+                raise CorruptRecordError(
+                    f"{segment.log_path}: {scan.error} at position {position}",
+                    path=str(segment.log_path), position=position)
+            if len(scan.positions) == 0:
+                if len(chunk) < LOG_OVERHEAD:
+                    return
+                batch_size = int.from_bytes(chunk[8:12], "big", signed=True) + LOG_OVERHEAD
+                if position + batch_size > end:
+                    raise CorruptRecordError(
+                        f"{segment.log_path}: batch at position {position} claims {batch_size} "
+                        f"bytes but only {end - position} remain", path=str(segment.log_path),
+                        position=position)
+                if buffer_size >= batch_size:
+                    return
+                # Kafka's growBuffersOrFail: double up to max.message.bytes, then fit the batch
+                buffer_size = min(buffer_size * 2, max_size) if buffer_size < max_size else batch_size
+                continue
+            yield position, chunk, scan
+            position += scan.valid_bytes
+            buffer_size = self.io_buffer_size
+
+    # ---- cleaning ----------------------------------------------------------------------------
+    def clean_segments(self, log: Log, group: Sequence[LogSegment], now_ms: int,
+                       stats: CleanerStats, legacy_horizon: int, upper_bound: int,
+                       last_batch_of_producer: dict[int, int]) -> None:
+        """Clean one group into one ``.cleaned`` segment and swap it in."""
+        cleaned = log.create_cleaned_segment(group[0].base_offset)
+        try:
+            for source in group:
+                retain_legacy_deletes = source.last_modified_ms > legacy_horizon
+                self._clean_into(log, source, cleaned, now_ms, stats, retain_legacy_deletes,
+                                 upper_bound, last_batch_of_producer)
+            cleaned.on_become_inactive()
+            cleaned.flush()
+            cleaned.set_last_modified_ms(group[-1].last_modified_ms)
+            self.check_done(log.topic_partition)
+            log.replace_segments([cleaned], list(group))
+        except BaseException:
+            cleaned.delete_files()
+            raise
+
+    def _last_batches_of_producers(self, log: Log) -> dict[int, int]:
+        """Producer id -> last offset of its last batch in the log: that batch keeps its place
+        (as an empty batch if need be) so the producer's sequence survives the clean."""
+        last: dict[int, int] = {}
+        for segment in log.segments():
+            for entry in segment.batches():
+                if entry.magic >= 2:
+                    producer_id = int.from_bytes(
+                        segment.read_bytes(entry.position + _PRODUCER_ID_POSITION, 8), "big",
+                        signed=True)
+                    if producer_id >= 0:
+                        last[producer_id] = entry.last_offset
+        return last
+
+    def _clean_into(self, log: Log, source: LogSegment, dest: LogSegment, now_ms: int,
+                    stats: CleanerStats, retain_legacy_deletes: bool, upper_bound: int,
+                    last_batch_of_producer: dict[int, int]) -> None:
+        delete_retention = log.config.delete_retention_ms
+        for _position, chunk, scan in self._chunks(log, source, 0):
+            pieces: list[bytes] = []
+            max_ts, max_ts_offset, last_offset = -1, -1, -1
+            for pos, size, magic in zip(scan.positions.tolist(), scan.sizes.tolist(),
+                                        scan.magics.tolist()):
+                header = _header(chunk, pos, size, magic)
+                stats.read_messages(max(header.records_count, 0), size)
+                out = self._filter_batch(log, chunk, pos, size, header, now_ms, stats,
+                                         retain_legacy_deletes, delete_retention, upper_bound,
+                                         last_batch_of_producer)
+                if out is None:
+                    continue
+                data, count, batch_max_ts = out
+                pieces.append(data)
+                stats.recopy_messages(count, len(data))
+                last_offset = header.last_offset
+                if batch_max_ts > max_ts:
+                    max_ts, max_ts_offset = batch_max_ts, header.last_offset
+            if pieces:
+                dest.append(last_offset, max_ts, max_ts_offset, pieces)
+                self.throttler.maybe_throttle(sum(len(p) for p in pieces))
+
+    def _filter_batch(self, log: Log, chunk: bytes, pos: int, size: int, header: BatchHeader,
+                      now_ms: int, stats: CleanerStats, retain_legacy_deletes: bool,
+                      delete_retention: int, upper_bound: int,
+                      last_batch_of_producer: dict[int, int]) -> tuple[bytes, int, int] | None:
+        """The retained form of one batch: (bytes, records kept, max timestamp), or None."""
+        raw = chunk[pos:pos + size]
+        if header.is_control:
+            return raw, max(header.records_count, 0), header.max_timestamp
+        records = _Records.of(chunk, pos, size, header, log)
+        offsets = records.offsets()
+        latest = self.offset_map.latest_offset
+        mapped = self.offset_map.get_batch(records.buf, records.key_start, records.key_len)
+        has_key = records.key_len >= 0
+        has_value = records.value_len >= 0
+        if header.magic >= 2:
+            horizon = header.delete_horizon_ms
+            retain_deletes = horizon is None or now_ms < horizon
+        else:
+            retain_deletes = retain_legacy_deletes
+        keep = (offsets > latest) | (has_key & (offsets >= mapped) & (has_value | retain_deletes))
+        invalid = int(np.count_nonzero(~has_key & (offsets <= latest)))
+        for _ in range(invalid):
+            stats.invalid_message()
+        kept = int(np.count_nonzero(keep))
+        tombstones = bool(np.any(keep & ~has_value))
+        needs_horizon = header.magic >= 2 and tombstones and header.delete_horizon_ms is None
+        if kept == records.count and not needs_horizon and header.magic >= 2:
+            return raw, kept, header.max_timestamp
+        if kept == 0:
+            producer_last = header.producer_id >= 0 and \
+                last_batch_of_producer.get(header.producer_id) == header.last_offset
+            if producer_last or header.next_offset == upper_bound:
+                empty = _empty_batch(header)
+                return empty, 0, header.max_timestamp
+            return None
+        if needs_horizon or header.magic < 2:
+            return self._rebuild(raw, header, keep, offsets, now_ms + delete_retention
+                                 if needs_horizon else None)
+        body = np.empty(int(records.rec_end[-1] - records.rec_start[0]) + 16, dtype=np.uint8)
+        n = gather_records(records.buf, records.rec_start, records.rec_end, keep, body)
+        max_ts = header.max_timestamp if header.timestamp_type == 1 else int(
+            header.base_timestamp + records.ts_delta[keep].max())
+        data = _rewrite_batch(raw, header, body[:n].tobytes(), kept, max_ts)
+        return data, kept, max_ts
+
+    def _rebuild(self, raw: bytes, header: BatchHeader, keep: np.ndarray, offsets: np.ndarray,
+                 delete_horizon_ms: int | None) -> tuple[bytes, int, int]:
+        """Re-encode the kept records (tombstone horizon, or a legacy batch becoming v2)."""
+        keep_offsets = set(offsets[keep].tolist())
+        kept = [r for r in RecordBatch(raw).records() if r.offset in keep_offsets]
+        base = header.base_offset
+        data = build_batch(
+            kept, base_offset=base,
+            compression=Compression(header.compression) if header.magic >= 2 else Compression.NONE,
+            producer_id=header.producer_id if header.magic >= 2 else -1,
+            producer_epoch=header.producer_epoch if header.magic >= 2 else -1,
+            base_sequence=header.base_sequence if header.magic >= 2 else -1,
+            partition_leader_epoch=header.partition_leader_epoch if header.magic >= 2 else -1,
+            is_transactional=header.is_transactional,
+            delete_horizon_ms=delete_horizon_ms,
+            offset_deltas=[r.offset - base for r in kept],
+            last_offset_delta=header.last_offset - base)
+        return data, len(kept), max(r.timestamp for r in kept)
+
+
+@dataclass(slots=True)
+class _Records:
+    """The per-record arrays of one batch (decompressed when needed)."""
+
+    buf: np.ndarray
+    count: int
+    base_offset: int
+    rec_start: np.ndarray
+    rec_end: np.ndarray
+    ts_delta: np.ndarray
+    offset_delta: np.ndarray
+    key_start: np.ndarray
+    key_len: np.ndarray
+    value_len: np.ndarray
+
+    def offsets(self) -> np.ndarray:
+        return self.base_offset + self.offset_delta
+
+    @classmethod
+    def of(cls, chunk: bytes, pos: int, size: int, header: BatchHeader, log: Log) -> _Records:
+        if header.magic < 2:
+            return cls._legacy(chunk[pos:pos + size])
+        count = max(header.records_count, 0)
+        if header.compression == Compression.NONE:
+            buf = np.frombuffer(chunk, dtype=np.uint8)
+            start, end = pos + HEADER_SIZE, pos + size
+        else:
+            body = compression.decompress(Compression(header.compression),
+                                          chunk[pos + HEADER_SIZE:pos + size],
+                                          max_size=max(64 * 1024 * 1024,
+                                                       log.config.max_message_bytes * 64))
+            buf = np.frombuffer(body, dtype=np.uint8)
+            start, end = 0, len(body)
+        arrays = [np.empty(count, dtype=np.int64) for _ in range(7)]
+        status = walk_records(buf, start, end, count, *arrays)
+        if status != WALK_OK:
+            raise CorruptRecordError(
+                f"batch at offset {header.base_offset}: malformed record at byte {status}",
+                offset=header.base_offset, position=int(status))
+        return cls(buf, count, header.base_offset, *arrays)
+
+    @classmethod
+    def _legacy(cls, raw: bytes) -> _Records:
+        """Legacy (magic 0/1) entries: decode through the reader into contiguous key arrays."""
+        records = RecordBatch(raw).records()
+        keys = [r.key or b"" for r in records]
+        buf = np.frombuffer(b"".join(keys) or b"\0", dtype=np.uint8)
+        lengths = np.array([len(r.key) if r.key is not None else -1 for r in records], np.int64)
+        starts = np.concatenate([[0], np.cumsum([len(k) for k in keys])[:-1]]).astype(np.int64) \
+            if records else np.zeros(0, np.int64)
+        offsets = np.array([r.offset for r in records], dtype=np.int64)
+        base = int(offsets[0]) if records else 0
+        values = np.array([len(r.value) if r.value is not None else -1 for r in records], np.int64)
+        zeros = np.zeros(len(records), dtype=np.int64)
+        return cls(buf, len(records), base, zeros, zeros, zeros, offsets - base, starts, lengths,
+                   values)
+
+
+def _header(chunk: bytes, pos: int, size: int, magic: int) -> BatchHeader:
+    if magic >= 2:
+        return BatchHeader.parse(chunk, pos)
+    return RecordBatch(chunk[pos:pos + size]).header
+
+
+def _rewrite_batch(raw: bytes, header: BatchHeader, body: bytes, count: int, max_ts: int) -> bytes:
+    """The batch with a new record body, count and max timestamp; offsets, producer fields and the
+    base timestamp unchanged; compressed again with its codec."""
+    if header.compression != Compression.NONE:
+        body = compression.compress(Compression(header.compression), body)
+    fields = list(BATCH_HEADER.unpack_from(raw, 0))
+    fields[1] = HEADER_SIZE - LOG_OVERHEAD + len(body)     # batch length
+    fields[4] = 0                                           # crc, set below
+    fields[8] = max_ts                                      # max timestamp
+    fields[12] = count                                      # records count
+    out = bytearray(BATCH_HEADER.pack(*fields) + body)
+    _CRC.pack_into(out, _CRC_POSITION, crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return bytes(out)
+
+
+def _empty_batch(header: BatchHeader) -> bytes:
+    """Kafka's empty batch: header only, count 0, base timestamp -1, no compression, keeping the
+    base and last offset, producer fields and max timestamp."""
+    fields = [header.base_offset, HEADER_SIZE - LOG_OVERHEAD, header.partition_leader_epoch, 2, 0,
+              header.attributes & ~0x07 & ~_DELETE_HORIZON_FLAG, header.last_offset_delta, -1,
+              header.max_timestamp, header.producer_id, header.producer_epoch,
+              header.base_sequence, 0]
+    out = bytearray(BATCH_HEADER.pack(*fields))
+    _CRC.pack_into(out, _CRC_POSITION, crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return bytes(out)
+
+
+def group_segments_by_size(segments: Sequence[LogSegment], max_size: int, max_index_size: int,
+                           first_uncleanable_offset: int) -> list[list[LogSegment]]:
+    """Kafka's groupSegmentsBySize: consecutive runs whose log bytes fit ``segment.bytes``, whose
+    offset and time index bytes each fit ``segment.index.bytes``, and whose offsets span at most
+    2^31-1 (so relative offsets fit the index)."""
+    groups: list[list[LogSegment]] = []
+    remaining = list(segments)
+    while remaining:
+        first = remaining.pop(0)
+        group = [first]
+        log_size = first.size
+        index_size = _index_bytes(first.offset_index.path)
+        time_index_size = _index_bytes(first.time_index.path)
+        while remaining:
+            candidate = remaining[0]
+            next_last = (remaining[1].base_offset - 1 if len(remaining) > 1
+                         else first_uncleanable_offset - 1)
+            if (log_size + candidate.size > max_size
+                    or index_size + _index_bytes(candidate.offset_index.path) > max_index_size
+                    or time_index_size + _index_bytes(candidate.time_index.path) > max_index_size
+                    or (candidate.size > 0 and next_last - group[-1].base_offset > INT32_MAX)):
+                break
+            group.append(remaining.pop(0))
+            log_size += candidate.size
+            index_size += _index_bytes(candidate.offset_index.path)
+            time_index_size += _index_bytes(candidate.time_index.path)
+        groups.append(group)
+    return groups
+
+
+def _index_bytes(path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0

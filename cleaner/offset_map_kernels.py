@@ -1,0 +1,368 @@
+"""Numba kernels of ``cleaner.offset_map``: SipHash-2-4-128 and the ordered hash table.
+
+The table is one flat ``uint64`` array, slot ``i`` = words ``[3i, 3i+1, 3i+2]`` = ``h0, h1, offset``;
+``h0 == 0`` marks an empty slot. The state vector (int64) holds ``table_slots, size, latest_offset,
+null_keys, status, bad_index``. Everything here is per-key work; ``OffsetMap`` is the only caller.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+
+BYTES_PER_ENTRY = 24
+WORDS_PER_ENTRY = 3
+_GROWTH_CHUNK = 4096  # old slots whose new positions the in-place rehash computes at a time
+_BLOCK = 16  # keys hashed (and their slots prefetched) ahead of the table updates
+
+# state vector shared with the kernels (int64 words)
+TABLE_SLOTS, SIZE, LATEST, NULLS, STATUS, BAD_INDEX = range(6)
+OK, NO_ROOM, OUT_OF_BOUNDS = 0, 1, 2
+
+_U64 = np.uint64
+_C0 = _U64(0x736F6D6570736575)
+_C1 = _U64(0x646F72616E646F6D)
+_C2 = _U64(0x6C7967656E657261)
+_C3 = _U64(0x7465646279746573)
+_EE = _U64(0xEE)
+_DD = _U64(0xDD)
+_ONE = _U64(1)
+_R8, _R13, _R16, _R17, _R21, _R32, _R56 = (_U64(b) for b in (8, 13, 16, 17, 21, 32, 56))
+_R64 = _U64(64)
+
+
+@intrinsic
+def _prefetch(typingctx, array, index):  # type: ignore[no-untyped-def]
+    """``llvm.prefetch`` (read, high locality) of ``array[index]``: a hint, never a fault."""
+    signature = types.void(array, index)
+
+    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+        array_type = sig.args[0]
+        view = context.make_array(array_type)(context, builder, args[0])
+        pointer = cgutils.get_item_pointer(context, builder, array_type, view, [args[1]],
+                                           wraparound=False)
+        byte_pointer = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        function = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer, i32, i32, i32]),
+            "llvm.prefetch.p0")
+        builder.call(function, [builder.bitcast(pointer, byte_pointer), ir.Constant(i32, 0),
+                                ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return signature, codegen
+
+
+@numba.njit(inline="always")
+def _rotl(x, b):  # type: ignore[no-untyped-def]
+    return (x << b) | (x >> (_R64 - b))
+
+
+@numba.njit(inline="always")
+def _sipround(v0, v1, v2, v3):  # type: ignore[no-untyped-def]
+    v0 += v1
+    v1 = _rotl(v1, _R13)
+    v1 ^= v0
+    v0 = _rotl(v0, _R32)
+    v2 += v3
+    v3 = _rotl(v3, _R16)
+    v3 ^= v2
+    v0 += v3
+    v3 = _rotl(v3, _R21)
+    v3 ^= v0
+    v2 += v1
+    v1 = _rotl(v1, _R17)
+    v1 ^= v2
+    v2 = _rotl(v2, _R32)
+    return v0, v1, v2, v3
+
+
+@numba.njit(inline="always")
+def _load64(buf, p):  # type: ignore[no-untyped-def]
+    x = _U64(0)
+    for j in range(8):
+        x |= _U64(buf[p + j]) << (_U64(j) * _R8)
+    return x
+
+
+@numba.njit(inline="always")
+def _siphash128(k0, k1, buf, start, length):  # type: ignore[no-untyped-def]
+    """SipHash-2-4 with 128-bit output; returns the two little-endian output words."""
+    v0 = k0 ^ _C0
+    v1 = k1 ^ _C1 ^ _EE
+    v2 = k0 ^ _C2
+    v3 = k1 ^ _C3
+    tail = length & 7
+    end = start + length - tail
+    p = start
+    while p < end:
+        m = _load64(buf, p)
+        v3 ^= m
+        v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
+        v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
+        v0 ^= m
+        p += 8
+    b = _U64(length) << _R56
+    for j in range(tail):
+        b |= _U64(buf[p + j]) << (_U64(j) * _R8)
+    v3 ^= b
+    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
+    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
+    v0 ^= b
+    v2 ^= _EE
+    for _ in range(4):
+        v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
+    h0 = v0 ^ v1 ^ v2 ^ v3
+    v1 ^= _DD
+    for _ in range(4):
+        v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
+    h1 = v0 ^ v1 ^ v2 ^ v3
+    return h0, h1
+
+
+@numba.njit(inline="always")
+def _home(h0, n):  # type: ignore[no-untyped-def]
+    return np.int64(((h0 >> _R32) * _U64(n)) >> _R32)
+
+
+@numba.njit(inline="always")
+def _before(a0, a1, b0, b1):  # type: ignore[no-untyped-def]
+    return a0 < b0 or (a0 == b0 and a1 < b1)
+
+
+@numba.njit(inline="always")
+def _copy_slot(t, src, dst):  # type: ignore[no-untyped-def]
+    t[3 * dst] = t[3 * src]
+    t[3 * dst + 1] = t[3 * src + 1]
+    t[3 * dst + 2] = t[3 * src + 2]
+
+
+@numba.njit(inline="always")
+def _write_slot(t, i, h0, h1, offset):  # type: ignore[no-untyped-def]
+    t[3 * i] = h0
+    t[3 * i + 1] = h1
+    t[3 * i + 2] = _U64(offset)
+
+
+@numba.njit(inline="always")
+def _find(t, n, h0, h1):  # type: ignore[no-untyped-def]
+    """Slot index of the key, or ``-(q + 1)`` where ``q`` is the slot before which it sorts."""
+    p = _home(h0, n)
+    s0 = t[3 * p]
+    if s0 == 0:
+        return -(p + 1)
+    s1 = t[3 * p + 1]
+    if s0 == h0 and s1 == h1:
+        return p
+    if _before(s0, s1, h0, h1):
+        p += 1
+        while p < n:
+            s0 = t[3 * p]
+            if s0 == 0:
+                break
+            s1 = t[3 * p + 1]
+            if s0 == h0 and s1 == h1:
+                return p
+            if _before(h0, h1, s0, s1):
+                break
+            p += 1
+        return -(p + 1)
+    p -= 1
+    while p >= 0:
+        s0 = t[3 * p]
+        if s0 == 0:
+            return -(p + 1)  # an empty slot just below the larger neighbours: the key goes there
+        s1 = t[3 * p + 1]
+        if s0 == h0 and s1 == h1:
+            return p
+        if _before(s0, s1, h0, h1):
+            break
+        p -= 1
+    return -(p + 2)
+
+
+@numba.njit(inline="always")
+def _insert(t, n, h0, h1, offset):  # type: ignore[no-untyped-def]
+    """1 when a new entry was added, 0 when an existing one was overwritten, -1 when full."""
+    found = _find(t, n, h0, h1)
+    if found >= 0:
+        t[3 * found + 2] = _U64(offset)
+        return 0
+    q = -found - 1
+    if q < n and t[3 * q] == 0:
+        _write_slot(t, q, h0, h1, offset)
+        return 1
+    e = q
+    while e < n and t[3 * e] != 0:
+        e += 1
+    if e < n:
+        for j in range(e, q, -1):
+            _copy_slot(t, j - 1, j)
+        _write_slot(t, q, h0, h1, offset)
+        return 1
+    e = q - 1
+    while e >= 0 and t[3 * e] != 0:
+        e -= 1
+    if e < 0:
+        return -1
+    for j in range(e, q - 1):
+        _copy_slot(t, j + 1, j)
+    _write_slot(t, q - 1, h0, h1, offset)
+    return 1
+
+
+@numba.njit(cache=True, nogil=True)
+def grow(t, n, m, count):  # type: ignore[no-untyped-def]
+    """Rehash the ``count`` entries of the first ``n`` slots for a table of ``m >= n`` slots, in place.
+
+    The i-th entry (in hash order) goes to ``min(max(home_i, new_{i-1} + 1), m - count + i)``.
+    That is never below its old position ``old_i``: if ``old_i <= old home_i`` then
+    ``new_i >= home_i >= old home_i`` (homes only grow with the table); otherwise the slot before
+    ``old_i`` holds entry ``i-1`` (the invariant), so ``old_i = old_{i-1} + 1 <= new_{i-1} + 1``;
+    and the cap ``m - count + i`` is at least ``n - count + i >= old_i``. Hence moving entries from
+    the last to the first never overwrites one not yet moved. A forward pass records the recurrence
+    at the start of every chunk of old slots; the backward pass recomputes one chunk's positions at
+    a time, so the scratch space is a few KiB whatever the table size.
+    """
+    chunks = (n + _GROWTH_CHUNK - 1) // _GROWTH_CHUNK
+    chunk_prev = np.empty(chunks, np.int64)
+    chunk_index = np.empty(chunks, np.int64)
+    prev = np.int64(-1)
+    i = np.int64(0)
+    top = m - count
+    for c in range(chunks):
+        chunk_prev[c] = prev
+        chunk_index[c] = i
+        for s in range(c * _GROWTH_CHUNK, min(n, (c + 1) * _GROWTH_CHUNK)):
+            h0 = t[3 * s]
+            position = min(max(_home(h0, m), prev + 1), top + i)
+            occupied = h0 != 0
+            prev = position if occupied else prev
+            i += 1 if occupied else 0
+    old = np.empty(_GROWTH_CHUNK, np.int64)
+    new = np.empty(_GROWTH_CHUNK, np.int64)
+    for c in range(chunks - 1, -1, -1):
+        prev = chunk_prev[c]
+        i = chunk_index[c]
+        k = 0
+        for s in range(c * _GROWTH_CHUNK, min(n, (c + 1) * _GROWTH_CHUNK)):
+            h0 = t[3 * s]
+            position = min(max(_home(h0, m), prev + 1), top + i)
+            occupied = h0 != 0
+            old[k] = s
+            new[k] = position
+            prev = position if occupied else prev
+            i += 1 if occupied else 0
+            k += 1 if occupied else 0
+        for j in range(k - 1, -1, -1):
+            if new[j] != old[j]:
+                _copy_slot(t, old[j], new[j])
+                t[3 * old[j]] = 0
+                t[3 * old[j] + 1] = 0
+                t[3 * old[j] + 2] = 0
+
+
+@numba.njit(inline="always")
+def _hash_block(t, n, k0, k1, buf, starts, lengths, first, last, hb0, hb1):  # type: ignore[no-untyped-def]
+    """Hash keys ``first..last-1`` into ``hb0/hb1`` and prefetch their home slots, so the table
+    lookups of the block overlap their cache misses. Null and out-of-bounds keys are left out."""
+    buf_len = buf.shape[0]
+    for j in range(first, last):
+        length = np.int64(lengths[j])
+        start = np.int64(starts[j])
+        if length < 0 or start < 0 or start + length > buf_len:
+            continue
+        h0, h1 = _siphash128(k0, k1, buf, start, length)
+        if h0 == 0:
+            h0 = _ONE
+        hb0[j - first] = h0
+        hb1[j - first] = h1
+        _prefetch(t, 3 * _home(h0, n))
+
+
+@numba.njit(cache=True, nogil=True)
+def put_kernel(t, state, cap, grow_load, growth, stop_at, k0, k1, buf, starts, lengths, offsets):  # type: ignore[no-untyped-def]
+    """Put entries in order; stop before a keyed entry once ``size >= stop_at``; return how many
+    entries were consumed (put, or skipped for a null key). A table below ``cap`` slots holding
+    more than ``grow_load`` of its slots is first grown ``growth`` times, up to ``cap``."""
+    n = state[TABLE_SLOTS]
+    size = state[SIZE]
+    grow_at = np.int64(n * grow_load) if n < cap else cap + 1
+    buf_len = buf.shape[0]
+    state[STATUS] = OK
+    hb0 = np.empty(_BLOCK, np.uint64)
+    hb1 = np.empty(_BLOCK, np.uint64)
+    count = starts.shape[0]
+    consumed = 0
+    stopped = False
+    for first in range(0, count, _BLOCK):
+        last = min(first + _BLOCK, count)
+        _hash_block(t, n, k0, k1, buf, starts, lengths, first, last, hb0, hb1)
+        for i in range(first, last):
+            length = np.int64(lengths[i])
+            if length < 0:
+                state[NULLS] += 1
+                consumed = i + 1
+                continue
+            start = np.int64(starts[i])
+            if start < 0 or start + length > buf_len:
+                state[STATUS] = OUT_OF_BOUNDS
+                state[BAD_INDEX] = i
+                stopped = True
+                break
+            if size >= stop_at:
+                stopped = True
+                break
+            if size >= grow_at:
+                m = min(growth * n, cap)
+                grow(t, n, m, size)
+                n = m
+                state[TABLE_SLOTS] = n
+                grow_at = np.int64(n * grow_load) if n < cap else cap + 1
+            added = _insert(t, n, hb0[i - first], hb1[i - first], offsets[i])
+            if added < 0:
+                state[STATUS] = NO_ROOM
+                stopped = True
+                break
+            size += added
+            state[LATEST] = offsets[i]
+            consumed = i + 1
+        if stopped:
+            break
+    state[SIZE] = size
+    return consumed
+
+
+@numba.njit(cache=True, nogil=True)
+def get_kernel(t, n, k0, k1, buf, starts, lengths, out):  # type: ignore[no-untyped-def]
+    """Fill ``out`` with each key's offset, -1 when absent or null; return the index of the first
+    out-of-bounds key, or -1."""
+    buf_len = buf.shape[0]
+    hb0 = np.empty(_BLOCK, np.uint64)
+    hb1 = np.empty(_BLOCK, np.uint64)
+    count = starts.shape[0]
+    for first in range(0, count, _BLOCK):
+        last = min(first + _BLOCK, count)
+        _hash_block(t, n, k0, k1, buf, starts, lengths, first, last, hb0, hb1)
+        for i in range(first, last):
+            length = np.int64(lengths[i])
+            if length < 0:
+                out[i] = -1
+                continue
+            start = np.int64(starts[i])
+            if start < 0 or start + length > buf_len:
+                return i
+            found = _find(t, n, hb0[i - first], hb1[i - first])
+            out[i] = np.int64(t[3 * found + 2]) if found >= 0 else -1
+    return -1
+
+
+@numba.njit(cache=True, nogil=True)
+def hash_kernel(k0, k1, buf, starts, lengths, out):  # type: ignore[no-untyped-def]
+    for i in range(starts.shape[0]):
+        h0, h1 = _siphash128(k0, k1, buf, np.int64(starts[i]), np.int64(lengths[i]))
+        out[i, 0] = h0
+        out[i, 1] = h1
