@@ -92,7 +92,7 @@ def clean_open(directory: Path, partitions: int) -> list[Figure]:
                    f"{SEGMENTS_PER_PARTITION} segments", segments / best, "segments/s",
                    target=10_000, baseline=segments / stat_s,
                    baseline_name="listdir+stat of every file",
-                   note=f"{best * 1000:.0f} ms, 2 recovery threads")]
+                   note=f"{best * 1000:.0f} ms, one loading thread")]
 
 
 def unclean_open(directory: Path, partitions: int, bytes_per_partition: int) -> list[Figure]:

@@ -57,7 +57,6 @@ INT32_MAX = 2**31 - 1
 _DELETE_HORIZON_FLAG = 0x40
 _CRC = struct.Struct(">I")
 _CRC_POSITION = 17
-_PRODUCER_ID_POSITION = 43
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +187,6 @@ class Cleaner:
                 continue
             yield position, chunk, scan
             position += scan.valid_bytes
-            buffer_size = self.io_buffer_size
 
     # ---- cleaning ----------------------------------------------------------------------------
     def clean_segments(self, log: Log, group: Sequence[LogSegment], now_ms: int,
@@ -215,13 +213,11 @@ class Cleaner:
         (as an empty batch if need be) so the producer's sequence survives the clean."""
         last: dict[int, int] = {}
         for segment in log.segments():
-            for entry in segment.batches():
-                if entry.magic >= 2:
-                    producer_id = int.from_bytes(
-                        segment.read_bytes(entry.position + _PRODUCER_ID_POSITION, 8), "big",
-                        signed=True)
-                    if producer_id >= 0:
-                        last[producer_id] = entry.last_offset
+            for _position, _chunk, scan in self._chunks(log, segment, 0):
+                with_producer = np.flatnonzero(scan.producer_ids >= 0)
+                for pid, offset in zip(scan.producer_ids[with_producer].tolist(),
+                                       scan.last_offsets[with_producer].tolist()):
+                    last[pid] = offset
         return last
 
     def _clean_into(self, log: Log, source: LogSegment, dest: LogSegment, now_ms: int,

@@ -7,6 +7,7 @@ Field ``segment_bytes`` is the topic key ``segment.bytes``; ``from_properties`` 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -146,15 +147,15 @@ class LogConfig:
                 f"message.timestamp.type={self.message_timestamp_type!r}: expected CreateTime "
                 "or LogAppendTime", key="message.timestamp.type", value=self.message_timestamp_type)
 
-    @property
+    @functools.cached_property
     def cleanup_policies(self) -> frozenset[str]:
         return frozenset(p.strip() for p in self.cleanup_policy.split(",") if p.strip())
 
-    @property
+    @functools.cached_property
     def compact(self) -> bool:
         return COMPACT in self.cleanup_policies
 
-    @property
+    @functools.cached_property
     def delete(self) -> bool:
         return DELETE in self.cleanup_policies
 

@@ -29,6 +29,7 @@ from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
 from storage.durable import fsync_dir
 from storage.errors import (
+    CorruptRecordError,
     InvalidOffsetError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
@@ -37,6 +38,7 @@ from storage.errors import (
 from storage.loader import LogLoader, LoadResult
 from storage.records import (
     ATTRIBUTES_OFFSET,
+    LOG_OVERHEAD,
     Compression,
     Record,
     RecordBatch,
@@ -212,22 +214,25 @@ class Log:
         """Validate producer-encoded v2 batches (CRC, sizes, every record's structure, keys for a
         compacted topic, ``max.message.bytes``) and append them with offsets assigned here."""
         view = memoryview(data).cast("B") if not isinstance(data, memoryview) else data.cast("B")
-        scan = scan_batches(view)
-        if scan.error is not None or scan.valid_bytes != len(view) or len(scan.positions) == 0:
-            from storage.errors import CorruptRecordError
-            raise CorruptRecordError(
-                f"append to {self.name}: {scan.error or 'incomplete batch'} at byte "
-                f"{scan.error_position if scan.error_position >= 0 else scan.valid_bytes} of "
-                f"{len(view)}", partition=self.name, position=scan.valid_bytes)
+        spans = _batch_spans(view)
+        if spans is None:
+            scan = scan_batches(view)
+            if scan.error is not None or scan.valid_bytes != len(view) or len(scan.positions) == 0:
+                raise CorruptRecordError(
+                    f"append to {self.name}: {scan.error or 'incomplete batch'} at byte "
+                    f"{scan.error_position if scan.error_position >= 0 else scan.valid_bytes} of "
+                    f"{len(view)}", partition=self.name, position=scan.valid_bytes)
+            spans = list(zip(scan.positions.tolist(), scan.sizes.tolist()))
         checks = []
-        for pos, size in zip(scan.positions.tolist(), scan.sizes.tolist()):
+        require_keys = self.config.compact
+        for pos, size in spans:
             batch = view[pos:pos + size]
             if size > self.config.segment_bytes:
                 raise RecordTooLargeError(
                     f"append to {self.name}: batch of {size} bytes is larger than "
                     f"segment.bytes={self.config.segment_bytes}", partition=self.name, size=size)
             checks.append((batch, validate_for_append(
-                batch, require_keys=self.config.compact,
+                batch, require_keys=require_keys,
                 max_message_bytes=self.config.max_message_bytes)))
         log_append_time = (self.clock.milliseconds()
                            if self.config.message_timestamp_type == "LogAppendTime" else -1)
@@ -653,6 +658,16 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({self.dir}, start={self._log_start_offset}, end={self._log_end_offset}, "
                 f"segments={len(self._bases)})")
+
+
+def _batch_spans(view: memoryview) -> list[tuple[int, int]] | None:
+    """[(0, size)] when ``view`` is exactly one batch by its length field (the common case of a
+    producer's append), else None and the caller scans."""
+    if len(view) < LOG_OVERHEAD:
+        return None
+    if int.from_bytes(view[8:LOG_OVERHEAD], "big", signed=True) + LOG_OVERHEAD == len(view):
+        return [(0, len(view))]
+    return None
 
 
 def _parse_dir(directory: Path) -> files.TopicPartition | None:

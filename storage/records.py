@@ -693,7 +693,8 @@ def scan_batches(buf: np.ndarray | bytes | memoryview, start: int = 0, end: int 
             error = (f"CRC mismatch at position {error_position} (stored crc {stored:#010x}, "
                      f"computed crc {computed:#010x})")
             table = table[:, :index]
-    columns = [table[row].astype(dtype) for row, dtype in _SCAN_DTYPES]
+    # int64 row views of the kernel's table: no copy per column (this runs once per read chunk)
+    columns = [table[row] for row, _dtype in _SCAN_DTYPES]
     count = table.shape[1]
     valid_bytes = 0 if count == 0 else int(table[kernels.ROW_POSITION, count - 1]
                                            + table[kernels.ROW_SIZE, count - 1]) - start
