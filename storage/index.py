@@ -53,6 +53,8 @@ NO_TIMESTAMP = -1  # Kafka's RecordBatch.NO_TIMESTAMP
 _INT32_MAX = 2**31 - 1
 
 
+_BACKING_STEP = 64 * 1024   # bytes of index file allocated ahead of the entries
+
 class IndexFullError(StorageError):
     """An append to an index with no free slot. A segment checks ``is_full()`` and rolls before
     this can happen; unlike ``InvalidOffsetError`` the entry itself is fine, the file is not.
@@ -212,6 +214,25 @@ class _Index:
             self._entries = fresh_entries
         else:
             self._entries = min(kept, self._max_entries)
+        self._backed = self._entries * size   # bytes known to be on disk, not a hole
+
+    def _ensure_backed(self, end: int) -> None:
+        """Allocate disk blocks under the mapped bytes before writing ``[.., end)``.
+
+        The preallocated file is sparse; a write through the map into a hole on a full disk would
+        raise SIGBUS and kill the process. Allocating ahead in 64 KiB steps turns a full disk into
+        an ``OSError`` (ENOSPC) here, which the log directory handles by going offline.
+        """
+        if end <= self._backed:
+            return
+        start = self._backed
+        stop = min(max(end, start + _BACKING_STEP), self._length)
+        fd = os.open(self._path, os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, start, stop - start)
+        finally:
+            os.close(fd)
+        self._backed = stop
 
     def _map(self) -> tuple[mmap.mmap | bytes, int, bool]:
         size = self.ENTRY.size
@@ -316,6 +337,7 @@ class _Index:
         self._check_writable("reset")
         self._data()
         self._entries = 0
+        self._backed = 0
         self.resize(self._max_index_size)
 
     # -- shared helpers ---------------------------------------------------------------------
@@ -364,6 +386,7 @@ class _Index:
         self._check_writable("truncate")
         relative = offset - self._base_offset
         self._entries = bisect.bisect_left(self._relative_offsets(), relative)
+        self._backed = min(self._backed, self._entries * self.ENTRY.size)
 
     def _check_length(self) -> None:
         if self._length % self.ENTRY.size:
@@ -426,6 +449,7 @@ class OffsetIndex(_Index):
         if not 0 <= position <= _INT32_MAX:
             raise ValueError(f"position {position} does not fit in an int32 ({self._path})")
         relative = self._relative(offset)
+        self._ensure_backed((self._entries + 1) * OFFSET_ENTRY.size)
         OFFSET_ENTRY.pack_into(buf, self._entries * OFFSET_ENTRY.size, relative, position)
         self._entries += 1
 
@@ -504,6 +528,7 @@ class TimeIndex(_Index):
             return
         self._check_slot_free()
         relative = self._relative(offset)
+        self._ensure_backed((self._entries + 1) * TIME_ENTRY.size)
         TIME_ENTRY.pack_into(buf, self._entries * TIME_ENTRY.size, timestamp, relative)
         self._entries += 1
 

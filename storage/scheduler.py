@@ -91,7 +91,8 @@ class ThreadScheduler:
                     now = self._clock.milliseconds()
                     if self._tasks and self._tasks[0].due_ms <= now:
                         break
-                    wait = (self._tasks[0].due_ms - now) / 1000 if self._tasks else None
+                    wait = (min((self._tasks[0].due_ms - now) / 1000, threading.TIMEOUT_MAX)
+                            if self._tasks else None)
                     self._cond.wait(timeout=wait)
                 if self._stopping:
                     return

@@ -16,6 +16,7 @@ segment may run concurrently with each other.
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from collections import OrderedDict
@@ -115,6 +116,22 @@ class RollParams:
     now_ms: int
 
 
+def _write_fully(fd: int, pieces: list[bytes | memoryview], position: int, size: int) -> None:
+    """Write every piece at ``position``; a short write is retried so a full disk surfaces as
+    the real OSError (ENOSPC) rather than a silent partial append."""
+    written = os.pwritev(fd, pieces, position) if len(pieces) > 1 else os.pwrite(fd, pieces[0],
+                                                                                 position)
+    if written == size:
+        return
+    rest = memoryview(b"".join(bytes(p) for p in pieces))[written:]
+    while rest:
+        n = os.pwrite(fd, rest, position + written)
+        if n <= 0:
+            raise OSError(errno.ENOSPC, f"no progress writing at position {position + written}")
+        written += n
+        rest = rest[n:]
+
+
 class LogSegment:
     """One segment's files. See the module docstring for ownership and handle rules."""
 
@@ -133,7 +150,10 @@ class LogSegment:
         self.time_index = TimeIndex(files.time_index_file(directory, base_offset, suffix), base_offset,
                                     config.segment_index_bytes, writable=writable)
         self._write_fd: int | None = None
-        self._size = self.log_path.stat().st_size if self.log_path.exists() else 0
+        try:
+            self._size = os.stat(self.log_path).st_size
+        except FileNotFoundError:
+            self._size = 0
         self._created_ms = created_ms if created_ms is not None else clock.milliseconds()
         self._bytes_since_last_index_entry = 0
         self._max_timestamp_and_offset: TimestampOffset | None = None   # loaded lazily
@@ -254,10 +274,7 @@ class LogSegment:
             self.offset_index.append(largest_offset, position)
             self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
             self._bytes_since_last_index_entry = 0
-        fd = self._writer()
-        written = os.pwritev(fd, pieces, position) if len(pieces) > 1 else os.pwrite(fd, pieces[0], position)
-        if written != size:
-            raise OSError(f"short write to {self.log_path}: {written} of {size} bytes")
+        _write_fully(self._writer(), pieces, position, size)
         self._size += size
         self._bytes_since_last_index_entry += size
         self._next_offset = largest_offset + 1

@@ -1,0 +1,95 @@
+"""The per-directory offset checkpoints a ``LogDir`` reads at load and writes while running:
+``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` (owned here), and
+``cleaner-offset-checkpoint`` (read for stats; an entry is dropped when its partition is deleted).
+The file format is ``storage.checkpoint.OffsetCheckpointFile``.
+
+A checkpoint that cannot be parsed reads as empty, with a warning (Kafka's loadLogs): recovery then
+starts from offset 0 of every log, which is slow but loses nothing. A write whose entries equal the
+last ones written (or read) is skipped, so an idle directory does not fsync every minute.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from storage.checkpoint import OffsetCheckpointFile
+from storage.errors import CheckpointError
+from storage.files import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    TopicPartition,
+)
+from storage.log import Log
+
+log = logging.getLogger(__name__)
+
+
+class DirCheckpoints:
+    """Reads and writes the offset checkpoints of one directory. Thread-safe: one lock serialises
+    the writes (a periodic task and a ``delete_log`` may race)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.recovery_points = OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT)
+        self.log_start_offsets = OffsetCheckpointFile(directory / LOG_START_OFFSET_CHECKPOINT)
+        self.cleaner_offsets = OffsetCheckpointFile(directory / CLEANER_OFFSET_CHECKPOINT)
+        self._lock = threading.Lock()
+        self._last: dict[Path, dict[TopicPartition, int]] = {}
+        self.writes = 0
+
+    # ---- reading -----------------------------------------------------------------------------
+    def read(self, file: OffsetCheckpointFile) -> dict[TopicPartition, int]:
+        """The entries of ``file``; empty when it is missing or malformed (logged)."""
+        try:
+            entries = file.read()
+        except FileNotFoundError:
+            return {}
+        except CheckpointError as err:
+            log.warning("ignoring unreadable checkpoint: %s", err)
+            return {}
+        with self._lock:
+            self._last.setdefault(file.path, dict(entries))
+        return entries
+
+    def read_cleaner_offsets(self) -> dict[TopicPartition, int]:
+        """The cleaner checkpoint, for stats; any failure reads as empty."""
+        try:
+            return self.cleaner_offsets.read()
+        except (OSError, CheckpointError):
+            return {}
+
+    # ---- writing -----------------------------------------------------------------------------
+    def write_recovery_points(self, logs: Iterable[Log]) -> bool:
+        """Every log's recovery point. Returns whether the file was rewritten."""
+        return self._write(self.recovery_points,
+                           {lg.topic_partition: lg.recovery_point for lg in logs})
+
+    def write_log_start_offsets(self, logs: Iterable[Log]) -> bool:
+        """The start offset of every log whose start is above its first segment's base (the others
+        are implied by their files). Returns whether the file was rewritten."""
+        entries = {}
+        for lg in logs:
+            bases = lg.segment_base_offsets()
+            if bases and lg.log_start_offset > bases[0]:
+                entries[lg.topic_partition] = lg.log_start_offset
+        return self._write(self.log_start_offsets, entries)
+
+    def drop_cleaner_offset(self, tp: TopicPartition) -> None:
+        """Remove a deleted partition from the cleaner checkpoint, if it is listed."""
+        offsets = self.read_cleaner_offsets()
+        if tp in offsets:
+            del offsets[tp]
+            self._write(self.cleaner_offsets, offsets)
+
+    def _write(self, file: OffsetCheckpointFile, entries: Mapping[TopicPartition, int]) -> bool:
+        entries = dict(entries)
+        with self._lock:
+            if self._last.get(file.path) == entries and file.path.exists():
+                return False
+            file.write(entries)
+            self._last[file.path] = entries
+            self.writes += 1
+            return True

@@ -1,0 +1,91 @@
+"""``LogDirConfig``: the broker-level settings of a log directory's startup and periodic tasks,
+named after Kafka's broker keys (field ``log_retention_check_interval_ms`` is the key
+``log.retention.check.interval.ms``). Defaults are Kafka 4.0's. Per-topic settings live in
+``storage.config.LogConfig``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from storage.config import LONG_MAX
+from storage.errors import InvalidConfigError
+
+DEFAULT_RETENTION_CHECK_INTERVAL_MS = 5 * 60 * 1000
+DEFAULT_FLUSH_SCHEDULER_INTERVAL_MS = LONG_MAX
+DEFAULT_FLUSH_OFFSET_CHECKPOINT_INTERVAL_MS = 60_000
+DEFAULT_FLUSH_START_OFFSET_CHECKPOINT_INTERVAL_MS = 60_000
+DEFAULT_INITIAL_TASK_DELAY_MS = 30_000
+DEFAULT_RECOVERY_THREADS_PER_DATA_DIR = 2
+
+KEYS: dict[str, str] = {
+    "log.retention.check.interval.ms": "log_retention_check_interval_ms",
+    "log.flush.scheduler.interval.ms": "log_flush_scheduler_interval_ms",
+    "log.flush.offset.checkpoint.interval.ms": "log_flush_offset_checkpoint_interval_ms",
+    "log.flush.start.offset.checkpoint.interval.ms":
+        "log_flush_start_offset_checkpoint_interval_ms",
+    "log.initial.task.delay.ms": "log_initial_task_delay_ms",
+    "num.recovery.threads.per.data.dir": "num_recovery_threads_per_data_dir",
+}
+_MINIMUM = {
+    "log.retention.check.interval.ms": 1,
+    "log.flush.scheduler.interval.ms": 1,
+    "log.flush.offset.checkpoint.interval.ms": 1,
+    "log.flush.start.offset.checkpoint.interval.ms": 1,
+    "log.initial.task.delay.ms": 0,   # Kafka's is internal and positive; 0 is for tests
+    "num.recovery.threads.per.data.dir": 1,
+}
+
+
+@dataclass(frozen=True)
+class LogDirConfig:
+    """Settings of one log directory's loading and periodic tasks. Frozen.
+
+    ``num_recovery_threads_per_data_dir`` sizes the pool that loads the logs after an unclean
+    shutdown; after a clean one a single thread loads them (see ``LogDir._load``).
+    """
+
+    log_retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS
+    log_flush_scheduler_interval_ms: int = DEFAULT_FLUSH_SCHEDULER_INTERVAL_MS
+    log_flush_offset_checkpoint_interval_ms: int = DEFAULT_FLUSH_OFFSET_CHECKPOINT_INTERVAL_MS
+    log_flush_start_offset_checkpoint_interval_ms: int = (
+        DEFAULT_FLUSH_START_OFFSET_CHECKPOINT_INTERVAL_MS)
+    log_initial_task_delay_ms: int = DEFAULT_INITIAL_TASK_DELAY_MS
+    num_recovery_threads_per_data_dir: int = DEFAULT_RECOVERY_THREADS_PER_DATA_DIR
+
+    def __post_init__(self) -> None:
+        for key, name in KEYS.items():
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise InvalidConfigError(f"{key}={value!r} is not an integer", key=key, value=value)
+            if value < _MINIMUM[key]:
+                raise InvalidConfigError(f"{key}={value} is below the minimum {_MINIMUM[key]}",
+                                         key=key, value=value)
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, Any]) -> LogDirConfig:
+        """Build from Kafka's dotted keys, e.g. ``{"log.retention.check.interval.ms": "1000"}``;
+        unknown keys are refused."""
+        return cls(**_fields(properties))
+
+    def with_overrides(self, properties: Mapping[str, Any]) -> LogDirConfig:
+        return dataclasses.replace(self, **_fields(properties))
+
+    def to_properties(self) -> dict[str, str]:
+        return {key: str(getattr(self, name)) for key, name in KEYS.items()}
+
+
+def _fields(properties: Mapping[str, Any]) -> dict[str, int]:
+    fields: dict[str, int] = {}
+    for key, raw in properties.items():
+        if key not in KEYS:
+            raise InvalidConfigError(f"unknown log directory config key {key!r}", key=key,
+                                     value=raw)
+        try:
+            fields[KEYS[key]] = int(str(raw).strip())
+        except ValueError as err:
+            raise InvalidConfigError(f"{key}={raw!r} is not an integer", key=key,
+                                     value=raw) from err
+    return fields

@@ -1,0 +1,44 @@
+"""Typed errors of a log directory (node/).
+
+They extend ``storage.errors.StorageError``, so they carry structured fields and survive pickling
+through Ray like every storage error. ``LogDirOfflineError`` itself lives in ``storage.errors``
+(a storage operation may be the one that finds the directory gone) and is re-exported here.
+"""
+
+from __future__ import annotations
+
+from storage.errors import LogDirOfflineError, StorageError
+
+__all__ = [
+    "InvalidLogDirError",
+    "LogDirClosedError",
+    "LogDirLockedError",
+    "LogDirOfflineError",
+    "UnknownPartitionError",
+]
+
+
+class LogDirLockedError(StorageError):
+    """Another owner holds the directory's ``.lock``: another process (``pid`` is the holder's pid
+    when it wrote one) or another ``LogDir`` of this process (``pid`` is our own pid).
+
+    Raised at once by ``LogDir.open``, never after waiting. Unlike ``InvalidLogDirError`` the
+    directory is fine; it is only in use. A lock left by a killed process is released by the
+    kernel, so this error always means a live owner.
+    """
+
+
+class InvalidLogDirError(StorageError):
+    """The path cannot serve as a log directory: it exists but is not a directory, or it is not
+    readable and writable. Raised by ``LogDir.open`` before anything is locked or loaded.
+    """
+
+
+class LogDirClosedError(StorageError):
+    """A call on a ``LogDir`` after ``close()``. Unlike ``LogDirOfflineError`` nothing went wrong:
+    the owner shut the directory down, and may open it again.
+    """
+
+
+class UnknownPartitionError(StorageError):
+    """A call names a partition this directory does not hold (``topic``, ``partition``)."""

@@ -1,0 +1,66 @@
+"""Fixtures of the log-directory tests: a LogDir factory on real files driven by a fake clock and
+scheduler (closed at teardown), and a small tmpfs mount for disk-full tests."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from node import LogDir, LogDirConfig
+from storage.clock import FakeClock
+from storage.config import LogConfig
+from storage.scheduler import FakeScheduler
+
+OpenDir = Callable[..., LogDir]
+
+# every periodic task first runs at the first tick, then every second of fake time
+FAST_TASKS = LogDirConfig(log_initial_task_delay_ms=0, log_retention_check_interval_ms=1000,
+                          log_flush_scheduler_interval_ms=1000,
+                          log_flush_offset_checkpoint_interval_ms=1000,
+                          log_flush_start_offset_checkpoint_interval_ms=1000)
+
+
+@pytest.fixture
+def open_dir(tmp_path: Path, clock: FakeClock, scheduler: FakeScheduler) -> Iterator[OpenDir]:
+    """``open_dir(path=tmp_path/"logs", **LogDir.open kwargs)`` with the fake clock and scheduler
+    and FAST_TASKS unless given; every directory opened is closed at teardown."""
+    opened: list[LogDir] = []
+
+    def make(path: Path | None = None, **kwargs: Any) -> LogDir:
+        kwargs.setdefault("clock", clock)
+        kwargs.setdefault("scheduler", scheduler)
+        kwargs.setdefault("config", FAST_TASKS)
+        kwargs.setdefault("default_config", LogConfig())
+        d = LogDir.open(path or tmp_path / "logs", **kwargs)
+        opened.append(d)
+        return d
+
+    yield make
+    for d in opened:
+        d.close()
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
+    """``tmpfs("2m")`` mounts a tmpfs of that size and returns its path; unmounted at teardown
+    (after the test closed what it opened there)."""
+    mounted: list[Path] = []
+
+    def mount(size: str) -> Path:
+        target = tmp_path / f"mnt{len(mounted)}"
+        target.mkdir()
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
+                                 str(target)], capture_output=True, text=True)
+        if result.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here ({result.stderr.strip() or 'not root?'}); "
+                        "the disk-full test needs one")
+        mounted.append(target)
+        return target
+
+    yield mount
+    for target in reversed(mounted):
+        if subprocess.run(["umount", str(target)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(target)], capture_output=True)
