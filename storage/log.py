@@ -567,6 +567,25 @@ class Log:
                 segment.change_file_suffixes(files.SWAP_SUFFIX, "")
             fsync_dir(self.dir)
 
+    def replace_cleaned(self, cleaned_base: int, old_bases: Sequence[int]) -> None:
+        """Swap in a ``<cleaned_base>.log.cleaned`` segment written by a cleaner in another
+        process, replacing the segments at ``old_bases``. Refused (and the cleaned files deleted)
+        when those segments are no longer exactly the log's, e.g. after a truncation."""
+        cleaned = LogSegment(self.dir, cleaned_base, self.config, suffix=files.CLEANED_SUFFIX,
+                             clock=self.clock)
+        with self._lock:
+            self._ensure_open()
+            old = [self._segments.get(base) for base in old_bases]
+            active_base = self._bases[-1]
+            if (not cleaned.log_path.exists() or any(s is None for s in old)
+                    or active_base in old_bases or not old_bases
+                    or cleaned_base != min(old_bases)):
+                cleaned.delete_files()
+                raise StorageError(
+                    f"{self.name}: cannot swap cleaned segment {cleaned_base} for {list(old_bases)}"
+                    f": the log changed meanwhile", partition=self.name, offset=cleaned_base)
+            self.replace_segments([cleaned], [s for s in old if s is not None])
+
     # ---- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
         """Flush bookkeeping stays with the caller; close every segment's files."""
