@@ -45,6 +45,7 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+TOPIC_CONFIGS_FILE = "topic-configs.json"   # ours: the topic overrides a node keeps (node.topic_configs)
 LOCK_FILE = ".lock"
 META_PROPERTIES = "meta.properties"
 

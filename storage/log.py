@@ -36,9 +36,12 @@ from storage.errors import (
     StorageError,
 )
 from storage.loader import LogLoader, LoadResult
+from storage.producer_state import ProducerStateManager, SequenceCheck
 from storage.records import (
     ATTRIBUTES_OFFSET,
+    HEADER_SIZE,
     LOG_OVERHEAD,
+    BatchHeader,
     Compression,
     Record,
     RecordBatch,
@@ -75,6 +78,7 @@ class LogAppendInfo:
     valid_bytes: int
     log_append_time: int
     log_start_offset: int
+    duplicate: bool = False   # every batch was a retry of batches already appended
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +116,8 @@ class Log:
         self._indexed: list[int] = []   # closed segments whose indexes are loaded, oldest first
         self.load_result = load
         self._closed = False
+        self.producer_state = ProducerStateManager(directory)
+        self._rebuild_producer_state(had_clean_shutdown=load.recovered_segments == 0)
         self.on_offsets_changed: Callable[[Log], None] | None = None
 
     # ---- opening -----------------------------------------------------------------------------
@@ -242,7 +248,19 @@ class Log:
             next_offset = self._log_end_offset
             first_offset = next_offset
             max_ts, offset_of_max_ts, records = -1, next_offset, 0
+            appended: list[tuple[BatchHeader, int]] = []
+            duplicates: list[SequenceCheck] = []
             for batch, check in checks:
+                header = check.header
+                if header is not None and header.producer_id >= 0:
+                    sequence = self.producer_state.check(header.producer_id, header.producer_epoch,
+                                                         header.base_sequence, check.records_count)
+                    if sequence.duplicate or any(
+                            h.producer_id == header.producer_id
+                            and h.base_sequence == header.base_sequence for h, _ in appended):
+                        duplicates.append(sequence)
+                        continue
+                    appended.append((header, next_offset))
                 pieces.append(_OFFSET.pack(next_offset))
                 if log_append_time >= 0:
                     pieces.append(_with_log_append_time(batch, log_append_time))
@@ -255,15 +273,24 @@ class Log:
                     offset_of_max_ts = next_offset + check.last_offset_delta
                 next_offset += check.last_offset_delta + 1
                 records += check.records_count
+            if not pieces:
+                first = duplicates[0]
+                return LogAppendInfo(first.first_offset, duplicates[-1].last_offset, -1, -1, 0, 0,
+                                     0, log_append_time, self._log_start_offset, duplicate=True)
             last_offset = next_offset - 1
-            size = len(view)
+            size = sum(len(p) for p in pieces)
             segment = self._maybe_roll(RollParams(max_ts, last_offset, size,
                                                   self.clock.milliseconds()))
             segment.append(last_offset, max_ts, offset_of_max_ts, pieces)
             self._log_end_offset = next_offset
+            for header, base in appended:
+                self.producer_state.update(
+                    header.producer_id, header.producer_epoch, header.base_sequence,
+                    header.last_sequence, base, base + header.last_offset_delta,
+                    header.max_timestamp)
             self._unflushed_messages += records
             info = LogAppendInfo(first_offset, last_offset, max_ts, offset_of_max_ts, records,
-                                 len(checks), size, log_append_time, self._log_start_offset)
+                                 len(pieces) // 2, size, log_append_time, self._log_start_offset)
             if self._unflushed_messages >= self.config.flush_messages:
                 self.flush()
         return info
@@ -297,6 +324,7 @@ class Log:
             segment = LogSegment.create(self.dir, new_base, self.config, clock=self.clock,
                                         rolling_jitter_ms=self.config.random_segment_jitter())
             self._add_segment(segment)
+            self.producer_state.take_snapshot(new_base)
             self._schedule("flush-log", lambda: self.flush(new_base), 0)
             return segment
 
@@ -428,6 +456,8 @@ class Log:
             self._log_end_offset = active.read_next_offset()
             self._recovery_point = min(self._recovery_point, self._log_end_offset)
             self._log_start_offset = min(self._log_start_offset, target_offset)
+            self.producer_state.delete_snapshots_above(self._log_end_offset)
+            self._rebuild_producer_state(had_clean_shutdown=False)
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -445,6 +475,8 @@ class Log:
             self._log_start_offset = offset
             self._recovery_point = offset
             self._unflushed_messages = 0
+            self.producer_state.delete_snapshots_above(-1)
+            self._rebuild_producer_state(had_clean_shutdown=False)
 
     # ---- retention ---------------------------------------------------------------------------
     def delete_old_segments(self) -> int:
@@ -505,6 +537,7 @@ class Log:
                 self._remove_segment(segment.base_offset)
             self._delete_segment_files(doomed)
             self._log_start_offset = max(self._log_start_offset, self._bases[0])
+            self.producer_state.delete_snapshots_below(self._bases[0])
             log.info("%s: deleted %d segments by %s; log start offset is now %d", self.name,
                      len(doomed), reason, self._log_start_offset)
             return len(doomed)
@@ -592,9 +625,12 @@ class Log:
         with self._lock:
             if self._closed:
                 return
-            for segment in self.segments():
-                segment.close()
-            self._closed = True
+            try:
+                self.producer_state.take_snapshot(self._log_end_offset)
+            finally:
+                for segment in self.segments():
+                    segment.close()
+                self._closed = True
 
     def release_idle(self) -> None:
         """Drop descriptors and index maps of every closed segment."""
@@ -636,6 +672,28 @@ class Log:
         return self._closed
 
     # ---- internals ---------------------------------------------------------------------------
+    def _rebuild_producer_state(self, had_clean_shutdown: bool) -> None:
+        """Load the newest snapshot at or below the log end and replay the batches after it
+        (Kafka's rebuildProducerState). A clean shutdown without any snapshot replays nothing."""
+        state = self.producer_state
+        end = self._log_end_offset
+        if had_clean_shutdown and not state.snapshot_files():
+            state.map_end_offset = end
+            return
+        start = state.load_latest_snapshot(end)
+        for segment in self.segments_in_range(start, end):
+            position = segment.offset_index.lookup(start).position if segment.base_offset < start \
+                else 0
+            for entry in segment.batches(position):
+                if entry.last_offset < start or entry.magic < 2:
+                    continue
+                header = BatchHeader.parse(segment.read_bytes(entry.position, HEADER_SIZE))
+                if header.producer_id >= 0:
+                    state.update(header.producer_id, header.producer_epoch, header.base_sequence,
+                                 header.last_sequence, header.base_offset, header.last_offset,
+                                 header.max_timestamp)
+        state.map_end_offset = end
+
     def _ensure_open(self) -> None:
         if self._closed:
             raise StorageError(f"log {self.dir} is closed", partition=self.name)

@@ -1,0 +1,128 @@
+"""Idempotent appends: per-producer sequence state drops retried batches, refuses gaps and fenced
+epochs, and survives a clean close (snapshot) and a kill (snapshot + replay)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from storage.config import LogConfig
+from storage.errors import CorruptRecordError
+from storage.log import Log
+from storage.producer_state import (
+    InvalidProducerEpochError,
+    OutOfOrderSequenceError,
+    ProducerStateManager,
+    decode_snapshot,
+)
+from storage.records import Record, build_batch
+from tests.conftest import FIXTURES
+
+
+def batch(pid: int, epoch: int, seq: int, n: int = 3) -> bytes:
+    return build_batch([Record(key=b"k%d" % (seq + i), value=b"v", timestamp=1) for i in range(n)],
+                       producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+
+def open_log(path: Path, **kwargs: object) -> Log:
+    return Log.open(path, LogConfig(segment_bytes=4096), **kwargs)
+
+
+def test_retried_batch_is_dropped_and_original_offsets_returned(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    first = log.append_batch(batch(7, 0, 0))
+    log.append_batch(batch(7, 0, 3))
+    again = log.append_batch(batch(7, 0, 0))
+    assert again.duplicate
+    assert (again.first_offset, again.last_offset) == (first.first_offset, first.last_offset)
+    assert log.log_end_offset == 6
+
+
+def test_sequence_gap_is_refused(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    log.append_batch(batch(7, 0, 0))
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append_batch(batch(7, 0, 5))
+    assert log.log_end_offset == 3
+
+
+def test_fenced_epoch_is_refused_and_new_epoch_starts_at_zero(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    log.append_batch(batch(7, 1, 0))
+    with pytest.raises(InvalidProducerEpochError):
+        log.append_batch(batch(7, 0, 3))
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append_batch(batch(7, 2, 3))
+    assert not log.append_batch(batch(7, 2, 0)).duplicate
+    assert log.log_end_offset == 6
+
+
+def test_retry_older_than_cached_batches_is_still_dropped(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    for seq in range(0, 30, 3):
+        log.append_batch(batch(7, 0, seq))
+    end = log.log_end_offset
+    retry = log.append_batch(batch(7, 0, 0))
+    assert retry.duplicate
+    assert log.log_end_offset == end
+
+
+def test_state_survives_clean_close(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    log.append_batch(batch(7, 0, 0))
+    log.roll()
+    log.append_batch(batch(7, 0, 3))
+    log.flush()
+    log.close()
+    reopened = open_log(tmp_path / "p-0", recovery_point=6, had_clean_shutdown=True)
+    assert reopened.append_batch(batch(7, 0, 3)).duplicate
+    assert not reopened.append_batch(batch(7, 0, 6)).duplicate
+
+
+def test_state_is_rebuilt_by_replay_after_a_kill(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    log.append_batch(batch(7, 0, 0))
+    log.roll()                           # snapshot at offset 3
+    log.append_batch(batch(7, 0, 3))     # only in the log, replayed after the "kill"
+    log.append_batch(batch(8, 0, 0))
+    copy = tmp_path / "copy" / "p-0"
+    shutil.copytree(log.dir, copy)       # as a kill would leave it: no snapshot at the end
+    reopened = open_log(copy)
+    assert reopened.append_batch(batch(7, 0, 3)).duplicate
+    assert reopened.append_batch(batch(8, 0, 0)).duplicate
+    with pytest.raises(OutOfOrderSequenceError):
+        reopened.append_batch(batch(8, 0, 9))
+
+
+def test_corrupt_snapshot_falls_back_to_replay(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    log.append_batch(batch(7, 0, 0))
+    log.close()
+    snapshot = tmp_path / "p-0" / "00000000000000000003.snapshot"
+    data = bytearray(snapshot.read_bytes())
+    data[-1] ^= 0xFF
+    snapshot.write_bytes(bytes(data))
+    with pytest.raises(CorruptRecordError):
+        decode_snapshot(bytes(data), snapshot)
+    reopened = open_log(tmp_path / "p-0", recovery_point=3, had_clean_shutdown=True)
+    assert reopened.append_batch(batch(7, 0, 0)).duplicate
+
+
+def test_kafka_snapshot_file_decodes() -> None:
+    path = FIXTURES / "Jeong-Rae__KafkaDemo" / "kraft-combined-logs" / "__cluster_metadata-0" / \
+        "00000000000000000712.snapshot"
+    assert decode_snapshot(path.read_bytes(), path) == []
+
+
+def test_snapshot_round_trip(tmp_path: Path) -> None:
+    state = ProducerStateManager(tmp_path)
+    state.update(5, 2, 10, 14, 100, 104, 1234)
+    state.update(9, 0, 0, 0, 105, 105, 1300)
+    path = state.take_snapshot(106)
+    assert decode_snapshot(path.read_bytes(), path) == [(5, 2, 14, 104, 4, 1234),
+                                                        (9, 0, 0, 105, 0, 1300)]
+    other = ProducerStateManager(tmp_path)
+    assert other.load_latest_snapshot(200) == 106
+    assert other.check(5, 2, 10, 5).duplicate
