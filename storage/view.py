@@ -15,12 +15,13 @@ from __future__ import annotations
 import bisect
 import os
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from storage import files
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
 from storage.errors import StorageError
+from storage.records import RecordBatch
 from storage.segment import LogSegment
 
 SwapFn = Callable[[int, list[int]], None]
@@ -93,6 +94,60 @@ class LogView:
     def close(self) -> None:
         for segment in self._segments:
             segment.release()
+
+
+def read_partition_batches(directory: Path | str, config: LogConfig, start_offset: int,
+                           end_offset: int, *, fetch_bytes: int = 1 << 20,
+                           attempts: int = 10) -> Iterator[RecordBatch]:
+    """Every batch holding offsets in ``[start_offset, end_offset)``, read straight from the segment
+    files of a partition directory that another process owns (bulk reads, e.g. Spark).
+
+    Safe against a concurrent segment swap or retention: a file renamed or deleted under the read
+    makes it list the directory again and go on from the next offset it has not yet returned, so
+    every batch comes whole and at most once, and offsets keep increasing.
+    """
+    directory = Path(directory)
+    offset = start_offset
+    failures = 0
+    while offset < end_offset:
+        try:
+            view = LogView.open(directory, config, _no_swap)
+        except StorageError:
+            return
+        try:
+            progressed = False
+            for segment in view.segments_in_range(offset, end_offset):
+                position = segment.offset_index.lookup(offset).position
+                for entry in segment.batches(position):
+                    if entry.base_offset >= end_offset:
+                        return
+                    if entry.last_offset < offset:
+                        continue
+                    data = segment.read_bytes(entry.position, entry.size)
+                    if len(data) < entry.size:
+                        raise FileNotFoundError(segment.log_path)
+                    yield RecordBatch(data, entry.position, segment.log_path)
+                    offset = entry.last_offset + 1
+                    progressed = True
+                if offset < end_offset and segment is not view.active_segment:
+                    offset = max(offset, _next_base(view, segment))
+            if not progressed:
+                return
+        except FileNotFoundError:
+            failures += 1
+            if failures > attempts:
+                raise
+        finally:
+            view.close()
+
+
+def _next_base(view: LogView, segment: LogSegment) -> int:
+    later = [s.base_offset for s in view.segments() if s.base_offset > segment.base_offset]
+    return later[0] if later else segment.base_offset
+
+
+def _no_swap(_base: int, _old: list[int]) -> None:
+    raise StorageError("a read-only view cannot swap segments")
 
 
 def _parses(name: str) -> bool:
