@@ -557,12 +557,7 @@ class Log:
     # ---- compaction support ------------------------------------------------------------------
     def create_cleaned_segment(self, base_offset: int) -> LogSegment:
         """A fresh ``<base>.log.cleaned`` segment (stale cleaner output of that name is removed)."""
-        for path in (files.log_file(self.dir, base_offset, files.CLEANED_SUFFIX),
-                     files.index_file(self.dir, base_offset, files.CLEANED_SUFFIX),
-                     files.time_index_file(self.dir, base_offset, files.CLEANED_SUFFIX)):
-            path.unlink(missing_ok=True)
-        return LogSegment.create(self.dir, base_offset, self.config, suffix=files.CLEANED_SUFFIX,
-                                 clock=self.clock)
+        return LogSegment.create_cleaned(self.dir, base_offset, self.config, clock=self.clock)
 
     def replace_segments(self, new_segments: Sequence[LogSegment],
                          old_segments: Sequence[LogSegment]) -> None:

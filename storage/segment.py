@@ -177,6 +177,17 @@ class LogSegment:
         segment._next_offset = base_offset
         return segment
 
+    @classmethod
+    def create_cleaned(cls, directory: Path, base_offset: int, config: LogConfig, *,
+                       clock: Clock = SYSTEM_CLOCK) -> LogSegment:
+        """A fresh ``<base>.log.cleaned`` segment; stale cleaner output of that name is removed."""
+        suffix = files.CLEANED_SUFFIX
+        for path in (files.log_file(directory, base_offset, suffix),
+                     files.index_file(directory, base_offset, suffix),
+                     files.time_index_file(directory, base_offset, suffix)):
+            path.unlink(missing_ok=True)
+        return cls.create(directory, base_offset, config, suffix=suffix, clock=clock)
+
     # ---- sizes and offsets -------------------------------------------------------------------
     @property
     def size(self) -> int:

@@ -70,12 +70,7 @@ class LogView:
         return [s for s in self._segments[i:] if s.base_offset < to_offset]
 
     def create_cleaned_segment(self, base_offset: int) -> LogSegment:
-        for path in (files.log_file(self.dir, base_offset, files.CLEANED_SUFFIX),
-                     files.index_file(self.dir, base_offset, files.CLEANED_SUFFIX),
-                     files.time_index_file(self.dir, base_offset, files.CLEANED_SUFFIX)):
-            path.unlink(missing_ok=True)
-        return LogSegment.create(self.dir, base_offset, self.config, suffix=files.CLEANED_SUFFIX,
-                                 clock=self.clock)
+        return LogSegment.create_cleaned(self.dir, base_offset, self.config, clock=self.clock)
 
     def replace_segments(self, new_segments: Sequence[LogSegment],
                          old_segments: Sequence[LogSegment]) -> None:
