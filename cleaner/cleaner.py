@@ -29,11 +29,11 @@ import crc32c
 import numpy as np
 
 from cleaner.config import CleanerConfig
-from cleaner.kernels import WALK_OK, gather_records, walk_records
+from cleaner.kernels import gather_records
 from cleaner.offset_map import OffsetMap
 from cleaner.stats import CleanerStats, CleanerStatsSnapshot
 from cleaner.throttler import Throttler
-from storage import compression
+from storage import compression, kernels
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.errors import CorruptRecordError
 from storage.files import TopicPartition
@@ -344,13 +344,16 @@ class _Records:
                                                        log.config.max_message_bytes * 64))
             buf = np.frombuffer(body, dtype=np.uint8)
             start, end = 0, len(body)
-        arrays = [np.empty(count, dtype=np.int64) for _ in range(7)]
-        status = walk_records(buf, start, end, count, *arrays)
-        if status != WALK_OK:
+        table = np.empty((kernels.RECORD_ROWS, count), dtype=np.int64)
+        read, status, where = kernels.walk_records(buf, start, end, table)
+        if status != kernels.OK:
             raise CorruptRecordError(
-                f"batch at offset {header.base_offset}: malformed record at byte {status}",
-                offset=header.base_offset, position=int(status))
-        return cls(buf, count, header.base_offset, *arrays)
+                f"batch at offset {header.base_offset}: malformed record {read} at byte {where}",
+                offset=header.base_offset, position=int(where))
+        return cls(buf, count, header.base_offset, table[kernels.REC_START],
+                   table[kernels.REC_END], table[kernels.REC_TIMESTAMP_DELTA],
+                   table[kernels.REC_OFFSET_DELTA], table[kernels.REC_KEY_POS],
+                   table[kernels.REC_KEY_LEN], table[kernels.REC_VALUE_LEN])
 
     @classmethod
     def _legacy(cls, raw: bytes) -> _Records:

@@ -360,8 +360,8 @@ def _read_record(buf, pos, end):
 
 # rows of the ``out`` table filled by walk_records
 REC_OFFSET_DELTA, REC_TIMESTAMP_DELTA, REC_KEY_POS, REC_KEY_LEN, REC_VALUE_POS = 0, 1, 2, 3, 4
-REC_VALUE_LEN, REC_HEADERS_POS, REC_HEADER_COUNT = 5, 6, 7
-RECORD_ROWS = 8
+REC_VALUE_LEN, REC_HEADERS_POS, REC_HEADER_COUNT, REC_START, REC_END = 5, 6, 7, 8, 9
+RECORD_ROWS = 10
 
 
 @numba.njit(cache=True, nogil=True)
@@ -389,6 +389,8 @@ def walk_records(buf, start, end, out):
         out[REC_VALUE_LEN, i] = value_len
         out[REC_HEADERS_POS, i] = headers_pos
         out[REC_HEADER_COUNT, i] = header_count
+        out[REC_START, i] = pos
+        out[REC_END, i] = nxt
         pos = nxt
     if pos != end:
         return count, ERR_TRAILING_BYTES, pos

@@ -558,8 +558,8 @@ _RECORD_ERRORS = {
 
 
 def _materialize(data: bytes, fields: np.ndarray, header: BatchHeader) -> list[Record]:
-    offset_deltas, ts_deltas, key_pos, key_len, value_pos, value_len, headers_pos, header_count = \
-        fields.tolist()
+    (offset_deltas, ts_deltas, key_pos, key_len, value_pos, value_len, headers_pos,
+     header_count) = fields[:kernels.REC_START].tolist()
     base_offset = header.base_offset
     if header.attributes & TIMESTAMP_TYPE_MASK:
         timestamps = [header.max_timestamp] * len(offset_deltas)
