@@ -4,6 +4,12 @@ manager (where each partition's last clean stopped, i.e. its first dirty offset)
 File format and crash safety are ``storage.checkpoint.OffsetCheckpointFile``'s. A missing file
 reads as empty. I/O errors are logged and reported to ``on_dir_failure`` (Kafka's
 LogDirFailureChannel), never raised: one bad directory must not stop the cleaner elsewhere.
+
+Where the file lives is a seam (``checkpoint_file``): by default the manager reads and writes
+``<dir>/cleaner-offset-checkpoint`` itself; a manager in another process than the directory's
+owner (the cluster's coordinator) passes a factory whose objects ask the owner to read and write
+it. Such an object raises ``OSError`` for a directory that failed and ``CheckpointError`` for a
+file it cannot parse, like the local file does.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import logging
 import os
 from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
+from typing import Mapping, Protocol
 
 from storage.checkpoint import OffsetCheckpointFile
 from storage.errors import CheckpointError
@@ -25,13 +32,29 @@ def dir_key(log_dir: Path | str) -> Path:
     return Path(os.path.abspath(log_dir))
 
 
+class CheckpointFileLike(Protocol):
+    """One directory's cleaner checkpoint: ``OffsetCheckpointFile`` or a remote stand-in.
+    ``read`` raises ``FileNotFoundError`` when there is none yet."""
+
+    def read(self) -> dict[TopicPartition, int]: ...
+
+    def write(self, offsets: Mapping[TopicPartition, int]) -> None: ...
+
+
+def local_checkpoint_file(log_dir: Path) -> CheckpointFileLike:
+    """The default: ``<log_dir>/cleaner-offset-checkpoint`` on this host's disk."""
+    return OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT)
+
+
 class CleanerCheckpoints:
     """Not thread-safe: guarded by the cleaner manager's lock."""
 
     def __init__(self, log_dirs: Iterable[Path | str],
-                 on_dir_failure: Callable[[Path, BaseException], None] | None = None) -> None:
-        self._files = {dir_key(d): OffsetCheckpointFile(dir_key(d) / CLEANER_OFFSET_CHECKPOINT)
-                       for d in log_dirs}
+                 on_dir_failure: Callable[[Path, BaseException], None] | None = None,
+                 checkpoint_file: Callable[[Path], CheckpointFileLike] = local_checkpoint_file
+                 ) -> None:
+        self._open = checkpoint_file
+        self._files = {dir_key(d): checkpoint_file(dir_key(d)) for d in log_dirs}
         self._offline: set[Path] = set()
         self._on_dir_failure = on_dir_failure
 
@@ -96,7 +119,12 @@ class CleanerCheckpoints:
         self._files.pop(log_dir, None)
         self._offline.add(log_dir)
 
-    def _writable(self, log_dir: Path) -> OffsetCheckpointFile | None:
+    def add_dir(self, log_dir: Path) -> None:
+        """Start managing ``log_dir`` (a directory added, or back online after a restart)."""
+        self._offline.discard(log_dir)
+        self._files.setdefault(log_dir, self._open(log_dir))
+
+    def _writable(self, log_dir: Path) -> CheckpointFileLike | None:
         checkpoint = self._files.get(log_dir)
         if checkpoint is None:
             if log_dir in self._offline:
@@ -112,7 +140,7 @@ class CleanerCheckpoints:
             self._on_dir_failure(log_dir, err)
 
 
-def _read(checkpoint: OffsetCheckpointFile) -> dict[TopicPartition, int]:
+def _read(checkpoint: CheckpointFileLike) -> dict[TopicPartition, int]:
     try:
         return checkpoint.read()
     except FileNotFoundError:

@@ -45,7 +45,12 @@ from cleaner.cleanable import (
     cleanable_offsets,
     max_compaction_delay,
 )
-from cleaner.checkpoints import CleanerCheckpoints, dir_key
+from cleaner.checkpoints import (
+    CheckpointFileLike,
+    CleanerCheckpoints,
+    dir_key,
+    local_checkpoint_file,
+)
 from cleaner.config import CleanerConfig
 from cleaner.explain import Explanation, explain_log
 from cleaner.state import ABORTED, IN_PROGRESS, CleaningPhase, CleaningState, paused
@@ -99,16 +104,20 @@ class CleanerManager:
     because of an ``OSError`` (Kafka's LogDirFailureChannel); the manager itself only logs. It
     runs under the manager's lock, on the calling thread (calling ``handle_log_dir_failure`` from
     it is fine; handing work to another thread that waits on the manager is not).
+    ``checkpoint_file(log_dir)`` opens a directory's checkpoint (see ``cleaner.checkpoints``); the
+    default reads and writes the local file.
     """
 
     def __init__(self, log_dirs: Iterable[Path | str], config: CleanerConfig | None = None, *,
                  clock: Clock = SYSTEM_CLOCK,
-                 on_dir_failure: Callable[[Path, BaseException], None] | None = None) -> None:
+                 on_dir_failure: Callable[[Path, BaseException], None] | None = None,
+                 checkpoint_file: Callable[[Path], CheckpointFileLike] = local_checkpoint_file
+                 ) -> None:
         self.config = config or CleanerConfig()
         self._clock = clock
         self._lock = threading.RLock()
         self._paused_cond = threading.Condition(self._lock)
-        self._checkpoints = CleanerCheckpoints(log_dirs, on_dir_failure)
+        self._checkpoints = CleanerCheckpoints(log_dirs, on_dir_failure, checkpoint_file)
         self._failures = UncleanableTracker(self.config.uncleanable_retries,
                                             self.config.uncleanable_retry_backoff_ms)
         self._states: dict[TopicPartition, CleaningState] = {}
@@ -161,6 +170,11 @@ class CleanerManager:
             self._checkpoints.update(dir_key(source), remove=tp)
             self._checkpoints.update(dir_key(destination), update=(tp, offset))
             self._dirs[tp] = dir_key(destination)
+
+    def add_log_dir(self, log_dir: Path | str) -> None:
+        """Manage one more directory (or one back online): its checkpoint is used again."""
+        with self._lock:
+            self._checkpoints.add_dir(dir_key(log_dir))
 
     def handle_log_dir_failure(self, log_dir: Path | str) -> None:
         """Stop using an offline directory: forget its checkpoint, uncleanable partitions and

@@ -77,6 +77,10 @@ class DirCheckpoints:
                 entries[lg.topic_partition] = lg.log_start_offset
         return self._write(self.log_start_offsets, entries)
 
+    def write_cleaner_offsets(self, offsets: Mapping[TopicPartition, int]) -> bool:
+        """Replace the cleaner checkpoint (written for a cleaner manager in another process)."""
+        return self._write(self.cleaner_offsets, offsets)
+
     def drop_cleaner_offset(self, tp: TopicPartition) -> None:
         """Remove a deleted partition from the cleaner checkpoint, if it is listed."""
         offsets = self.read_cleaner_offsets()

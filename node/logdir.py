@@ -224,6 +224,21 @@ class LogDir:
         """``default_config`` with the topic's overrides applied."""
         return self._topic_configs.get(topic, self.default_config)
 
+    def set_topic_config(self, topic: str, config: LogConfig) -> None:
+        """Use ``config`` for logs of ``topic`` created from now on (persisting it is the
+        caller's business: ``node.server`` keeps ``topic-configs.json``)."""
+        with self._lock:
+            self._topic_configs[topic] = config
+
+    def pause_cleaning(self, tp: TopicPartition) -> AbstractContextManager[object]:
+        """The ``pause_cleaning`` callback given to ``open`` (a no-op without one), for callers
+        that change a log's files themselves (truncation)."""
+        return self._pause_cleaning(tp)
+
+    def drop_topic_config(self, topic: str) -> None:
+        with self._lock:
+            self._topic_configs.pop(topic, None)
+
     @contextmanager
     def _io(self, action: str) -> Iterator[None]:
         """Every public call: offline first (it names the original error), then closed."""
@@ -348,6 +363,27 @@ class LogDir:
         """Write both checkpoints now (each is skipped when unchanged)."""
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
+
+    # ---- the cleaner checkpoint, for a cleaner manager in another process ---------------------
+    def read_cleaner_offsets(self) -> dict[TopicPartition, int]:
+        """The ``cleaner-offset-checkpoint``; ``FileNotFoundError`` when there is none yet (not an
+        I/O failure), ``CheckpointError`` when it cannot be parsed."""
+        with self._io("read cleaner checkpoint"):
+            try:
+                return self._checkpoints.cleaner_offsets.read()
+            except FileNotFoundError:
+                pass   # outside the guard: a missing file must not take the directory offline
+        raise FileNotFoundError(f"{self.path} has no cleaner-offset-checkpoint yet")
+
+    def write_cleaner_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Replace the ``cleaner-offset-checkpoint``, keeping only partitions this directory
+        holds (an entry of a partition deleted meanwhile is dropped, not resurrected)."""
+        with self._io("write cleaner checkpoint"):
+            with self._lock:
+                live = {tp for tp in self._logs}
+            self._checkpoints.write_cleaner_offsets(
+                {TopicPartition(tp.topic, tp.partition): offset for tp, offset in offsets.items()
+                 if TopicPartition(tp.topic, tp.partition) in live})
 
     # ---- stats -------------------------------------------------------------------------------
     def stats(self) -> LogDirStats:

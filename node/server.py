@@ -4,27 +4,69 @@ A thin adapter over ``LogDir``: every method takes and returns plain, picklable 
 partition instead of ``Log`` objects, bytes, frozen dataclasses) and forwards to the directory.
 It imports no ray; ``cluster/`` applies ``ray.remote`` to it and chooses concurrency groups.
 Errors are the typed storage/node errors, which pickle through Ray.
+
+What it adds to ``LogDir`` for a cluster:
+
+* topic overrides kept in the directory (``topic-configs.json``, ``node.topic_configs``), read
+  before loading, so a restarted node opens every log with its topic's settings;
+* optional loading on a background thread (``load_in_background=True``): the constructor returns
+  at once, ``load_progress`` answers while the directory loads, every other call waits for the
+  load (``DirectoryLoadingError`` after ``load_wait_s``) or raises what the load raised;
+* the owner's half of cleaning by another process: snapshots of the compacted logs
+  (``node.snapshot``), ``swap_cleaned`` (``Log.replace_cleaned``), ``remove_cleaned_files`` after a
+  cleaner died, the ``cleaner-offset-checkpoint`` read and written for a remote manager,
+  retention of compacted logs, truncation under ``pause_cleaning``.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from node.errors import UnknownPartitionError
 from node.logdir import LogDir
+from node.snapshot import LogSnapshot, snapshot_log
 from node.stats import LoadProgress, LogDirStats, PartitionStats, partition_stats
+from node.topic_configs import TopicConfigsFile
+from storage import files
+from storage.config import LogConfig
+from storage.errors import StorageError
+from storage.files import TopicPartition
 from storage.log import DEFAULT_FETCH_BYTES, FetchData, LogAppendInfo
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LOAD_WAIT_S = 600.0
+
+
+class DirectoryLoadingError(StorageError):
+    """A call reached a node whose directory is still loading and gave up waiting (``directory``,
+    ``waited_s``). Unlike ``LogDirOfflineError`` nothing failed: try again later, or watch
+    ``load_progress``."""
 
 
 class LogDirServer:
-    """Owns one ``LogDir`` for the life of the actor. Thread-safe as ``LogDir`` is.
+    """Owns one ``LogDir`` for the life of the actor. Thread-safe as ``LogDir`` is; topic config
+    writes are serialised by one lock.
 
     The constructor takes ``LogDir.open``'s keyword arguments and opens the directory (locking it);
     a restarted actor therefore recovers from whatever the directory holds.
     """
 
-    def __init__(self, path: str | Path, **open_kwargs: Any) -> None:
+    def __init__(self, path: str | Path, *, load_in_background: bool = False,
+                 load_wait_s: float = DEFAULT_LOAD_WAIT_S, **open_kwargs: Any) -> None:
+        self.path = Path(os.path.abspath(path))
         self._last_progress: LoadProgress | None = None
+        self._load_wait_s = load_wait_s
+        self._loaded = threading.Event()
+        self._load_error: BaseException | None = None
+        self._dir_or_none: LogDir | None = None
+        self._config_lock = threading.Lock()
+        self._default_config: LogConfig = open_kwargs.get("default_config") or LogConfig()
         user_callback = open_kwargs.pop("on_load_progress", None)
 
         def on_progress(progress: LoadProgress) -> None:
@@ -32,14 +74,86 @@ class LogDirServer:
             if user_callback is not None:
                 user_callback(progress)
 
-        self._dir = LogDir.open(path, on_load_progress=on_progress, **open_kwargs)
+        def load() -> None:
+            try:
+                self.path.mkdir(parents=True, exist_ok=True)
+                self._overrides = TopicConfigsFile(self.path).read()
+                configs: dict[str, Any] = dict(self._overrides)
+                configs.update(open_kwargs.pop("topic_configs", None) or {})
+                self._dir_or_none = LogDir.open(self.path, on_load_progress=on_progress,
+                                                topic_configs=configs, **open_kwargs)
+            except BaseException as err:
+                self._load_error = err
+                if not load_in_background:
+                    raise
+                log.exception("loading log directory %s failed", self.path)
+            finally:
+                self._loaded.set()
 
-    # ---- partitions --------------------------------------------------------------------------
-    def create_partition(self, topic: str, partition: int) -> PartitionStats:
-        return partition_stats(self._dir.get_or_create_log(topic, partition), None)
+        self._overrides: dict[str, dict[str, str]] = {}
+        self._loader: threading.Thread | None = None
+        if load_in_background:
+            self._loader = threading.Thread(target=load, name=f"load-{self.path.name}",
+                                            daemon=True)
+            self._loader.start()
+        else:
+            load()
+
+    @property
+    def _dir(self) -> LogDir:
+        if not self._loaded.wait(self._load_wait_s):
+            raise DirectoryLoadingError(
+                f"log directory {self.path} is still loading after {self._load_wait_s} s",
+                directory=str(self.path), waited_s=self._load_wait_s)
+        if self._load_error is not None:
+            raise self._load_error
+        assert self._dir_or_none is not None
+        return self._dir_or_none
+
+    # ---- partitions and topics ---------------------------------------------------------------
+    def create_partition(self, topic: str, partition: int,
+                         config: Mapping[str, Any] | None = None) -> PartitionStats:
+        """Create ``topic``-``partition`` (or return the existing one). ``config`` holds the
+        topic's overrides (Kafka topic keys); they are written to ``topic-configs.json`` before
+        the log is created, and must equal the overrides already kept for the topic, if any."""
+        d = self._dir
+        if config is not None:
+            self._set_topic_overrides(d, topic, config)
+        return partition_stats(d.get_or_create_log(topic, partition), None)
+
+    def _set_topic_overrides(self, d: LogDir, topic: str, config: Mapping[str, Any]) -> None:
+        overrides = {str(k): _text(v) for k, v in config.items()}
+        resolved = self._default_config.with_overrides(overrides)   # validates before writing
+        with self._config_lock:
+            if self._overrides.get(topic, {}) == overrides:
+                d.set_topic_config(topic, resolved)
+                return
+            if any(tp.topic == topic for tp in d.logs()):
+                raise StorageError(f"topic {topic} already exists in {self.path} with other "
+                                   f"settings {self._overrides.get(topic, {})}", topic=topic)
+            updated = {**self._overrides, topic: overrides}
+            TopicConfigsFile(self.path).write(updated)
+            self._overrides = updated
+            d.set_topic_config(topic, resolved)
+
+    def topic_configs(self) -> dict[str, dict[str, str]]:
+        """The topic overrides this directory keeps."""
+        self._dir
+        with self._config_lock:
+            return {t: dict(o) for t, o in self._overrides.items()}
 
     def delete_partition(self, topic: str, partition: int) -> bool:
-        return self._dir.delete_log(topic, partition) is not None
+        """Kafka's asyncDelete of one partition; the topic's overrides go when its last partition
+        in this directory does."""
+        d = self._dir
+        removed = d.delete_log(topic, partition) is not None
+        with self._config_lock:
+            if topic in self._overrides and not any(tp.topic == topic for tp in d.logs()):
+                updated = {t: o for t, o in self._overrides.items() if t != topic}
+                TopicConfigsFile(self.path).write(updated)
+                self._overrides = updated
+                d.drop_topic_config(topic)
+        return removed
 
     def partitions(self) -> list[tuple[str, int]]:
         return sorted(tuple(key) for key in self._dir.logs())
@@ -49,27 +163,134 @@ class LogDirServer:
         """Append producer-encoded v2 batches to an existing partition."""
         return self._dir.log(topic, partition).append_batch(data)
 
+    def append_batches(self, items: Iterable[tuple[str, int, bytes]],
+                       flush: bool = False) -> list[LogAppendInfo]:
+        """Append several partitions' batches in one call, in order; with ``flush`` every
+        partition written is flushed before returning (the acknowledgement then means durable).
+        The first failure raises: earlier items stay appended."""
+        d = self._dir
+        infos = []
+        written = {}
+        for topic, partition, data in items:
+            target = d.log(topic, partition)
+            infos.append(target.append_batch(data))
+            written[(topic, partition)] = target
+        if flush:
+            for target in written.values():
+                target.flush()
+        return infos
+
     def read_raw(self, topic: str, partition: int, offset: int,
                  max_bytes: int = DEFAULT_FETCH_BYTES) -> FetchData | None:
         return self._dir.log(topic, partition).read_raw(offset, max_bytes)
 
     def flush(self, topic: str, partition: int) -> int:
         """Flush one partition; returns its recovery point."""
-        log = self._dir.log(topic, partition)
-        log.flush()
-        return log.recovery_point
+        target = self._dir.log(topic, partition)
+        target.flush()
+        return target.recovery_point
 
     def offsets(self, topic: str, partition: int) -> tuple[int, int]:
         """(log start offset, log end offset)."""
-        log = self._dir.log(topic, partition)
-        return log.log_start_offset, log.log_end_offset
+        target = self._dir.log(topic, partition)
+        return target.log_start_offset, target.log_end_offset
+
+    def roll(self, topic: str, partition: int) -> int:
+        """Roll the active segment if it holds anything; returns the new active base offset."""
+        target = self._dir.log(topic, partition)
+        if target.active_segment.size > 0:
+            target.roll()
+        return target.active_segment.base_offset
+
+    def truncate_to(self, topic: str, partition: int, offset: int) -> bool:
+        """Kafka's LogManager.truncateTo for one partition: cleaning is aborted and paused while
+        segments below the active one go, and the cleaner checkpoint is lowered to the new end."""
+        d = self._dir
+        target = d.log(topic, partition)
+        tp = TopicPartition(topic, partition)
+        if offset >= target.active_segment.base_offset:
+            return target.truncate_to(offset)
+        with d.pause_cleaning(tp):
+            changed = target.truncate_to(offset)
+            offsets = self._cleaner_offsets_or_empty(d)
+            if offsets.get(tp, 0) > target.active_segment.base_offset:
+                offsets[tp] = target.active_segment.base_offset
+                d.write_cleaner_offsets(offsets)
+        return changed
+
+    # ---- cleaning by another process ---------------------------------------------------------
+    def cleaning_snapshots(self) -> list[LogSnapshot]:
+        """Snapshots of every log whose ``cleanup.policy`` includes compact."""
+        return [snapshot_log(lg) for lg in self._dir.logs().values() if lg.config.compact]
+
+    def snapshot(self, topic: str, partition: int) -> LogSnapshot:
+        return snapshot_log(self._dir.log(topic, partition))
+
+    def swap_cleaned(self, topic: str, partition: int, cleaned_base: int,
+                     old_bases: list[int]) -> None:
+        """Swap in ``<cleaned_base>.log.cleaned`` written by a cleaner worker in place of the
+        segments at ``old_bases`` (``Log.replace_cleaned``: refused, and the cleaned files
+        deleted, when the log changed meanwhile)."""
+        target = self._dir.log(topic, partition)
+        if not files.log_file(target.dir, cleaned_base, files.CLEANED_SUFFIX).exists():
+            raise StorageError(f"{target.name}: no cleaned segment {cleaned_base} to swap in",
+                               partition=target.name, offset=cleaned_base)
+        target.replace_cleaned(cleaned_base, old_bases)
+
+    def remove_cleaned_files(self, topic: str | None = None,
+                             partition: int | None = None) -> int:
+        """Delete the ``.cleaned`` files a dead cleaner left in one partition (or in every
+        partition). Only call it when no cleaner works there. Returns how many went."""
+        d = self._dir
+        logs = d.logs()
+        targets = [lg for (t, p), lg in logs.items()
+                   if topic is None or (t == topic and (partition is None or p == partition))]
+        removed = 0
+        for target in targets:
+            for name in os.listdir(target.dir):
+                if name.endswith(files.CLEANED_SUFFIX):
+                    (target.dir / name).unlink(missing_ok=True)
+                    removed += 1
+        if removed:
+            log.info("removed %d stale .cleaned files in %s", removed, self.path)
+        return removed
+
+    def read_cleaner_checkpoint(self) -> dict[TopicPartition, int]:
+        """``FileNotFoundError`` when there is none yet (see ``LogDir.read_cleaner_offsets``)."""
+        return self._dir.read_cleaner_offsets()
+
+    def write_cleaner_checkpoint(self, offsets: Mapping[TopicPartition, int]) -> None:
+        self._dir.write_cleaner_offsets(offsets)
+
+    def delete_old_segments(self, partitions: Iterable[tuple[str, int]]) -> int:
+        """Retention of the given (compacted) logs, which the cleaner manager runs; partitions
+        gone meanwhile are skipped. Returns segments deleted."""
+        d = self._dir
+        deleted = 0
+        for topic, partition in partitions:
+            target = d.get_log(topic, partition)
+            if target is not None:
+                deleted += target.delete_old_segments()
+        return deleted
+
+    @staticmethod
+    def _cleaner_offsets_or_empty(d: LogDir) -> dict[TopicPartition, int]:
+        try:
+            return d.read_cleaner_offsets()
+        except FileNotFoundError:
+            return {}
 
     # ---- directory ---------------------------------------------------------------------------
     def stats(self) -> LogDirStats:
         return self._dir.stats()
 
     def load_progress(self) -> LoadProgress | None:
+        """Answers while loading; None before the first report."""
         return self._last_progress
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded.is_set() and self._load_error is None
 
     def checkpoint(self) -> None:
         self._dir.checkpoint()
@@ -78,9 +299,20 @@ class LogDirServer:
         return self._dir.cleanup_logs()
 
     def close(self, broker_epoch: int = -1) -> None:
-        self._dir.close(broker_epoch)
+        self._loaded.wait()
+        if self._dir_or_none is not None:
+            self._dir_or_none.close(broker_epoch)
+        if self._loader is not None:
+            self._loader.join()
 
     @property
     def log_dir(self) -> LogDir:
         """The directory itself, for in-process callers (never sent through Ray)."""
         return self._dir
+
+
+def _text(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+__all__ = ["DirectoryLoadingError", "LogDirServer", "UnknownPartitionError"]

@@ -44,3 +44,26 @@ def copy_fixture(tmp_path: Path, kafka_fixtures: Path) -> Callable[[str], Path]:
             path.chmod(0o755 if path.is_dir() else 0o644)
         return target
     return copy
+
+
+# ---- one Ray cluster for the whole session (STYLE.md P14; Ray costs 3-5 s to start) -----------
+RAY_METRICS_PORT = 18_311
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """A local Ray head started in this process for the whole session, with metrics exported on
+    ``RAY_METRICS_PORT`` every second; shut down (every process of it) at the end of the session.
+    Any test module may use it (the cluster tests do; Spark tests can join it with
+    ``ray.init(address="auto")`` from executors). Yields the head's address."""
+    import ray
+
+    if ray.is_initialized():
+        pytest.fail("Ray is already initialised in this process")
+    context = ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING",
+                       log_to_driver=False, _metrics_export_port=RAY_METRICS_PORT,
+                       _system_config={"metrics_report_interval_ms": 1000})
+    try:
+        yield context.address_info["address"]
+    finally:
+        ray.shutdown()

@@ -1,0 +1,191 @@
+"""The one module that applies ``ray.remote`` (STYLE.md P10): the node, cleaner-worker and
+coordinator actors, their concurrency groups, retry rules and placement.
+
+Method tables say, for each method, its concurrency group and ``max_task_retries``:
+
+* node: ``io`` (appends and reads) never waits behind ``clean`` (swaps, snapshots, checkpoint
+  writes for the coordinator) or ``admin`` (create, delete, truncate: these may wait for the
+  coordinator to pause a clean); stats and progress run in the default group;
+* worker: ``clean`` (one at a time) and ``control`` (abort, reset, status: served while a clean
+  runs);
+* coordinator: ``pause`` (nodes blocking in abort_and_pause) apart from the default group.
+
+Retries: a call that changes state is never retried (``max_task_retries=0``) — a call that crashes
+the process would otherwise crash every restart (the poison-call trap), and an append retried after
+a restart could be stored twice. Reads are retried across a restart.
+
+Placement: a node actor takes one unit of its directory's resource when some Ray node declares it,
+and is otherwise pinned to the Ray node of the caller (the directory is local to whoever starts the
+cluster); workers follow the host of the directories (the host resource when declared, the Ray node
+otherwise). Every actor is detached, named after its role and directory, restarted forever by Ray,
+and takes no CPU (``num_cpus=0``), so a 2-core machine runs them all.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from cleaner.config import CleanerConfig
+from cluster.coordinator_service import ClusterDescription, CoordinatorService
+from cluster.handles import CoordinatorLink, NamedHandle
+from cluster.metrics import RayMetrics
+from cluster.naming import (
+    COORDINATOR_NAME,
+    HOST_RESOURCE_PREFIX,
+    WORKER_HOST_UNITS,
+    dir_resource,
+    host_resource,
+    node_actor_name,
+)
+from cluster.node_service import NodeService
+from cluster.worker import CleanerWorker
+
+NO_RETRY, RETRY = 0, 3
+
+NODE_GROUPS = {"io": 4, "clean": 2, "admin": 2}
+NODE_METHODS: dict[str, tuple[str | None, int]] = {
+    "append_batch": ("io", NO_RETRY), "append_batches": ("io", NO_RETRY),
+    "read_raw": ("io", RETRY), "flush": ("io", NO_RETRY), "offsets": ("io", RETRY),
+    "swap_cleaned": ("clean", NO_RETRY), "write_cleaner_checkpoint": ("clean", NO_RETRY),
+    "remove_cleaned_files": ("clean", NO_RETRY), "delete_old_segments": ("clean", NO_RETRY),
+    "cleaning_snapshots": ("clean", RETRY), "snapshot": ("clean", RETRY),
+    "read_cleaner_checkpoint": ("clean", RETRY),
+    "create_partition": ("admin", NO_RETRY), "delete_partition": ("admin", NO_RETRY),
+    "truncate_to": ("admin", NO_RETRY), "roll": ("admin", NO_RETRY),
+    "close": ("admin", NO_RETRY), "checkpoint": ("admin", NO_RETRY),
+    "stats": (None, RETRY), "load_progress": (None, RETRY), "partitions": (None, RETRY),
+    "topic_configs": (None, RETRY), "info": (None, RETRY), "ping": (None, RETRY),
+}
+WORKER_GROUPS = {"clean": 1, "control": 4}
+WORKER_METHODS: dict[str, tuple[str | None, int]] = {
+    "clean": ("clean", NO_RETRY), "abort": ("control", NO_RETRY),
+    "reset": ("control", NO_RETRY), "status": ("control", RETRY), "ping": ("control", RETRY),
+}
+COORDINATOR_GROUPS = {"pause": 16}
+COORDINATOR_METHODS: dict[str, tuple[str | None, int]] = {
+    "abort_and_pause": ("pause", NO_RETRY), "resume": ("pause", NO_RETRY),
+    "create_topic": (None, NO_RETRY), "delete_topic": (None, NO_RETRY),
+    "list_topics": (None, RETRY), "routes": (None, RETRY), "describe": (None, RETRY),
+    "trigger_clean": (None, NO_RETRY), "cleans_completed": (None, RETRY),
+    "status": (None, RETRY), "explain": (None, RETRY), "reset_uncleanable": (None, NO_RETRY),
+    "stop": (None, NO_RETRY), "ping": (None, RETRY),
+}
+
+
+def current_host() -> tuple[str, bool]:
+    """(host key, declared): the ``strata_host:`` resource of this Ray node when it declares
+    one, else the Ray node id."""
+    node_id = ray.get_runtime_context().get_node_id()
+    for node in ray.nodes():
+        if node.get("NodeID") == node_id:
+            for key in node.get("Resources", {}):
+                if key.startswith(HOST_RESOURCE_PREFIX):
+                    return key[len(HOST_RESOURCE_PREFIX):], True
+    return node_id, False
+
+
+class _Node(NodeService):
+    def __init__(self, path: str, topic_defaults: dict[str, str],
+                 log_dir_properties: dict[str, str], namespace: str) -> None:
+        host, declared = current_host()
+        self.node_id = ray.get_runtime_context().get_node_id()
+        self.host_declared = declared
+        super().__init__(path, topic_defaults=topic_defaults,
+                         log_dir_properties=log_dir_properties,
+                         pause_link=CoordinatorLink(COORDINATOR_NAME, namespace),
+                         metrics=RayMetrics(), host=host)
+
+    def info(self) -> dict[str, Any]:
+        return {**super().info(), "node_id": self.node_id, "host_declared": self.host_declared}
+
+
+class _Worker(CleanerWorker):
+    def __init__(self, cleaner_id: int, cleaner_properties: dict[str, str], namespace: str,
+                 host: str) -> None:
+        def swap_for(log_dir: str):
+            node = NamedHandle(node_actor_name(log_dir), namespace)
+            return lambda topic, partition, base, old: node.call(
+                "swap_cleaned", topic, partition, base, old, timeout=600)
+        super().__init__(cleaner_id, CleanerConfig.from_properties(cleaner_properties),
+                         swap_for, host=host, metrics=RayMetrics())
+
+    def info(self) -> dict[str, Any]:
+        return {"cleaner_id": self.cleaner_id, "host": self.host, "pid": os.getpid(),
+                "node_id": ray.get_runtime_context().get_node_id()}
+
+
+class _Coordinator(CoordinatorService):
+    def __init__(self, description: ClusterDescription) -> None:
+        namespace = description.namespace
+        super().__init__(
+            description,
+            node_handle=lambda name, d: NamedHandle(name, namespace,
+                                                    description.node_hosts.get(d, "")),
+            worker_handle=lambda name, host: NamedHandle(name, namespace, host),
+            metrics=RayMetrics())
+
+
+def _actor_class(base: type, methods: dict[str, tuple[str | None, int]],
+                 groups: dict[str, int]) -> Any:
+    """``ray.remote`` of a subclass of ``base`` whose listed methods carry their options."""
+    namespace: dict[str, Any] = {}
+    for name, (group, retries) in methods.items():
+        target = getattr(base, name)
+
+        def forward(self: Any, *args: Any, _target: Any = target, **kwargs: Any) -> Any:
+            return _target(self, *args, **kwargs)
+        functools.update_wrapper(forward, target)
+        options: dict[str, Any] = {"max_task_retries": retries}
+        if group is not None:
+            options["concurrency_group"] = group
+        namespace[name] = ray.method(**options)(forward)
+    return ray.remote(concurrency_groups=groups)(type(base.__name__.lstrip("_") + "Actor",
+                                                      (base,), namespace))
+
+
+NodeActor = _actor_class(_Node, NODE_METHODS, NODE_GROUPS)
+WorkerActor = _actor_class(_Worker, WORKER_METHODS, WORKER_GROUPS)
+CoordinatorActor = _actor_class(_Coordinator, COORDINATOR_METHODS, COORDINATOR_GROUPS)
+
+_COMMON = {"lifetime": "detached", "max_restarts": -1, "num_cpus": 0}
+
+
+def declared_resources() -> set[str]:
+    return set(ray.cluster_resources())
+
+
+def start_node(log_dir: str, namespace: str, topic_defaults: dict[str, str],
+               log_dir_properties: dict[str, str]) -> Any:
+    """The node actor of ``log_dir`` (an existing one of that name is reused)."""
+    resource = dir_resource(log_dir)
+    if resource in declared_resources():
+        placement: dict[str, Any] = {"resources": {resource: 1}}
+    else:
+        placement = {"scheduling_strategy": NodeAffinitySchedulingStrategy(
+            ray.get_runtime_context().get_node_id(), soft=False)}
+    return NodeActor.options(name=node_actor_name(log_dir), namespace=namespace,
+                             get_if_exists=True, max_concurrency=4, **_COMMON,
+                             **placement).remote(log_dir, topic_defaults, log_dir_properties,
+                                                 namespace)
+
+
+def start_worker(name: str, cleaner_id: int, host: str, declared: bool, namespace: str,
+                 cleaner_properties: dict[str, str]) -> Any:
+    if declared:
+        placement: dict[str, Any] = {"resources": {host_resource(host): WORKER_HOST_UNITS}}
+    else:
+        placement = {"scheduling_strategy": NodeAffinitySchedulingStrategy(host, soft=False)}
+    return WorkerActor.options(name=name, namespace=namespace, get_if_exists=True,
+                               max_concurrency=5, **_COMMON, **placement).remote(
+        cleaner_id, cleaner_properties, namespace, host)
+
+
+def start_coordinator(description: ClusterDescription) -> Any:
+    return CoordinatorActor.options(name=COORDINATOR_NAME, namespace=description.namespace,
+                                    get_if_exists=True, max_concurrency=8,
+                                    **_COMMON).remote(description)

@@ -1,0 +1,340 @@
+"""``Cluster``: the Python API of a running Strata cluster (used by the CLI, the Spark data
+sources and the drills).
+
+    from cluster import Cluster
+    with Cluster.start(log_dirs=[d1, d2, d3], cleaners=2,
+                       config={"log.cleaner.backoff.ms": 500}) as c:
+        c.create_topic("orders", partitions=6, config={"cleanup.policy": "compact"})
+        c.produce("orders", 0, [Record(key=b"k", value=b"v", timestamp=t)])
+        list(c.consume("orders", 0, from_offset=0))
+
+``Cluster.start`` joins the Ray cluster at ``address``, or the one running on this host, or starts
+a head in this process; it deploys the actors (reusing any that run already) and returns once
+every directory has loaded. ``Cluster.connect`` attaches to a running one. Leaving the ``with``
+block (or ``stop()``) shuts the Strata actors down, every directory cleanly, and stops the Ray head
+if this object started it in this process; ``close()`` only detaches.
+
+Produce sends producer-encoded batches: records are encoded here, packed into calls of about
+``batch_bytes`` (64 KiB - 1 MiB is where an actor call costs least per byte) and pipelined,
+``window`` calls in flight per directory. An acknowledged produce is in the log (and on disk with
+``flush=True``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from cleaner.explain import Explanation
+from cluster.config import BrokerConfig
+from cluster.coordinator_service import ClusterDescription
+from cluster.errors import ActorUnavailableError, ClusterNotRunningError, UnknownTopicError
+from cluster.handles import RayHandle, RayPending, lookup
+from cluster.metadata import TopicInfo
+from cluster.naming import COORDINATOR_NAME, DEFAULT_NAMESPACE, abs_dir
+from cluster.status import CleanerStatus
+from node.stats import LoadProgress
+from storage.log import LogAppendInfo
+from storage.records import Record, build_batch, iter_batches
+
+DEFAULT_BATCH_BYTES = 1 << 20
+DEFAULT_WINDOW = 4
+_RECORD_OVERHEAD = 24
+
+
+@dataclass(frozen=True)
+class ProduceResult:
+    first_offset: int
+    last_offset: int
+    records: int
+    batches: int
+    calls: int
+
+
+class Cluster:
+    def __init__(self, description: ClusterDescription, *, owns_ray: bool = False) -> None:
+        self.description = description
+        self.namespace = description.namespace
+        self._owns_ray = owns_ray
+        self._coordinator = lookup(COORDINATOR_NAME, self.namespace)
+        self._nodes = {d: lookup(name, self.namespace, description.node_hosts.get(d, ""))
+                       for d, name in description.node_names.items()}
+        self._routes: dict[str, dict[int, str]] = {}
+        self._stopped = False
+
+    # ---- starting and attaching --------------------------------------------------------------
+    @classmethod
+    def start(cls, log_dirs: Sequence[str] | None = None, cleaners: int | None = None,
+              config: Mapping[str, Any] | None = None, *, address: str | None = None,
+              namespace: str = DEFAULT_NAMESPACE, dashboard_host: str = "127.0.0.1",
+              include_dashboard: bool | None = False, metrics_export_port: int | None = None,
+              timeout_s: float = 600.0,
+              on_progress: Callable[[dict[str, LoadProgress | None]], None] | None = None,
+              head_started_by_strata: bool = False) -> Cluster:
+        """Start (or complete) the cluster of ``namespace``; ``config`` holds Kafka broker keys
+        (``log.dirs`` gives the directories when ``log_dirs`` does not; ``cleaners`` overrides
+        ``log.cleaner.threads``)."""
+        from cluster import deploy
+        from cluster.head import connect_ray
+
+        broker = BrokerConfig.from_properties(config or {})
+        if cleaners is not None:
+            broker = broker.with_overrides({"log.cleaner.threads": cleaners})
+        dirs = [abs_dir(d) for d in (log_dirs or broker.log_dirs)]
+        broker = broker.with_log_dirs(dirs)
+        owns = connect_ray(dirs, address=address, dashboard_host=dashboard_host,
+                           include_dashboard=include_dashboard,
+                           metrics_export_port=metrics_export_port)
+        try:
+            description = deploy.deploy(dirs, broker, namespace,
+                                        head_started_by_strata=head_started_by_strata)
+            deploy.wait_loaded(description, timeout_s=timeout_s, on_progress=on_progress)
+        except BaseException:
+            if owns:
+                import ray
+                ray.shutdown()
+            raise
+        return cls(description, owns_ray=owns)
+
+    @classmethod
+    def connect(cls, address: str | None = "auto",
+                namespace: str = DEFAULT_NAMESPACE) -> Cluster:
+        import ray
+
+        if not ray.is_initialized():
+            try:
+                ray.init(address=address, logging_level="WARNING", log_to_driver=False)
+            except ConnectionError as err:
+                raise ClusterNotRunningError(f"no Ray cluster at {address}: {err}",
+                                             address=address) from None
+        try:
+            coordinator = lookup(COORDINATOR_NAME, namespace)
+            description = coordinator.call("describe", timeout=60)
+        except ActorUnavailableError as err:
+            raise ClusterNotRunningError(f"no Strata cluster in namespace {namespace}: {err}",
+                                         namespace=namespace) from None
+        return cls(description)
+
+    def stop(self) -> None:
+        """Shut every Strata actor down (directories closed cleanly); stop the Ray head if this
+        object started it in this process."""
+        if self._stopped:
+            return
+        self._stopped = True
+        from cluster import deploy
+
+        deploy.shutdown(self.namespace)
+        if self._owns_ray:
+            import ray
+            ray.shutdown()
+
+    def close(self) -> None:
+        """Detach without stopping anything."""
+        self._stopped = True
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ---- topics ------------------------------------------------------------------------------
+    def create_topic(self, name: str, partitions: int = 1,
+                     config: Mapping[str, Any] | None = None) -> TopicInfo:
+        info = self._coordinator.call("create_topic", name, partitions, dict(config or {}),
+                                      timeout=120)
+        self._routes[name] = dict(info.partitions)
+        return info
+
+    def delete_topic(self, name: str) -> int:
+        self._routes.pop(name, None)
+        return self._coordinator.call("delete_topic", name, timeout=300)
+
+    def list_topics(self) -> list[TopicInfo]:
+        return self._coordinator.call("list_topics", timeout=60)
+
+    def partition_dir(self, topic: str, partition: int) -> str:
+        """The log directory holding ``topic``-``partition``."""
+        routes = self._routes.get(topic)
+        if routes is None or partition not in routes:
+            routes = self._coordinator.call("routes", topic, timeout=60)[topic]
+            self._routes[topic] = routes
+        if partition not in routes:
+            raise UnknownTopicError(f"the cluster has no partition {topic}-{partition}",
+                                    topic=topic, partition=partition)
+        return routes[partition]
+
+    def node(self, log_dir: str) -> RayHandle:
+        return self._nodes[abs_dir(log_dir)]
+
+    def _node_of(self, topic: str, partition: int) -> RayHandle:
+        return self._nodes[self.partition_dir(topic, partition)]
+
+    # ---- data --------------------------------------------------------------------------------
+    def produce(self, topic: str, partition: int, records: Iterable[Record | bytes], *,
+                flush: bool = False, batch_bytes: int = DEFAULT_BATCH_BYTES) -> ProduceResult:
+        """Append ``records`` (``Record``s, encoded here, or already-encoded v2 batches) to one
+        partition, in order."""
+        return self.produce_batches(((topic, partition, b) for b in
+                                     encode_batches(records, batch_bytes)), flush=flush,
+                                    batch_bytes=batch_bytes)
+
+    def produce_batches(self, items: Iterable[tuple[str, int, bytes]], *, flush: bool = False,
+                        batch_bytes: int = DEFAULT_BATCH_BYTES,
+                        window: int = DEFAULT_WINDOW) -> ProduceResult:
+        """Append encoded batches to many partitions: items for one directory are packed into
+        calls of about ``batch_bytes``, up to ``window`` calls per directory in flight. Order is
+        kept per partition: a node may run calls concurrently, so a call never overtakes an
+        earlier one holding the same partition (it waits for it). The first error raises
+        (earlier calls may be stored)."""
+        packing: dict[str, list[tuple[str, int, bytes]]] = {}
+        sizes: dict[str, int] = {}
+        flights: dict[str, list[tuple[frozenset[tuple[str, int]], RayPending]]] = {}
+        infos: list[LogAppendInfo] = []
+        calls = 0
+
+        def send(log_dir: str) -> None:
+            nonlocal calls
+            batch = packing.pop(log_dir, [])
+            sizes.pop(log_dir, None)
+            if not batch:
+                return
+            held = frozenset((t, p) for t, p, _ in batch)
+            flight = flights.setdefault(log_dir, [])
+            while flight and (len(flight) >= window or any(held & h for h, _ in flight)):
+                infos.extend(flight.pop(0)[1].result())
+            flight.append((held, self._nodes[log_dir].submit("append_batches", batch, flush)))
+            calls += 1
+
+        for topic, partition, data in items:
+            log_dir = self.partition_dir(topic, partition)
+            packing.setdefault(log_dir, []).append((topic, partition, data))
+            sizes[log_dir] = sizes.get(log_dir, 0) + len(data)
+            if sizes[log_dir] >= batch_bytes:
+                send(log_dir)
+        for log_dir in list(packing):
+            send(log_dir)
+        for flight in flights.values():
+            for _, pending in flight:
+                infos.extend(pending.result())
+        if not infos:
+            return ProduceResult(-1, -1, 0, 0, 0)
+        return ProduceResult(min(i.first_offset for i in infos),
+                             max(i.last_offset for i in infos),
+                             sum(i.records_count for i in infos), len(infos), calls)
+
+    def consume(self, topic: str, partition: int, from_offset: int = 0,
+                max_offset: int | None = None, *,
+                max_bytes: int = DEFAULT_BATCH_BYTES) -> Iterator[Record]:
+        """Records from ``from_offset`` up to the log end as of the call (or ``max_offset``,
+        exclusive); each has ``.offset .key .value .timestamp .headers``."""
+        node = self._node_of(topic, partition)
+        start, end = node.call("offsets", topic, partition, timeout=60)
+        stop = end if max_offset is None else min(end, max_offset)
+        offset = max(from_offset, start)
+        while offset < stop:
+            fetch = node.call("read_raw", topic, partition, offset, max_bytes, timeout=60)
+            if fetch is None:
+                return
+            progressed = False
+            for batch in iter_batches(fetch.data):
+                for record in batch.records():
+                    if offset <= record.offset < stop:
+                        yield record
+                offset = max(offset, batch.next_offset)
+                progressed = True
+            if not progressed:
+                max_bytes *= 2
+
+    def flush(self, topic: str, partition: int) -> int:
+        return self._node_of(topic, partition).call("flush", topic, partition, timeout=120)
+
+    def offsets(self, topic: str, partition: int) -> tuple[int, int]:
+        return self._node_of(topic, partition).call("offsets", topic, partition, timeout=60)
+
+    # ---- monitoring --------------------------------------------------------------------------
+    def stats(self) -> list[dict[str, Any]]:
+        """One dict per node actor (``kind`` "log_dir"), per partition ("partition") and per
+        cleaner worker ("cleaner"); each has ``log_dir`` (a cleaner's is the directory it is
+        cleaning in, or None)."""
+        pendings = {d: h.submit("stats") for d, h in self._nodes.items()}
+        rows: list[dict[str, Any]] = []
+        for log_dir, pending in pendings.items():
+            try:
+                s = pending.result(60)
+            except ActorUnavailableError as err:
+                rows.append({"kind": "log_dir", "log_dir": log_dir, "online": False,
+                             "offline_reason": f"node unreachable: {err}", "partitions": 0})
+                continue
+            d = dataclasses.asdict(s)
+            partitions = d.pop("partitions")
+            d.pop("invalid_dirs")
+            rows.append({"kind": "log_dir", "log_dir": log_dir, **d,
+                         "partitions": len(partitions)})
+            rows.extend({"kind": "partition", "log_dir": log_dir, **p} for p in partitions)
+        status = self.cleaner_status()
+        for w in status.workers:
+            log_dir = None
+            if w.topic is not None:
+                try:
+                    log_dir = self.partition_dir(w.topic, w.partition or 0)
+                except UnknownTopicError:
+                    log_dir = None
+            rows.append({"kind": "cleaner", "log_dir": log_dir, **dataclasses.asdict(w)})
+        return rows
+
+    def cleaner_status(self) -> CleanerStatus:
+        return self._coordinator.call("status", timeout=60)
+
+    def explain(self, topic: str, partition: int) -> Explanation:
+        return self._coordinator.call("explain", topic, partition, timeout=60)
+
+    def trigger_clean(self, topic: str, partition: int, *, roll: bool = False,
+                      wait: bool = False, timeout_s: float = 120.0) -> int:
+        """Clean the partition as soon as a cleaner is free, whatever its dirty ratio (with
+        ``roll``, the active segment is rolled first so it can be cleaned too). With ``wait``,
+        returns once that clean finished. Returns the partition's count of finished cleans."""
+        if roll:
+            self._node_of(topic, partition).call("roll", topic, partition, timeout=60)
+        before = self._coordinator.call("trigger_clean", topic, partition, timeout=60)
+        if not wait:
+            return before
+        deadline = time.monotonic() + timeout_s
+        while True:
+            done = self._coordinator.call("cleans_completed", topic, partition, timeout=60)
+            if done > before:
+                return done
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no clean of {topic}-{partition} within {timeout_s} s")
+            time.sleep(0.05)
+
+    def pause_cleaning(self, topic: str, partition: int, timeout_s: float = 60.0) -> None:
+        """Abort any clean of the partition and keep it from being cleaned until resumed."""
+        self._coordinator.call("abort_and_pause", topic, partition, timeout_s,
+                               timeout=timeout_s + 5)
+
+    def resume_cleaning(self, topic: str, partition: int) -> bool:
+        return self._coordinator.call("resume", topic, partition, timeout=60)
+
+
+def encode_batches(records: Iterable[Record | bytes], batch_bytes: int) -> Iterator[bytes]:
+    """Encoded v2 batches of about ``batch_bytes``; pre-encoded batches pass through."""
+    pending: list[Record] = []
+    size = 0
+    for item in records:
+        if isinstance(item, (bytes, bytearray, memoryview)):
+            if pending:
+                yield build_batch(pending)
+                pending, size = [], 0
+            yield bytes(item)
+            continue
+        pending.append(item)
+        size += _RECORD_OVERHEAD + len(item.key or b"") + len(item.value or b"")
+        if size >= batch_bytes:
+            yield build_batch(pending)
+            pending, size = [], 0
+    if pending:
+        yield build_batch(pending)

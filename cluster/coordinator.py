@@ -1,0 +1,495 @@
+"""``Coordinator``: the cleaning state of every partition of every directory (Kafka's
+LogCleanerManager, one for the whole cluster) and the loop that hands the filthiest log to an idle
+cleaner worker (Kafka's CleanerThread.doWork, split across processes).
+
+Each round of the control loop (``run_once``):
+
+1. start-up, once per node: make every worker idle (a previous coordinator may have left cleans
+   running) and have each node remove ``.cleaned`` files left by dead cleaners;
+2. collect finished cleans: success -> ``done_cleaning`` (the owning node writes the
+   ``cleaner-offset-checkpoint``); abort -> ``done_cleaning`` without progress (an aborter is
+   woken); a dead worker or a failed clean -> the node removes the partition's ``.cleaned`` files,
+   the failure is counted (retried after ``log.cleaner.uncleanable.retry.backoff.ms``, uncleanable
+   after ``log.cleaner.uncleanable.retries``) and the partition is free again;
+3. poll every node for snapshots of its compacted logs (an offline directory is reported and
+   skipped; an unreachable node is skipped this round);
+4. give the filthiest log of each host to each idle worker of that host (a triggered partition
+   first, whatever its dirty ratio);
+5. every ``log.retention.check.interval.ms``: retention of the compacted logs (``deletable_logs``);
+6. metrics.
+
+Nodes call ``abort_and_pause`` / ``resume`` around truncation, deletion and retention: the running
+clean of that partition is told to stop (the worker's flag, read at every chunk) and the call
+returns once it has. After a restart the coordinator starts empty: checkpoints are read from the
+nodes on demand, so cleaning resumes where the last clean stopped.
+
+Thread-safe: the loop runs on its own thread; the API methods run on the actor's threads.
+``_lock`` guards the slots and tables and is never held across a call to a node or worker.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from cleaner.cleanable import LogToClean, SegmentRange, cleanable_offsets
+from cleaner.cleaner import CleanResult
+from cleaner.config import CleanerConfig
+from cleaner.explain import Explanation
+from cleaner.manager import CleanerManager, CleanerStateError
+from cluster.errors import ActorUnavailableError, UnknownTopicError
+from cluster.handles import Handle, Pending
+from cluster.loop import ControlLoop
+from cluster.metrics import MetricsSink, NullMetrics
+from cluster.naming import abs_dir
+from cluster.status import CleanerStatus, CleanSummary, UncleanableInfo, WorkerSlot
+from cluster.worker import CleanAssignment
+from node.snapshot import LogSnapshot
+from storage.clock import SYSTEM_CLOCK, Clock
+from storage.errors import CheckpointError, LogCleaningAbortedError, LogDirOfflineError
+from storage.files import TopicPartition
+
+logger = logging.getLogger(__name__)
+
+BUSY_POLL_S = 0.05
+RECENT_CLEANS = 64
+
+
+@dataclass
+class _Slot:
+    index: int
+    handle: Handle
+    state: str = "idle"                        # idle | cleaning | recovering
+    assignment: CleanAssignment | None = None
+    pending: Pending[Any] | None = None
+
+
+class _NodeCheckpoint:
+    """The ``cleaner.checkpoints.CheckpointFileLike`` of a directory owned by a node actor."""
+
+    def __init__(self, handle: Handle, timeout: float) -> None:
+        self._handle = handle
+        self._timeout = timeout
+
+    def read(self) -> dict[TopicPartition, int]:
+        return self._translate("read_cleaner_checkpoint")
+
+    def write(self, offsets: Mapping[TopicPartition, int]) -> None:
+        self._translate("write_cleaner_checkpoint", dict(offsets))
+
+    def _translate(self, method: str, *args: Any) -> Any:
+        try:
+            return self._handle.call(method, *args, timeout=self._timeout)
+        except LogDirOfflineError as err:   # the manager's policy: OSError = directory failed
+            raise OSError(f"{self._handle.name}: {err}") from err
+        except ActorUnavailableError as err:   # transient: logged by the manager, not offline
+            raise CheckpointError(f"{self._handle.name} unreachable: {err}") from err
+
+
+class Coordinator:
+    def __init__(self, nodes: Mapping[str, Handle], workers: Sequence[Handle],
+                 config: CleanerConfig | None = None, *, clock: Clock = SYSTEM_CLOCK,
+                 metrics: MetricsSink | None = None,
+                 retention_check_interval_ms: int = 300_000, metrics_interval_ms: int = 5_000,
+                 call_timeout_s: float = 60.0) -> None:
+        self.config = config or CleanerConfig()
+        self._nodes = {abs_dir(d): h for d, h in nodes.items()}
+        self._clock = clock
+        self._metrics = metrics or NullMetrics()
+        self._timeout = call_timeout_s
+        self._retention_interval_ms = retention_check_interval_ms
+        self._metrics_interval_ms = metrics_interval_ms
+        self._manager = CleanerManager(
+            [Path(d) for d in self._nodes], self.config, clock=clock,
+            on_dir_failure=lambda d, e: self._mark_offline(str(d), str(e)),
+            checkpoint_file=lambda d: _NodeCheckpoint(self._nodes[str(d)], call_timeout_s))
+        self._lock = threading.Lock()
+        self._slots = [_Slot(i, h) for i, h in enumerate(workers)]
+        self._snapshots: dict[TopicPartition, LogSnapshot] = {}
+        self._dir_of: dict[TopicPartition, str] = {}
+        self._offline: dict[str, str] = {}
+        self._unreachable: set[str] = set()
+        self._needs_startup: set[str] = set(self._nodes)
+        self._workers_reset = False
+        self._forced: set[TopicPartition] = set()
+        self._completed: dict[TopicPartition, int] = {}
+        self._failed = 0
+        self._recent: deque[CleanSummary] = deque(maxlen=RECENT_CLEANS)
+        self._ids = itertools.count(1)
+        self._last_retention_ms = clock.milliseconds()
+        self._last_metrics_ms = 0
+        self.loop = ControlLoop("strata-coordinator", self.run_once)
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        self.loop.start()
+
+    def stop(self, abort_running: bool = True) -> None:
+        """Stop the loop; with ``abort_running`` also stop the cleans in flight (the workers stay
+        up; the next coordinator finds them idle)."""
+        self.loop.stop()
+        if abort_running:
+            for slot in self._slots:
+                try:
+                    slot.handle.call("reset", 10.0, timeout=self._timeout)
+                except Exception:  # noqa: BLE001 - best effort at shutdown
+                    logger.warning("cannot reset cleaner %s", slot.handle.name, exc_info=True)
+
+    @property
+    def manager(self) -> CleanerManager:
+        return self._manager
+
+    # ---- the loop ----------------------------------------------------------------------------
+    def run_once(self) -> float:
+        """One round; returns the seconds to wait before the next."""
+        now = self._clock.milliseconds()
+        self._startup()
+        self._collect(now)
+        self._recover_workers()
+        self._poll()
+        started = self._assign(now) if self.config.enable_cleaner else 0
+        if self.config.enable_cleaner and now - self._last_retention_ms >= \
+                self._retention_interval_ms:
+            self._last_retention_ms = now
+            self._retention(now)
+        if now - self._last_metrics_ms >= self._metrics_interval_ms:
+            self._last_metrics_ms = now
+            self._publish_metrics(now)
+        with self._lock:
+            busy = any(s.state != "idle" for s in self._slots) or bool(self._forced)
+        if busy or started:
+            return BUSY_POLL_S
+        return self.config.backoff_ms / 1000.0
+
+    def _startup(self) -> None:
+        if not self._workers_reset:
+            for slot in self._slots:
+                try:
+                    slot.handle.call("reset", self._timeout, timeout=self._timeout)
+                except ActorUnavailableError:
+                    self._set_recovering(slot)
+            self._workers_reset = True
+        for log_dir in sorted(self._needs_startup):
+            try:
+                self._nodes[log_dir].call("remove_cleaned_files", timeout=self._timeout)
+            except LogDirOfflineError as err:
+                self._mark_offline(log_dir, str(err))
+            except ActorUnavailableError as err:
+                logger.info("node of %s not reachable yet: %s", log_dir, err)
+                continue
+            self._needs_startup.discard(log_dir)
+
+    def _collect(self, now: int) -> None:
+        for slot in self._slots:
+            if slot.state != "cleaning" or slot.pending is None or not slot.pending.done():
+                continue
+            assignment = slot.assignment
+            assert assignment is not None
+            try:
+                result = slot.pending.result(0)
+            except BaseException as err:  # noqa: BLE001 - every failure is handled below
+                self._clean_failed(slot, assignment, err, now)
+            else:
+                self._clean_done(slot, assignment, result, now)
+
+    def _clean_done(self, slot: _Slot, a: CleanAssignment, result: CleanResult,
+                    now: int) -> None:
+        tp = a.topic_partition
+        self._manager.done_cleaning(tp, a.log_dir, result.next_dirty_offset)
+        stats = result.stats
+        with self._lock:
+            self._completed[tp] = self._completed.get(tp, 0) + 1
+            self._recent.append(CleanSummary(
+                tp.topic, tp.partition, a.log_dir, slot.index, "cleaned", a.first_dirty_offset,
+                result.next_dirty_offset, stats.bytes_read, stats.bytes_written,
+                stats.messages_read, stats.messages_written, stats.elapsed_secs, None, now))
+            self._free(slot)
+
+    def _clean_failed(self, slot: _Slot, a: CleanAssignment, err: BaseException,
+                      now: int) -> None:
+        tp = a.topic_partition
+        text = f"{type(err).__name__}: {err}"
+        if isinstance(err, LogCleaningAbortedError):
+            outcome = "aborted"
+        elif isinstance(err, LogDirOfflineError):
+            outcome = "offline"
+            self._mark_offline(a.log_dir, str(err))
+        else:
+            outcome = "cleaner died" if isinstance(err, ActorUnavailableError) else "failed"
+            logger.warning("cleaning %s by cleaner %d failed: %s", tp, slot.index, text)
+            self._remove_cleaned(a)
+            self._manager.record_cleaning_failure(tp, a.log_dir, err, now)
+        try:
+            self._manager.done_cleaning(tp, a.log_dir, a.first_dirty_offset)
+        except CleanerStateError:
+            logger.warning("cleaning state of %s was reset meanwhile", tp, exc_info=True)
+        with self._lock:
+            if outcome != "aborted":
+                self._failed += 1
+            self._recent.append(CleanSummary(
+                tp.topic, tp.partition, a.log_dir, slot.index, outcome, a.first_dirty_offset,
+                a.first_dirty_offset, 0, 0, 0, 0, 0.0, text, now))
+            if isinstance(err, ActorUnavailableError):
+                self._set_recovering(slot)
+            else:
+                self._free(slot)
+
+    def _remove_cleaned(self, a: CleanAssignment) -> None:
+        tp = a.topic_partition
+        try:
+            self._nodes[a.log_dir].call("remove_cleaned_files", tp.topic, tp.partition,
+                                        timeout=self._timeout)
+        except Exception as err:  # noqa: BLE001 - done again when the node is back
+            logger.warning("cannot remove .cleaned files of %s now (%s); the node does it at the "
+                           "next start-up round", tp, err)
+            with self._lock:
+                self._needs_startup.add(a.log_dir)
+
+    def _free(self, slot: _Slot) -> None:
+        slot.state, slot.assignment, slot.pending = "idle", None, None
+
+    def _set_recovering(self, slot: _Slot) -> None:
+        slot.state, slot.assignment = "recovering", None
+        slot.pending = slot.handle.submit("ping")
+
+    def _recover_workers(self) -> None:
+        for slot in self._slots:
+            if slot.state == "recovering" and slot.pending is not None and slot.pending.done():
+                try:
+                    slot.pending.result(0)
+                except Exception:  # noqa: BLE001 - still restarting: ask again
+                    slot.pending = slot.handle.submit("ping")
+                else:
+                    with self._lock:
+                        self._free(slot)
+
+    def _poll(self) -> None:
+        with self._lock:
+            skip = set(self._needs_startup)
+        asked = {d: h.submit("cleaning_snapshots") for d, h in self._nodes.items()
+                 if d not in skip}
+        snapshots: dict[TopicPartition, LogSnapshot] = {}
+        unreachable = set(skip)
+        for log_dir, pending in asked.items():
+            try:
+                found = pending.result(self._timeout)
+            except LogDirOfflineError as err:
+                self._mark_offline(log_dir, str(err))
+                continue
+            except Exception as err:  # noqa: BLE001 - a node restarting; try next round
+                logger.info("node of %s unreachable this round: %s", log_dir, err)
+                unreachable.add(log_dir)
+                continue
+            if log_dir in self._offline:
+                self._mark_online(log_dir)
+            for snapshot in found:
+                snapshots[snapshot.topic_partition] = snapshot
+        with self._lock:
+            self._snapshots = snapshots
+            self._unreachable = unreachable
+            for tp, snap in snapshots.items():
+                self._dir_of[tp] = abs_dir(snap.dir.parent)
+
+    def _assign(self, now: int) -> int:
+        started = 0
+        for slot in self._slots:
+            if slot.state != "idle":
+                continue
+            logs = self._logs_for(slot.handle.host)
+            chosen = self._grab_forced(logs, now) or \
+                self._manager.grab_filthiest_compacted_log(logs, now)
+            if chosen is None:
+                continue
+            tp = chosen.topic_partition
+            snapshot = logs[tp]
+            assignment = CleanAssignment(
+                next(self._ids), tp, abs_dir(snapshot.dir.parent), str(snapshot.dir),
+                snapshot.config, chosen.first_dirty_offset, chosen.first_uncleanable_offset)
+            with self._lock:
+                slot.state, slot.assignment = "cleaning", assignment
+                slot.pending = slot.handle.submit("clean", assignment)
+            started += 1
+            logger.debug("cleaner %d cleans %s [%d, %d)", slot.index, tp,
+                         chosen.first_dirty_offset, chosen.first_uncleanable_offset)
+        return started
+
+    def _logs_for(self, host: str) -> dict[TopicPartition, LogSnapshot]:
+        with self._lock:
+            return {tp: s for tp, s in self._snapshots.items()
+                    if not host or self._nodes[abs_dir(s.dir.parent)].host in ("", host)}
+
+    def _grab_forced(self, logs: Mapping[TopicPartition, LogSnapshot],
+                     now: int) -> LogToClean | None:
+        """A triggered partition, chosen whatever its dirty ratio (a copy of its snapshot with
+        ``min.cleanable.dirty.ratio`` 0 goes through the manager's selection, so every state rule
+        still applies)."""
+        with self._lock:
+            forced = [tp for tp in self._forced if tp in logs]
+        for tp in forced:
+            if self._manager.cleaning_state(tp) is not None:
+                continue   # busy or paused: try again next round
+            snapshot = logs[tp]
+            eager = replace(snapshot, config=replace(snapshot.config,
+                                                     min_cleanable_dirty_ratio=0.0))
+            chosen = self._manager.grab_filthiest_compacted_log({tp: eager}, now)
+            with self._lock:
+                self._forced.discard(tp)
+            if chosen is not None:
+                return chosen
+            logger.info("clean of %s triggered but nothing below its active segment is dirty", tp)
+        return None
+
+    def _retention(self, now: int) -> None:
+        with self._lock:
+            logs = dict(self._snapshots)
+        chosen = self._manager.deletable_logs(logs, now)
+        by_dir: dict[str, list[TopicPartition]] = {}
+        for lg in chosen:
+            by_dir.setdefault(abs_dir(lg.dir.parent), []).append(lg.topic_partition)
+        try:
+            for log_dir, tps in by_dir.items():
+                try:
+                    self._nodes[log_dir].call("delete_old_segments",
+                                              [(tp.topic, tp.partition) for tp in tps],
+                                              timeout=self._timeout)
+                except Exception as err:  # noqa: BLE001 - one directory never stops the others
+                    logger.warning("retention of compacted logs in %s failed: %s", log_dir, err)
+        finally:
+            self._manager.done_deleting([lg.topic_partition for lg in chosen])
+
+    # ---- directories -------------------------------------------------------------------------
+    def _mark_offline(self, log_dir: str, reason: str) -> None:
+        log_dir = abs_dir(log_dir)
+        with self._lock:
+            if log_dir in self._offline:
+                return
+            self._offline[log_dir] = reason
+        logger.error("log directory %s is offline: %s", log_dir, reason)
+        self._manager.handle_log_dir_failure(log_dir)
+
+    def _mark_online(self, log_dir: str) -> None:
+        with self._lock:
+            self._offline.pop(log_dir, None)
+        self._manager.add_log_dir(log_dir)
+        logger.info("log directory %s is online again", log_dir)
+
+    # ---- API for nodes and clients -----------------------------------------------------------
+    def abort_and_pause(self, topic: str, partition: int, timeout_s: float | None = None) -> None:
+        """Stop any clean of the partition and keep it from starting until ``resume``."""
+        tp = TopicPartition(topic, partition)
+        with self._lock:
+            running = [s for s in self._slots if s.assignment is not None
+                       and s.assignment.topic_partition == tp]
+        for slot in running:
+            assert slot.assignment is not None
+            try:
+                slot.handle.call("abort", slot.assignment.assignment_id, timeout=self._timeout)
+            except ActorUnavailableError:
+                pass   # a dead worker stops by itself; the loop collects it
+        self.loop.wake()
+        self._manager.abort_and_pause_cleaning(tp, self._timeout if timeout_s is None
+                                               else timeout_s)
+
+    def resume(self, topic: str, partition: int) -> bool:
+        """Release one pause. False (logged) when the partition is not paused, e.g. because this
+        coordinator restarted while a node held the pause."""
+        try:
+            self._manager.resume_cleaning(TopicPartition(topic, partition))
+            return True
+        except CleanerStateError as err:
+            logger.warning("resume of %s-%d ignored: %s", topic, partition, err)
+            return False
+
+    def trigger_clean(self, topic: str, partition: int) -> int:
+        """Clean the partition as soon as a worker is free, whatever its dirty ratio. Returns its
+        count of finished cleans before this one (see ``cleans_completed``)."""
+        tp = TopicPartition(topic, partition)
+        with self._lock:
+            self._forced.add(tp)
+            count = self._completed.get(tp, 0)
+        self.loop.wake()
+        return count
+
+    def cleans_completed(self, topic: str, partition: int) -> int:
+        with self._lock:
+            return self._completed.get(TopicPartition(topic, partition), 0)
+
+    def reset_uncleanable(self, topic: str | None = None, partition: int = 0) -> list[str]:
+        tp = None if topic is None else TopicPartition(topic, partition)
+        return [str(t) for t in self._manager.reset_uncleanable(tp)]
+
+    def explain(self, topic: str, partition: int) -> Explanation:
+        tp = TopicPartition(topic, partition)
+        with self._lock:
+            log_dir = self._dir_of.get(tp)
+            logs = dict(self._snapshots)
+        if log_dir is None:
+            raise UnknownTopicError(f"no compacted partition {tp} is known to the cleaner yet",
+                                    topic=topic, partition=partition)
+        snapshot = self._nodes[log_dir].call("snapshot", topic, partition, timeout=self._timeout)
+        return self._manager.explain(snapshot, logs=logs)
+
+    def status(self) -> CleanerStatus:
+        with self._lock:
+            workers = tuple(
+                WorkerSlot(s.index, s.handle.name, s.handle.host, s.state,
+                           s.assignment.topic_partition.topic if s.assignment else None,
+                           s.assignment.topic_partition.partition if s.assignment else None)
+                for s in self._slots)
+            offline = dict(self._offline)
+            unreachable = tuple(sorted(self._unreachable))
+            compacted = len(self._snapshots)
+            completed = sum(self._completed.values())
+            failed = self._failed
+            recent = tuple(self._recent)
+        uncleanable = tuple(
+            UncleanableInfo(tp.topic, tp.partition, str(u.log_dir), u.failures, u.error)
+            for d in self._nodes for tp, u in self._manager.uncleanable_partitions(d).items())
+        return CleanerStatus(self.config.enable_cleaner, self._manager.statistics(), workers,
+                             uncleanable, offline, unreachable, compacted, completed, failed,
+                             recent, self.loop.rounds, self.loop.failures,
+                             self.loop.last_failure)
+
+    @property
+    def offline_dirs(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._offline)
+
+    # ---- metrics -----------------------------------------------------------------------------
+    def _publish_metrics(self, now: int) -> None:
+        m = self._metrics
+        stats = self._manager.statistics()
+        m.set("strata_max_compaction_delay_secs", stats.max_compaction_delay_secs)
+        m.set("strata_max_dirty_percent", stats.max_dirty_percent)
+        with self._lock:
+            logs = dict(self._snapshots)
+            offline = dict(self._offline)
+        for log_dir in self._nodes:
+            tags = {"directory": log_dir}
+            m.set("strata_log_dir_offline", 1.0 if log_dir in offline else 0.0, tags)
+            if log_dir in offline:
+                continue
+            m.set("strata_uncleanable_partitions",
+                  self._manager.uncleanable_partitions_count(log_dir), tags)
+            m.set("strata_uncleanable_bytes", self._manager.uncleanable_bytes(log_dir, logs, now),
+                  tags)
+            checkpoints = self._manager.cleaner_checkpoints(log_dir)
+            for tp, snap in logs.items():
+                if abs_dir(snap.dir.parent) != log_dir:
+                    continue
+                try:
+                    view = SegmentRange(snap)
+                    offsets = cleanable_offsets(snap, checkpoints.get(tp), now, view)
+                    cleanable = LogToClean.of(snap, offsets.first_dirty_offset,
+                                              offsets.first_uncleanable_dirty_offset,
+                                              segments=view).cleanable_bytes
+                except Exception:  # noqa: BLE001 - a metric is never worth a failed round
+                    continue
+                m.set("strata_cleanable_bytes", cleanable,
+                      {"directory": log_dir, "topic": tp.topic, "partition": tp.partition})

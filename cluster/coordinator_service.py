@@ -1,0 +1,147 @@
+"""``CoordinatorService``: the body of the coordinator actor — the ``Coordinator`` (cleaning) and
+the ``TopicMetadata`` (routing) of one cluster, built from names only so that Ray can rerun the
+constructor after a restart: it looks the node and worker actors up again, starts the control
+loop, and rebuilds its tables from the directories.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+from cleaner.config import CleanerConfig
+from cluster.config import BrokerConfig
+from cluster.coordinator import Coordinator
+from cluster.handles import Handle
+from cluster.metadata import TopicInfo, TopicMetadata
+from cluster.metrics import MetricsSink
+from cluster.placement import DirRoom
+from cleaner.explain import Explanation
+from cluster.status import CleanerStatus
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ClusterDescription:
+    """What a client needs to talk to a running cluster."""
+
+    namespace: str
+    log_dirs: tuple[str, ...]
+    node_names: dict[str, str]                    # log dir -> node actor name
+    node_hosts: dict[str, str]                    # log dir -> host key (see cluster.actors)
+    workers: tuple[tuple[str, str], ...]          # (worker actor name, host)
+    properties: dict[str, str]                    # the broker config
+    head_started_by_strata: bool
+
+
+class CoordinatorService:
+    def __init__(self, description: ClusterDescription,
+                 node_handle: Callable[[str, str], Handle],
+                 worker_handle: Callable[[str, str], Handle],
+                 metrics: MetricsSink | None = None, start_loop: bool = True) -> None:
+        self.description = description
+        broker = BrokerConfig.from_properties(description.properties)
+        nodes = {d: node_handle(name, d) for d, name in description.node_names.items()}
+        workers = [worker_handle(name, host) for name, host in description.workers]
+        self._nodes = nodes
+        self.coordinator = Coordinator(
+            nodes, workers, broker.cleaner, metrics=metrics,
+            retention_check_interval_ms=broker.log_dir.log_retention_check_interval_ms)
+        self.metadata = TopicMetadata(nodes, broker.log)
+        self._metadata_loaded = False
+        if start_loop:
+            self.coordinator.start()
+
+    def describe(self) -> ClusterDescription:
+        return self.description
+
+    def ping(self) -> bool:
+        return True
+
+    # ---- topics ------------------------------------------------------------------------------
+    def _meta(self) -> TopicMetadata:
+        if not self._metadata_loaded:
+            self.metadata.refresh()
+            self._metadata_loaded = True
+        return self.metadata
+
+    def create_topic(self, name: str, partitions: int, config: Mapping[str, Any]) -> TopicInfo:
+        meta = self._meta()
+        return meta.create_topic(name, partitions, config, self._rooms())
+
+    def delete_topic(self, name: str) -> int:
+        return self._meta().delete_topic(name)
+
+    def list_topics(self) -> list[TopicInfo]:
+        meta = self._meta()
+        meta.refresh()
+        return meta.topics()
+
+    def routes(self, topic: str | None = None) -> dict[str, dict[int, str]]:
+        meta = self._meta()
+        try:
+            return meta.routes(topic)
+        except Exception:
+            meta.refresh()
+            return meta.routes(topic)
+
+    def _rooms(self) -> list[DirRoom]:
+        pendings = {d: h.submit("stats") for d, h in self._nodes.items()}
+        rooms = []
+        for log_dir, pending in pendings.items():
+            try:
+                s = pending.result(60)
+            except Exception:  # noqa: BLE001 - a directory that cannot answer gets nothing new
+                continue
+            rooms.append(DirRoom(log_dir, s.disk_free_bytes, s.log_bytes, s.partitions_count,
+                                 s.online and not s.closed))
+        return rooms
+
+    # ---- cleaning ----------------------------------------------------------------------------
+    def abort_and_pause(self, topic: str, partition: int, timeout_s: float | None = None) -> bool:
+        self.coordinator.abort_and_pause(topic, partition, timeout_s)
+        return True
+
+    def resume(self, topic: str, partition: int) -> bool:
+        return self.coordinator.resume(topic, partition)
+
+    def trigger_clean(self, topic: str, partition: int) -> int:
+        return self.coordinator.trigger_clean(topic, partition)
+
+    def cleans_completed(self, topic: str, partition: int) -> int:
+        return self.coordinator.cleans_completed(topic, partition)
+
+    def status(self) -> CleanerStatus:
+        return self.coordinator.status()
+
+    def explain(self, topic: str, partition: int) -> Explanation:
+        return self.coordinator.explain(topic, partition)
+
+    def reset_uncleanable(self, topic: str | None = None, partition: int = 0) -> list[str]:
+        return self.coordinator.reset_uncleanable(topic, partition)
+
+    def stop(self) -> None:
+        """Stop the loop and the cleans in flight (before the nodes shut down)."""
+        self.coordinator.stop(abort_running=True)
+
+
+def description_dict(description: ClusterDescription) -> dict[str, Any]:
+    return asdict(description)
+
+
+def cleaner_config(description: ClusterDescription) -> CleanerConfig:
+    return BrokerConfig.from_properties(description.properties).cleaner
+
+
+def worker_specs(hosts: Sequence[str], per_host: int) -> list[tuple[str, str, int]]:
+    """(name, host, cleaner id) of ``per_host`` workers on each host."""
+    from cluster.naming import worker_actor_name
+
+    specs = []
+    for host in hosts:
+        for i in range(per_host):
+            specs.append((worker_actor_name(host, i), host, len(specs)))
+    return specs

@@ -1,0 +1,125 @@
+"""Bringing a Strata cluster up on a Ray cluster, and down again.
+
+``deploy``: one node actor per directory (loading starts at once, in the background), then the
+cleaner workers — ``log.cleaner.threads`` of them on every host that holds a directory, placed
+with the node actors' host — then the coordinator, which gets the whole description. Actors that
+already exist under their names are reused, so deploying a running cluster again only adds what is
+missing. ``wait_loaded`` polls every node's load progress. ``shutdown`` stops the coordinator's
+loop and the cleans in flight, closes every directory cleanly (the next start recovers nothing)
+and ends the actors.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import ray
+
+from cluster import actors
+from cluster.config import BrokerConfig
+from cluster.coordinator_service import ClusterDescription, worker_specs
+from cluster.errors import ActorUnavailableError
+from cluster.handles import RayHandle, lookup
+from cluster.naming import COORDINATOR_NAME, abs_dir, node_actor_name
+from node.stats import LoadProgress
+
+logger = logging.getLogger(__name__)
+
+
+def deploy(log_dirs: Sequence[str], broker: BrokerConfig, namespace: str, *,
+           head_started_by_strata: bool = False, timeout_s: float = 120.0) -> ClusterDescription:
+    dirs = [abs_dir(d) for d in log_dirs]
+    if not dirs:
+        raise ValueError("a cluster needs at least one log directory (log.dirs)")
+    if len(set(dirs)) != len(dirs):
+        raise ValueError(f"log directories given twice: {dirs}")
+    nodes = {d: actors.start_node(d, namespace, broker.topic_defaults, broker.log_dir_properties)
+             for d in dirs}
+    infos = dict(zip(nodes, ray.get([n.info.remote() for n in nodes.values()],
+                                    timeout=timeout_s)))
+    hosts: dict[str, bool] = {}
+    for info in infos.values():
+        hosts[info["host"]] = info["host_declared"]
+    per_host = broker.cleaner.num_threads
+    specs = worker_specs(sorted(hosts), per_host)
+    workers = [actors.start_worker(name, cleaner_id, host, hosts[host], namespace,
+                                   broker.cleaner_properties)
+               for name, host, cleaner_id in specs]
+    ray.get([w.ping.remote() for w in workers], timeout=timeout_s)
+    description = ClusterDescription(
+        namespace=namespace, log_dirs=tuple(dirs),
+        node_names={d: node_actor_name(d) for d in dirs},
+        node_hosts={d: infos[d]["host"] for d in dirs},
+        workers=tuple((name, host) for name, host, _ in specs),
+        properties=dict(broker.properties), head_started_by_strata=head_started_by_strata)
+    coordinator = actors.start_coordinator(description)
+    ray.get(coordinator.ping.remote(), timeout=timeout_s)
+    return description
+
+
+def wait_loaded(description: ClusterDescription, *, timeout_s: float = 600.0,
+                on_progress: Callable[[dict[str, LoadProgress | None]], None] | None = None,
+                poll_s: float = 0.1) -> dict[str, LoadProgress | None]:
+    """Wait until every directory finished loading; ``on_progress`` sees every poll. A directory
+    whose load failed counts as finished (its stats say why)."""
+    handles = {d: lookup(name, description.namespace) for d, name in
+               description.node_names.items()}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        progress = {d: h.call("load_progress", timeout=timeout_s) for d, h in handles.items()}
+        if on_progress is not None:
+            on_progress(progress)
+        stats = None
+        if all(p is not None and p.done for p in progress.values()):
+            return progress
+        failed = {d for d, p in progress.items() if p is None or not p.done}
+        stats = {d: handles[d].call("stats", timeout=timeout_s) for d in failed}
+        if all(not s.online for s in stats.values()):
+            return progress
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"log directories still loading after {timeout_s} s: "
+                               f"{sorted(failed)}")
+        time.sleep(poll_s)
+
+
+def shutdown(namespace: str, *, timeout_s: float = 120.0) -> ClusterDescription | None:
+    """Stop the cluster of ``namespace``; returns its description (None if none was running)."""
+    try:
+        coordinator = lookup(COORDINATOR_NAME, namespace)
+        description: ClusterDescription = coordinator.call("describe", timeout=timeout_s)
+    except ActorUnavailableError:
+        return None
+    try:
+        coordinator.call("stop", timeout=timeout_s)
+    except Exception:  # noqa: BLE001 - the nodes must still close cleanly
+        logger.warning("coordinator did not stop cleanly", exc_info=True)
+    nodes: list[RayHandle] = []
+    for name in description.node_names.values():
+        try:
+            nodes.append(lookup(name, namespace))
+        except ActorUnavailableError:
+            continue
+    closing = [n.submit("close") for n in nodes]
+    for node, pending in zip(nodes, closing):
+        try:
+            pending.result(timeout_s)
+        except Exception:  # noqa: BLE001 - an offline directory closes without a marker
+            logger.warning("closing %s failed", node.name, exc_info=True)
+    for name in [*description.node_names.values(), *(w for w, _ in description.workers),
+                 COORDINATOR_NAME]:
+        _kill(name, namespace)
+    return description
+
+
+def _kill(name: str, namespace: str) -> None:
+    try:
+        ray.kill(ray.get_actor(name, namespace=namespace), no_restart=True)
+    except ValueError:
+        pass
+
+
+def actor_handle(name: str, namespace: str) -> Any:
+    return ray.get_actor(name, namespace=namespace)

@@ -1,0 +1,108 @@
+"""The cluster's metrics, exported through ``ray.util.metrics`` (Ray adds the ``ray_`` prefix; they
+appear on the Prometheus endpoint given by ``--metrics-export-port`` and in the dashboard).
+
+Plain classes report to a ``MetricsSink``; ``RayMetrics`` is the real one (created inside each
+actor), ``NullMetrics`` and ``RecordingMetrics`` serve code run without Ray and tests. Every metric
+is declared once in ``METRICS`` with its kind, help text and tag keys.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+COUNTER, GAUGE = "counter", "gauge"
+DIR, PART = ("directory",), ("directory", "topic", "partition")
+
+METRICS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "strata_appended_bytes": (COUNTER, "Bytes of record batches appended", PART),
+    "strata_appended_records": (COUNTER, "Records appended", PART),
+    "strata_log_size_bytes": (GAUGE, "Size of a partition log", PART),
+    "strata_dirty_ratio": (GAUGE, "Share of a compacted log not cleaned yet", PART),
+    "strata_cleanable_bytes": (GAUGE, "Bytes the cleaner may clean now", PART),
+    "strata_log_dir_offline": (GAUGE, "1 when the log directory is offline", DIR),
+    "strata_log_dir_free_bytes": (GAUGE, "Free bytes of the directory's file system", DIR),
+    "strata_recovery_remaining_logs": (GAUGE, "Logs still to load in a directory", DIR),
+    "strata_recovery_remaining_segments": (GAUGE, "Segments still to load", DIR),
+    "strata_cleaner_mb_per_sec": (GAUGE, "Throughput of a cleaner's last clean (MB/s)",
+                                  ("cleaner",)),
+    "strata_cleaner_records_per_sec": (GAUGE, "Records/s of a cleaner's last clean",
+                                       ("cleaner",)),
+    "strata_cleaner_buffer_utilization_percent": (GAUGE, "Offset map use of the last clean",
+                                                  ("cleaner",)),
+    "strata_cleaner_recopy_percent": (GAUGE, "Bytes written / read by the last clean",
+                                      ("cleaner",)),
+    "strata_cleaner_cleans": (COUNTER, "Cleans finished", ("cleaner",)),
+    "strata_max_compaction_delay_secs": (GAUGE, "Longest overdue max.compaction.lag.ms", ()),
+    "strata_max_dirty_percent": (GAUGE, "Dirtiest compacted log at the last selection", ()),
+    "strata_uncleanable_partitions": (GAUGE, "Partitions the cleaner gave up on", DIR),
+    "strata_uncleanable_bytes": (GAUGE, "Cleanable bytes of uncleanable partitions", DIR),
+}
+
+
+class MetricsSink(Protocol):
+    def inc(self, name: str, value: float = 1.0, tags: Mapping[str, Any] | None = None) -> None:
+        ...
+
+    def set(self, name: str, value: float, tags: Mapping[str, Any] | None = None) -> None: ...
+
+
+class NullMetrics:
+    def inc(self, name: str, value: float = 1.0, tags: Mapping[str, Any] | None = None) -> None:
+        pass
+
+    def set(self, name: str, value: float, tags: Mapping[str, Any] | None = None) -> None:
+        pass
+
+
+class RecordingMetrics:
+    """Keeps the last value of every (name, tags) for tests; counters add up."""
+
+    def __init__(self) -> None:
+        self.values: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+
+    def inc(self, name: str, value: float = 1.0, tags: Mapping[str, Any] | None = None) -> None:
+        key = _key(name, tags)
+        self.values[key] = self.values.get(key, 0.0) + value
+
+    def set(self, name: str, value: float, tags: Mapping[str, Any] | None = None) -> None:
+        self.values[_key(name, tags)] = value
+
+    def get(self, name: str, **tags: Any) -> float | None:
+        return self.values.get(_key(name, tags))
+
+
+class RayMetrics:
+    """``ray.util.metrics`` objects, made on first use. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._made: dict[str, Any] = {}
+
+    def _metric(self, name: str) -> Any:
+        with self._lock:
+            made = self._made.get(name)
+            if made is None:
+                from ray.util import metrics
+
+                kind, help_text, tag_keys = METRICS[name]
+                cls = metrics.Counter if kind == COUNTER else metrics.Gauge
+                made = cls(name, description=help_text, tag_keys=tag_keys)
+                self._made[name] = made
+            return made
+
+    def inc(self, name: str, value: float = 1.0, tags: Mapping[str, Any] | None = None) -> None:
+        if value > 0:
+            self._metric(name).inc(value, tags=_tags(tags))
+
+    def set(self, name: str, value: float, tags: Mapping[str, Any] | None = None) -> None:
+        self._metric(name).set(value, tags=_tags(tags))
+
+
+def _tags(tags: Mapping[str, Any] | None) -> dict[str, str] | None:
+    return None if not tags else {k: str(v) for k, v in tags.items()}
+
+
+def _key(name: str, tags: Mapping[str, Any] | None) -> tuple[str, tuple[tuple[str, str], ...]]:
+    return name, tuple(sorted((k, str(v)) for k, v in (tags or {}).items()))

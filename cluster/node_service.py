@@ -1,0 +1,140 @@
+"""``NodeService``: the body of a node actor: ``LogDirServer`` plus what only a cluster has —
+metrics, and the pause of cleaning asked of the coordinator around truncation and deletion.
+
+Built from plain values (the directory, Kafka property dicts) so Ray can rerun the constructor
+after a restart: the directory is loaded again on a background thread, taking its lock back
+(``node.lock``; a killed holder's lock is released by the kernel) and recovering from its
+recovery points. ``load_progress`` answers meanwhile; other calls wait for the load.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+from cluster.metrics import MetricsSink, NullMetrics
+from node.config import LogDirConfig
+from node.server import LogDirServer
+from node.stats import LoadProgress, LogDirStats
+from storage.config import LogConfig
+from storage.files import TopicPartition
+from storage.log import LogAppendInfo
+
+logger = logging.getLogger(__name__)
+
+
+class PauseLink(Protocol):
+    """The coordinator's pause API as a node sees it."""
+
+    def abort_and_pause(self, topic: str, partition: int) -> bool:
+        """True when the pause is held (and must be released with ``resume``)."""
+        ...
+
+    def resume(self, topic: str, partition: int) -> None: ...
+
+
+class NodeService(LogDirServer):
+    """Thread-safe as ``LogDirServer`` is."""
+
+    def __init__(self, path: str | Path, *, topic_defaults: Mapping[str, str] | None = None,
+                 log_dir_properties: Mapping[str, str] | None = None,
+                 pause_link: PauseLink | None = None, metrics: MetricsSink | None = None,
+                 host: str = "", load_in_background: bool = True,
+                 start_tasks: bool = True) -> None:
+        self._metrics = metrics or NullMetrics()
+        self._link = pause_link
+        self.host = host or socket.gethostname()
+        self._tags = {"directory": os.path.abspath(path)}
+        super().__init__(path, load_in_background=load_in_background,
+                         default_config=LogConfig.from_properties(topic_defaults or {}),
+                         config=LogDirConfig.from_properties(log_dir_properties or {}),
+                         pause_cleaning=self._pause, on_load_progress=self._on_progress,
+                         start_tasks=start_tasks)
+
+    def info(self) -> dict[str, Any]:
+        return {"log_dir": str(self.path), "host": self.host, "pid": os.getpid()}
+
+    def ping(self) -> str:
+        return str(self.path)
+
+    # ---- data, counted -----------------------------------------------------------------------
+    def append_batch(self, topic: str, partition: int, data: bytes) -> LogAppendInfo:
+        info = super().append_batch(topic, partition, data)
+        self._count(topic, partition, len(data), info.records_count)
+        return info
+
+    def append_batches(self, items: Iterable[tuple[str, int, bytes]],
+                       flush: bool = False) -> list[LogAppendInfo]:
+        items = list(items)
+        infos = super().append_batches(items, flush)
+        for (topic, partition, data), info in zip(items, infos):
+            self._count(topic, partition, len(data), info.records_count)
+        return infos
+
+    def _count(self, topic: str, partition: int, size: int, records: int) -> None:
+        tags = {**self._tags, "topic": topic, "partition": partition}
+        self._metrics.inc("strata_appended_bytes", size, tags)
+        self._metrics.inc("strata_appended_records", records, tags)
+
+    # ---- stats, published --------------------------------------------------------------------
+    def stats(self) -> LogDirStats:
+        """A snapshot; also answers for an offline directory, and for one that failed to load
+        (then ``offline_reason`` holds the load error)."""
+        if self._loaded.is_set() and self._load_error is not None:
+            stats = _failed_load_stats(str(self.path), self._load_error)
+        else:
+            stats = super().stats()
+        m = self._metrics
+        m.set("strata_log_dir_offline", 0.0 if stats.online else 1.0, self._tags)
+        m.set("strata_log_dir_free_bytes", stats.disk_free_bytes, self._tags)
+        for p in stats.partitions:
+            tags = {**self._tags, "topic": p.topic, "partition": p.partition}
+            m.set("strata_log_size_bytes", p.size_bytes, tags)
+            m.set("strata_dirty_ratio", p.dirty_ratio, tags)
+        return stats
+
+    def _on_progress(self, progress: LoadProgress) -> None:
+        self._metrics.set("strata_recovery_remaining_logs", progress.remaining_logs, self._tags)
+        self._metrics.set("strata_recovery_remaining_segments", progress.remaining_segments,
+                          self._tags)
+
+    # ---- cleaning pauses ---------------------------------------------------------------------
+    @contextmanager
+    def _pause(self, tp: TopicPartition) -> Iterator[None]:
+        link = self._link
+        loaded = self._dir_or_none
+        compact = loaded is not None and loaded.config_for(tp.topic).compact
+        held = False
+        if link is not None and compact:
+            try:
+                held = link.abort_and_pause(tp.topic, tp.partition)
+            except Exception:  # noqa: BLE001 - see below
+                # No coordinator: no clean can be running. A clean started by a coordinator that
+                # is now unreachable fails at its swap (the owner checks the segments), never
+                # half-applied.
+                logger.warning("cannot pause cleaning of %s; going on without", tp, exc_info=True)
+        try:
+            yield
+        finally:
+            if held and link is not None:
+                try:
+                    link.resume(tp.topic, tp.partition)
+                except Exception:  # noqa: BLE001 - a restarted coordinator holds no pause
+                    logger.warning("cannot resume cleaning of %s", tp, exc_info=True)
+
+
+def _failed_load_stats(directory: str, error: BaseException) -> LogDirStats:
+    from node.stats import disk_usage
+
+    total, used, free = disk_usage(directory)
+    return LogDirStats(directory=directory, online=False,
+                       offline_reason=f"loading failed: {type(error).__name__}: {error}",
+                       closed=False, partitions_count=0, log_bytes=0, disk_total_bytes=total,
+                       disk_used_bytes=used, disk_free_bytes=free, load_time_ms=0.0,
+                       had_clean_shutdown=False, logs_to_delete=0, invalid_dirs=(),
+                       task_failures=0, last_task_failure=None, partitions=())

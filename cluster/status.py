@@ -1,0 +1,64 @@
+"""Frozen snapshots the coordinator answers with (STYLE.md P13): plain values that pickle through
+Ray and become JSON with ``dataclasses.asdict``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cleaner.manager import CleanerManagerStats
+
+
+@dataclass(frozen=True)
+class CleanSummary:
+    """One finished (or failed) clean."""
+
+    topic: str
+    partition: int
+    log_dir: str
+    cleaner_id: int
+    outcome: str                 # "cleaned", "aborted", "failed", "cleaner died", "offline"
+    first_dirty_offset: int
+    next_dirty_offset: int
+    bytes_read: int
+    bytes_written: int
+    messages_read: int
+    messages_written: int
+    elapsed_secs: float
+    error: str | None
+    finished_ms: int
+
+
+@dataclass(frozen=True)
+class WorkerSlot:
+    cleaner_id: int
+    name: str
+    host: str
+    state: str                   # "idle", "cleaning", "recovering"
+    topic: str | None
+    partition: int | None
+
+
+@dataclass(frozen=True)
+class UncleanableInfo:
+    topic: str
+    partition: int
+    log_dir: str
+    failures: int
+    error: str
+
+
+@dataclass(frozen=True)
+class CleanerStatus:
+    enabled: bool
+    manager: CleanerManagerStats
+    workers: tuple[WorkerSlot, ...]
+    uncleanable: tuple[UncleanableInfo, ...]
+    offline_dirs: dict[str, str]
+    unreachable_dirs: tuple[str, ...]
+    compacted_partitions: int
+    cleans_completed: int
+    cleans_failed: int
+    recent: tuple[CleanSummary, ...]
+    loop_rounds: int
+    loop_failures: int
+    last_loop_failure: str | None

@@ -1,0 +1,56 @@
+"""Fixtures of the cluster tests: ``start_cluster`` deploys a Strata cluster (its own namespace,
+its own directories under tmp_path) on the session's Ray head and stops it at teardown;
+``wait_for`` polls a condition with a timeout (never a fixed sleep)."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+_ids = itertools.count()
+
+FAST = {"log.cleaner.backoff.ms": 100, "log.cleaner.dedupe.buffer.size": 4 << 20,
+        "log.cleaner.uncleanable.retry.backoff.ms": 200,
+        "log.flush.offset.checkpoint.interval.ms": 500}
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 60.0, interval: float = 0.05,
+             what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = condition()
+        except Exception:  # noqa: BLE001 - an actor restarting; ask again
+            value = None
+            if time.monotonic() > deadline:
+                raise
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout} s")
+        time.sleep(interval)
+
+
+@pytest.fixture
+def start_cluster(ray_session: str, tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    from cluster import Cluster
+
+    started: list[Any] = []
+
+    def start(dirs: int = 3, cleaners: int = 1, config: dict[str, Any] | None = None,
+              paths: list[Path] | None = None) -> Any:
+        log_dirs = [str(p) for p in paths] if paths else [str(tmp_path / f"d{i}")
+                                                           for i in range(dirs)]
+        cluster = Cluster.start(log_dirs=log_dirs, cleaners=cleaners,
+                                config={**FAST, **(config or {})},
+                                namespace=f"strata-test-{next(_ids)}", address=ray_session)
+        started.append(cluster)
+        return cluster
+
+    yield start
+    for cluster in started:
+        cluster.stop()
