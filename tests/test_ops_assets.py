@@ -1,0 +1,35 @@
+"""The monitoring assets in ops/ only name metrics the cluster exports."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from cluster.metrics import COUNTER, METRICS
+
+OPS = Path(__file__).resolve().parents[1] / "ops"
+
+
+def exported_names() -> set[str]:
+    return {f"ray_{name}_total" if kind == COUNTER else f"ray_{name}"
+            for name, (kind, _help, _tags) in METRICS.items()}
+
+
+def test_grafana_dashboard_queries_only_exported_metrics() -> None:
+    dashboard = json.loads((OPS / "grafana-dashboard.json").read_text())
+    used = {name for panel in dashboard["panels"] for target in panel["targets"]
+            for name in re.findall(r"ray_strata_[a-z_]+", target["expr"])}
+    assert used, "the dashboard has no Strata panels"
+    assert used <= exported_names(), sorted(used - exported_names())
+
+
+def test_grafana_dashboard_covers_every_metric() -> None:
+    dashboard = (OPS / "grafana-dashboard.json").read_text()
+    assert sorted(n for n in exported_names() if n not in dashboard) == []
+
+
+def test_prometheus_config_keeps_strata_metrics() -> None:
+    text = (OPS / "prometheus.yml").read_text()
+    assert "ray_strata_" in text
+    assert "prom_metrics_service_discovery.json" in text
