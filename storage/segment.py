@@ -296,17 +296,21 @@ class LogSegment:
         return self._write_fd
 
     def flush(self) -> None:
-        """fsync the ``.log`` and flush the indexes."""
-        if self._write_fd is not None:
-            os.fsync(self._write_fd)
-        else:
-            fd = os.open(self.log_path, os.O_RDONLY)
+        """fsync the ``.log`` and flush the indexes.
+
+        Safe to call from a thread other than the writer's (the log flushes outside its lock): the
+        fsync goes through a descriptor of its own, so a concurrent roll closing the writer cannot
+        make it fail, and an index closed meanwhile was trimmed and written by its closer."""
+        fd = os.open(self.log_path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        for index in (self.offset_index, self.time_index):
             try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        self.offset_index.flush()
-        self.time_index.flush()
+                index.flush()
+            except ValueError:
+                pass   # its map was closed by a concurrent roll or close
 
     def on_become_inactive(self) -> None:
         """At roll: final time-index entry, trim indexes and a preallocated file, stop writing."""
