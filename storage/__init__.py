@@ -1,11 +1,27 @@
 """Strata's storage core: Kafka-compatible segmented logs with indexes, checkpoints and recovery.
 
-Pure Python + numpy/numba; imports neither ray nor pyspark.
+Pure Python + numpy/numba; imports neither ray nor pyspark. The names below load on first use, so
+importing one small module (``storage.files``) does not pull in numba.
 """
 
-from storage.config import LogConfig
-from storage.log import FetchData, Log, LogAppendInfo
-from storage.records import Compression, Record, RecordBatch, build_batch, build_batch_columns
+from __future__ import annotations
 
-__all__ = ["Compression", "FetchData", "Log", "LogAppendInfo", "LogConfig", "Record", "RecordBatch",
-           "build_batch", "build_batch_columns"]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "LogConfig": "storage.config",
+    "FetchData": "storage.log", "Log": "storage.log", "LogAppendInfo": "storage.log",
+    "Compression": "storage.records", "Record": "storage.records",
+    "RecordBatch": "storage.records", "build_batch": "storage.records",
+    "build_batch_columns": "storage.records",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'storage' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -672,6 +672,7 @@ class Log:
         (Kafka's rebuildProducerState). A clean shutdown without any snapshot replays nothing."""
         state = self.producer_state
         end = self._log_end_offset
+        state.delete_snapshots_above(end)   # e.g. left by batches that recovery truncated
         if had_clean_shutdown and not state.snapshot_files():
             state.map_end_offset = end
             return

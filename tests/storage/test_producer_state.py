@@ -126,3 +126,14 @@ def test_snapshot_round_trip(tmp_path: Path) -> None:
     other = ProducerStateManager(tmp_path)
     assert other.load_latest_snapshot(200) == 106
     assert other.check(5, 2, 10, 5).duplicate
+
+
+def test_snapshots_past_the_log_end_are_removed_at_load(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    log.append_batch(batch(7, 0, 0))
+    log.close()
+    stale = tmp_path / "p-0" / "00000000000000000099.snapshot"
+    (tmp_path / "p-0" / "00000000000000000003.snapshot").rename(stale)
+    reopened = open_log(tmp_path / "p-0")
+    assert not stale.exists()
+    assert reopened.append_batch(batch(7, 0, 0)).duplicate   # rebuilt by replay instead
