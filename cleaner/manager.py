@@ -321,21 +321,26 @@ class CleanerManager:
 
     # ---- selection ---------------------------------------------------------------------------
     def grab_filthiest_compacted_log(self, logs: Mapping[TopicPartition, CleanableLog],
-                                     now_ms: int | None = None) -> LogToClean | None:
+                                     now_ms: int | None = None, *,
+                                     update_stats: bool = True) -> LogToClean | None:
         """The dirtiest eligible compacted log, now IN_PROGRESS; None when there is none.
 
         Skips logs in any cleaning state, uncleanable, in retry backoff or in an offline
         directory. Rewrites checkpoints that had to be reset even for logs not chosen. A log whose
         evaluation raises is recorded as a failed clean and the others are still considered.
+        ``update_stats=False`` leaves the gauges of the last selection (``max_dirty_percent``,
+        ``last_pre_clean_stats``) alone: for a choice among some logs only, such as a clean
+        triggered by hand.
         """
         now = self._clock.milliseconds() if now_ms is None else now_ms
         with self._lock:
-            self._time_of_last_run = now
             dirty, delays = self._dirty_logs(logs, now, write_checkpoints=True)
-            self._dirtiest_ratio = max((l.cleanable_ratio for l in dirty), default=0.0)
             cleanable = [l for l in dirty if l.is_eligible]
-            self._pre_clean = PreCleanStats(len(cleanable), sum(1 for d in delays if d > 0),
-                                            max(delays, default=0))
+            if update_stats:
+                self._time_of_last_run = now
+                self._dirtiest_ratio = max((l.cleanable_ratio for l in dirty), default=0.0)
+                self._pre_clean = PreCleanStats(len(cleanable), sum(1 for d in delays if d > 0),
+                                                max(delays, default=0))
             if not cleanable:
                 return None
             filthiest = max(cleanable, key=lambda l: l.cleanable_ratio)

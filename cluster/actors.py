@@ -46,6 +46,7 @@ from cluster.node_service import NodeService
 from cluster.worker import CleanerWorker
 
 NO_RETRY, RETRY = 0, 3
+NODE_METRICS_INTERVAL_S = 5.0
 
 NODE_GROUPS = {"io": 4, "clean": 2, "admin": 2}
 NODE_METHODS: dict[str, tuple[str | None, int]] = {
@@ -72,6 +73,7 @@ COORDINATOR_METHODS: dict[str, tuple[str | None, int]] = {
     "create_topic": (None, NO_RETRY), "delete_topic": (None, NO_RETRY),
     "list_topics": (None, RETRY), "routes": (None, RETRY), "describe": (None, RETRY),
     "trigger_clean": (None, NO_RETRY), "cleans_completed": (None, RETRY),
+    "request_clean": (None, NO_RETRY), "clean_request_done": (None, RETRY),
     "status": (None, RETRY), "explain": (None, RETRY), "reset_uncleanable": (None, NO_RETRY),
     "stop": (None, NO_RETRY), "ping": (None, RETRY),
 }
@@ -80,7 +82,21 @@ COORDINATOR_METHODS: dict[str, tuple[str | None, int]] = {
 def current_host() -> tuple[str, bool]:
     """(host key, declared): the ``strata_host:`` resource of this Ray node when it declares
     one, else the Ray node id."""
-    node_id = ray.get_runtime_context().get_node_id()
+    return _host_of(ray.get_runtime_context().get_node_id())
+
+
+def host_of_dir(log_dir: str) -> tuple[str, bool]:
+    """``current_host`` as the node actor of ``log_dir`` will see it, known before it starts:
+    the Ray node declaring the directory's resource, else this process's node (see
+    ``start_node``)."""
+    resource = dir_resource(log_dir)
+    for node in ray.nodes():
+        if node.get("Alive", True) and resource in node.get("Resources", {}):
+            return _host_of(node["NodeID"])
+    return current_host()
+
+
+def _host_of(node_id: str) -> tuple[str, bool]:
     for node in ray.nodes():
         if node.get("NodeID") == node_id:
             for key in node.get("Resources", {}):
@@ -98,7 +114,8 @@ class _Node(NodeService):
         super().__init__(path, topic_defaults=topic_defaults,
                          log_dir_properties=log_dir_properties,
                          pause_link=CoordinatorLink(COORDINATOR_NAME, namespace),
-                         metrics=RayMetrics(), host=host)
+                         metrics=RayMetrics(), host=host,
+                         metrics_interval_s=NODE_METRICS_INTERVAL_S)
 
     def info(self) -> dict[str, Any]:
         return {**super().info(), "node_id": self.node_id, "host_declared": self.host_declared}

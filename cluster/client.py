@@ -26,6 +26,7 @@ import dataclasses
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from cleaner.explain import Explanation
@@ -37,6 +38,7 @@ from cluster.metadata import TopicInfo
 from cluster.naming import COORDINATOR_NAME, DEFAULT_NAMESPACE, abs_dir
 from cluster.status import CleanerStatus
 from node.stats import LoadProgress
+from storage.config import LogConfig
 from storage.log import LogAppendInfo
 from storage.records import Record, build_batch, iter_batches
 
@@ -104,9 +106,11 @@ class Cluster:
                 namespace: str = DEFAULT_NAMESPACE) -> Cluster:
         import ray
 
+        from cluster.head import init_ray
+
         if not ray.is_initialized():
             try:
-                ray.init(address=address, logging_level="WARNING", log_to_driver=False)
+                init_ray(address or "auto")
             except ConnectionError as err:
                 raise ClusterNotRunningError(f"no Ray cluster at {address}: {err}",
                                              address=address) from None
@@ -258,8 +262,9 @@ class Cluster:
     # ---- monitoring --------------------------------------------------------------------------
     def stats(self) -> list[dict[str, Any]]:
         """One dict per node actor (``kind`` "log_dir"), per partition ("partition") and per
-        cleaner worker ("cleaner"); each has ``log_dir`` (a cleaner's is the directory it is
-        cleaning in, or None)."""
+        cleaner worker ("cleaner"); each has ``log_dir``: a cleaner's is the directory it is
+        cleaning in (``cleaning`` True), else the one of its last clean among the coordinator's
+        recent cleans, else None (it has not cleaned yet)."""
         pendings = {d: h.submit("stats") for d, h in self._nodes.items()}
         rows: list[dict[str, Any]] = []
         for log_dir, pending in pendings.items():
@@ -276,6 +281,7 @@ class Cluster:
                          "partitions": len(partitions)})
             rows.extend({"kind": "partition", "log_dir": log_dir, **p} for p in partitions)
         status = self.cleaner_status()
+        last_dir = {s.cleaner_id: s.log_dir for s in status.recent}
         for w in status.workers:
             log_dir = None
             if w.topic is not None:
@@ -283,7 +289,12 @@ class Cluster:
                     log_dir = self.partition_dir(w.topic, w.partition or 0)
                 except UnknownTopicError:
                     log_dir = None
-            rows.append({"kind": "cleaner", "log_dir": log_dir, **dataclasses.asdict(w)})
+            cleans = [s for s in status.recent if s.cleaner_id == w.cleaner_id]
+            rows.append({"kind": "cleaner", "log_dir": log_dir or last_dir.get(w.cleaner_id),
+                         "cleaning": w.topic is not None, **dataclasses.asdict(w),
+                         "recent_cleans": len(cleans),
+                         "recent_bytes_read": sum(s.bytes_read for s in cleans),
+                         "recent_bytes_written": sum(s.bytes_written for s in cleans)})
         return rows
 
     def cleaner_status(self) -> CleanerStatus:
@@ -296,20 +307,21 @@ class Cluster:
                       wait: bool = False, timeout_s: float = 120.0) -> int:
         """Clean the partition as soon as a cleaner is free, whatever its dirty ratio (with
         ``roll``, the active segment is rolled first so it can be cleaned too). With ``wait``,
-        returns once that clean finished. Returns the partition's count of finished cleans."""
+        returns once a clean started after this call has finished (one running already does not
+        count; with nothing to clean, at once). Returns the partition's count of finished
+        cleans."""
         if roll:
             self._node_of(topic, partition).call("roll", topic, partition, timeout=60)
-        before = self._coordinator.call("trigger_clean", topic, partition, timeout=60)
         if not wait:
-            return before
+            return self._coordinator.call("trigger_clean", topic, partition, timeout=60)
+        ticket = self._coordinator.call("request_clean", topic, partition, timeout=60)
         deadline = time.monotonic() + timeout_s
-        while True:
-            done = self._coordinator.call("cleans_completed", topic, partition, timeout=60)
-            if done > before:
-                return done
+        while not self._coordinator.call("clean_request_done", topic, partition, ticket,
+                                         timeout=60):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no clean of {topic}-{partition} within {timeout_s} s")
             time.sleep(0.05)
+        return self._coordinator.call("cleans_completed", topic, partition, timeout=60)
 
     def pause_cleaning(self, topic: str, partition: int, timeout_s: float = 60.0) -> None:
         """Abort any clean of the partition and keep it from being cleaned until resumed."""
@@ -318,6 +330,111 @@ class Cluster:
 
     def resume_cleaning(self, topic: str, partition: int) -> bool:
         return self._coordinator.call("resume", topic, partition, timeout=60)
+
+    # ---- for the Spark data sources (issue 6) ------------------------------------------------
+    def topic_layout(self, name: str) -> TopicLayout:
+        """Where ``name``'s partitions live and its effective config (broker defaults plus the
+        topic's overrides); ``UnknownTopicError`` when the cluster has no such topic."""
+        from storage import files
+
+        for info in self.list_topics():
+            if info.name == name:
+                base = BrokerConfig.from_properties(self.description.properties).log
+                paths = {p: str(Path(d) / files.partition_dir_name(name, p))
+                         for p, d in info.partitions.items()}
+                return TopicLayout(name, base.with_overrides(info.config), dict(info.partitions),
+                                   paths)
+        raise UnknownTopicError(f"the cluster (namespace {self.namespace}) has no topic {name}",
+                                topic=name)
+
+    def end_offsets(self, layout: TopicLayout) -> dict[int, tuple[int, int]]:
+        """(log start offset, log end offset) of every partition, asked of the nodes at once."""
+        pendings = {p: self._nodes[d].submit("offsets", layout.name, p)
+                    for p, d in layout.partitions.items()}
+        return {p: tuple(pending.result(60)) for p, pending in sorted(pendings.items())}
+
+    def worker_statuses(self) -> list[Any]:
+        """``cluster.worker.WorkerStatus`` of every cleaner worker that answers."""
+        pendings = [lookup(name, self.namespace).submit("status")
+                    for name, _ in self.description.workers]
+        out = []
+        for pending in pendings:
+            try:
+                out.append(pending.result(60))
+            except ActorUnavailableError:
+                continue
+        return out
+
+    def sample_processes(self, interval_s: float = 0.2) -> list[ProcessSample]:
+        """Memory and CPU of every Strata actor's process, measured inside it, all at once
+        (CPU over ``interval_s``). Actors that do not answer are left out."""
+        actors = [("coordinator", COORDINATOR_NAME, None)]
+        actors += [("log_dir", name, d) for d, name in self.description.node_names.items()]
+        actors += [("cleaner", name, None) for name, _ in self.description.workers]
+        pendings = []
+        for role, name, log_dir in actors:
+            try:
+                handle = lookup(name, self.namespace)
+            except ActorUnavailableError:
+                continue
+            pendings.append((role, name, log_dir,
+                             handle.submit("__ray_call__", _sample_process, interval_s)))
+        out = []
+        for role, name, log_dir, pending in pendings:
+            try:
+                sample = pending.result(60 + interval_s)
+            except ActorUnavailableError:
+                continue
+            out.append(ProcessSample(role=role, actor=name, log_dir=log_dir, **sample))
+        return out
+
+
+@dataclass(frozen=True)
+class TopicLayout:
+    """One topic as the Spark data sources see it (``Cluster.topic_layout``)."""
+
+    name: str
+    config: LogConfig                       # effective: broker defaults + topic overrides
+    partitions: dict[int, str]              # partition -> log directory
+    paths: dict[int, str]                   # partition -> partition directory
+
+
+@dataclass(frozen=True)
+class ProcessSample:
+    """One actor's process at the moment of ``Cluster.sample_processes``."""
+
+    role: str                               # "coordinator", "log_dir", "cleaner"
+    actor: str
+    log_dir: str | None
+    host: str
+    pid: int
+    rss_bytes: int
+    uss_bytes: int
+    cpu_percent: float
+    cpu_seconds: float
+    threads: int
+
+
+def _sample_process(_actor: object, interval_s: float) -> dict[str, Any]:
+    """Runs inside an actor (``__ray_call__``): its own process, measured with psutil."""
+    import os
+    import socket
+
+    import psutil
+
+    process = psutil.Process(os.getpid())
+    before = process.cpu_times()
+    time.sleep(interval_s)
+    after = process.cpu_times()
+    used = (after.user - before.user) + (after.system - before.system)
+    try:
+        uss = process.memory_full_info().uss
+    except (psutil.AccessDenied, OSError):
+        uss = 0
+    return {"host": socket.gethostname(), "pid": process.pid,
+            "rss_bytes": process.memory_info().rss, "uss_bytes": uss,
+            "cpu_percent": 100.0 * used / interval_s if interval_s > 0 else 0.0,
+            "cpu_seconds": after.user + after.system, "threads": process.num_threads()}
 
 
 def encode_batches(records: Iterable[Record | bytes], batch_bytes: int) -> Iterator[bytes]:

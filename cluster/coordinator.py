@@ -68,6 +68,7 @@ class _Slot:
     state: str = "idle"                        # idle | cleaning | recovering
     assignment: CleanAssignment | None = None
     pending: Pending[Any] | None = None
+    ticket: int = 0                            # the clean request it serves (0: none)
 
 
 class _NodeCheckpoint:
@@ -117,7 +118,10 @@ class Coordinator:
         self._unreachable: set[str] = set()
         self._needs_startup: set[str] = set(self._nodes)
         self._workers_reset = False
-        self._forced: set[TopicPartition] = set()
+        self._forced: dict[TopicPartition, tuple[int, int]] = {}   # -> (ticket, polls then)
+        self._tickets = itertools.count(1)
+        self._requests_done: dict[TopicPartition, int] = {}
+        self._polls = 0
         self._completed: dict[TopicPartition, int] = {}
         self._failed = 0
         self._recent: deque[CleanSummary] = deque(maxlen=RECENT_CLEANS)
@@ -162,7 +166,10 @@ class Coordinator:
             self._last_metrics_ms = now
             self._publish_metrics(now)
         with self._lock:
-            busy = any(s.state != "idle" for s in self._slots) or bool(self._forced)
+            busy = any(s.state != "idle" for s in self._slots)
+            requested = list(self._forced)
+        # a requested clean of a paused partition waits for the resume, not in a busy loop
+        busy = busy or any(self._manager.cleaning_state(tp) is None for tp in requested)
         if busy or started:
             return BUSY_POLL_S
         return self.config.backoff_ms / 1000.0
@@ -205,6 +212,8 @@ class Coordinator:
         stats = result.stats
         with self._lock:
             self._completed[tp] = self._completed.get(tp, 0) + 1
+            if slot.ticket:
+                self._requests_done[tp] = max(self._requests_done.get(tp, 0), slot.ticket)
             self._recent.append(CleanSummary(
                 tp.topic, tp.partition, a.log_dir, slot.index, "cleaned", a.first_dirty_offset,
                 result.next_dirty_offset, stats.bytes_read, stats.bytes_written,
@@ -232,6 +241,8 @@ class Coordinator:
         with self._lock:
             if outcome != "aborted":
                 self._failed += 1
+            elif slot.ticket and tp not in self._forced:   # asked for: clean once unpaused
+                self._forced[tp] = (slot.ticket, self._polls)
             self._recent.append(CleanSummary(
                 tp.topic, tp.partition, a.log_dir, slot.index, outcome, a.first_dirty_offset,
                 a.first_dirty_offset, 0, 0, 0, 0, 0.0, text, now))
@@ -252,10 +263,10 @@ class Coordinator:
                 self._needs_startup.add(a.log_dir)
 
     def _free(self, slot: _Slot) -> None:
-        slot.state, slot.assignment, slot.pending = "idle", None, None
+        slot.state, slot.assignment, slot.pending, slot.ticket = "idle", None, None, 0
 
     def _set_recovering(self, slot: _Slot) -> None:
-        slot.state, slot.assignment = "recovering", None
+        slot.state, slot.assignment, slot.ticket = "recovering", None, 0
         slot.pending = slot.handle.submit("ping")
 
     def _recover_workers(self) -> None:
@@ -293,6 +304,7 @@ class Coordinator:
         with self._lock:
             self._snapshots = snapshots
             self._unreachable = unreachable
+            self._polls += 1
             for tp, snap in snapshots.items():
                 self._dir_of[tp] = abs_dir(snap.dir.parent)
 
@@ -302,8 +314,9 @@ class Coordinator:
             if slot.state != "idle":
                 continue
             logs = self._logs_for(slot.handle.host)
-            chosen = self._grab_forced(logs, now) or \
-                self._manager.grab_filthiest_compacted_log(logs, now)
+            chosen, ticket = self._grab_forced(logs, now)
+            if chosen is None:
+                chosen = self._manager.grab_filthiest_compacted_log(logs, now)
             if chosen is None:
                 continue
             tp = chosen.topic_partition
@@ -312,7 +325,7 @@ class Coordinator:
                 next(self._ids), tp, abs_dir(snapshot.dir.parent), str(snapshot.dir),
                 snapshot.config, chosen.first_dirty_offset, chosen.first_uncleanable_offset)
             with self._lock:
-                slot.state, slot.assignment = "cleaning", assignment
+                slot.state, slot.assignment, slot.ticket = "cleaning", assignment, ticket
                 slot.pending = slot.handle.submit("clean", assignment)
             started += 1
             logger.debug("cleaner %d cleans %s [%d, %d)", slot.index, tp,
@@ -325,25 +338,44 @@ class Coordinator:
                     if not host or self._nodes[abs_dir(s.dir.parent)].host in ("", host)}
 
     def _grab_forced(self, logs: Mapping[TopicPartition, LogSnapshot],
-                     now: int) -> LogToClean | None:
-        """A triggered partition, chosen whatever its dirty ratio (a copy of its snapshot with
-        ``min.cleanable.dirty.ratio`` 0 goes through the manager's selection, so every state rule
-        still applies)."""
+                     now: int) -> tuple[LogToClean | None, int]:
+        """A requested partition and the ticket it serves, chosen whatever its dirty ratio (a
+        copy of its snapshot with ``min.cleanable.dirty.ratio`` 0 goes through the manager's
+        selection, so every state rule still applies). Only a snapshot polled after the request
+        is used, so a segment rolled just before the request is cleaned too. A request for a
+        partition with nothing to clean, or no longer compacted or present, is done at once."""
         with self._lock:
-            forced = [tp for tp in self._forced if tp in logs]
-        for tp in forced:
+            polls = self._polls
+            forced = [(tp, ticket) for tp, (ticket, asked) in self._forced.items()
+                      if asked < polls]
+            known = set(self._snapshots)
+        for tp, ticket in forced:
+            if tp not in logs:
+                if tp not in known:
+                    logger.info("clean of %s requested, but it is not a compacted log here", tp)
+                    self._request_done(tp, ticket)
+                continue   # another host's log
             if self._manager.cleaning_state(tp) is not None:
                 continue   # busy or paused: try again next round
             snapshot = logs[tp]
             eager = replace(snapshot, config=replace(snapshot.config,
                                                      min_cleanable_dirty_ratio=0.0))
-            chosen = self._manager.grab_filthiest_compacted_log({tp: eager}, now)
-            with self._lock:
-                self._forced.discard(tp)
+            chosen = self._manager.grab_filthiest_compacted_log({tp: eager}, now,
+                                                                update_stats=False)
             if chosen is not None:
-                return chosen
-            logger.info("clean of %s triggered but nothing below its active segment is dirty", tp)
-        return None
+                with self._lock:
+                    if self._forced.get(tp, (0, 0))[0] == ticket:
+                        del self._forced[tp]
+                return chosen, ticket
+            logger.info("clean of %s requested but nothing below its active segment is dirty", tp)
+            self._request_done(tp, ticket)
+        return None, 0
+
+    def _request_done(self, tp: TopicPartition, ticket: int) -> None:
+        with self._lock:
+            if self._forced.get(tp, (0, 0))[0] == ticket:
+                del self._forced[tp]
+            self._requests_done[tp] = max(self._requests_done.get(tp, 0), ticket)
 
     def _retention(self, now: int) -> None:
         with self._lock:
@@ -409,12 +441,25 @@ class Coordinator:
     def trigger_clean(self, topic: str, partition: int) -> int:
         """Clean the partition as soon as a worker is free, whatever its dirty ratio. Returns its
         count of finished cleans before this one (see ``cleans_completed``)."""
+        with self._lock:
+            count = self._completed.get(TopicPartition(topic, partition), 0)
+        self.request_clean(topic, partition)
+        return count
+
+    def request_clean(self, topic: str, partition: int) -> int:
+        """``trigger_clean`` returning a ticket: ``clean_request_done`` says when a clean that
+        started after this request (and saw every segment rolled before it) has finished. A clean
+        already running when the request comes does not count."""
         tp = TopicPartition(topic, partition)
         with self._lock:
-            self._forced.add(tp)
-            count = self._completed.get(tp, 0)
+            ticket = next(self._tickets)
+            self._forced[tp] = (ticket, self._polls)
         self.loop.wake()
-        return count
+        return ticket
+
+    def clean_request_done(self, topic: str, partition: int, ticket: int) -> bool:
+        with self._lock:
+            return self._requests_done.get(TopicPartition(topic, partition), 0) >= ticket
 
     def cleans_completed(self, topic: str, partition: int) -> int:
         with self._lock:

@@ -111,6 +111,12 @@ class CoordinatorService:
     def trigger_clean(self, topic: str, partition: int) -> int:
         return self.coordinator.trigger_clean(topic, partition)
 
+    def request_clean(self, topic: str, partition: int) -> int:
+        return self.coordinator.request_clean(topic, partition)
+
+    def clean_request_done(self, topic: str, partition: int, ticket: int) -> bool:
+        return self.coordinator.clean_request_done(topic, partition, ticket)
+
     def cleans_completed(self, topic: str, partition: int) -> int:
         return self.coordinator.cleans_completed(topic, partition)
 

@@ -1,8 +1,9 @@
 """Bringing a Strata cluster up on a Ray cluster, and down again.
 
-``deploy``: one node actor per directory (loading starts at once, in the background), then the
+``deploy``: one node actor per directory (loading starts at once, in the background), the
 cleaner workers — ``log.cleaner.threads`` of them on every host that holds a directory, placed
-with the node actors' host — then the coordinator, which gets the whole description. Actors that
+with the node actors' host, known beforehand from the Ray nodes' resources — and the coordinator,
+which gets the whole description; all started at once. Actors that
 already exist under their names are reused, so deploying a running cluster again only adds what is
 missing. ``wait_loaded`` polls every node's load progress. ``shutdown`` stops the coordinator's
 loop and the cleans in flight, closes every directory cleanly (the next start recovers nothing)
@@ -36,27 +37,29 @@ def deploy(log_dirs: Sequence[str], broker: BrokerConfig, namespace: str, *,
         raise ValueError("a cluster needs at least one log directory (log.dirs)")
     if len(set(dirs)) != len(dirs):
         raise ValueError(f"log directories given twice: {dirs}")
-    nodes = {d: actors.start_node(d, namespace, broker.topic_defaults, broker.log_dir_properties)
-             for d in dirs}
-    infos = dict(zip(nodes, ray.get([n.info.remote() for n in nodes.values()],
-                                    timeout=timeout_s)))
-    hosts: dict[str, bool] = {}
-    for info in infos.values():
-        hosts[info["host"]] = info["host_declared"]
-    per_host = broker.cleaner.num_threads
-    specs = worker_specs(sorted(hosts), per_host)
-    workers = [actors.start_worker(name, cleaner_id, host, hosts[host], namespace,
-                                   broker.cleaner_properties)
-               for name, host, cleaner_id in specs]
-    ray.get([w.ping.remote() for w in workers], timeout=timeout_s)
+    hosts_of = {d: actors.host_of_dir(d) for d in dirs}
+    hosts = dict(hosts_of.values())
+    specs = worker_specs(sorted(hosts), broker.cleaner.num_threads)
     description = ClusterDescription(
         namespace=namespace, log_dirs=tuple(dirs),
         node_names={d: node_actor_name(d) for d in dirs},
-        node_hosts={d: infos[d]["host"] for d in dirs},
+        node_hosts={d: hosts_of[d][0] for d in dirs},
         workers=tuple((name, host) for name, host, _ in specs),
         properties=dict(broker.properties), head_started_by_strata=head_started_by_strata)
+    # every actor at once: each one's start is mostly its process importing the code
+    nodes = {d: actors.start_node(d, namespace, broker.topic_defaults, broker.log_dir_properties)
+             for d in dirs}
+    workers = [actors.start_worker(name, cleaner_id, host, hosts[host], namespace,
+                                   broker.cleaner_properties)
+               for name, host, cleaner_id in specs]
     coordinator = actors.start_coordinator(description)
-    ray.get(coordinator.ping.remote(), timeout=timeout_s)
+    infos = dict(zip(nodes, ray.get([n.info.remote() for n in nodes.values()],
+                                    timeout=timeout_s)))
+    for d, info in infos.items():
+        if info["host"] != hosts_of[d][0]:
+            raise RuntimeError(f"the node actor of {d} runs on host {info['host']}, not on "
+                               f"{hosts_of[d][0]} where its directory's resource is")
+    ray.get([w.ping.remote() for w in workers] + [coordinator.ping.remote()], timeout=timeout_s)
     return description
 
 

@@ -5,6 +5,10 @@ Built from plain values (the directory, Kafka property dicts) so Ray can rerun t
 after a restart: the directory is loaded again on a background thread, taking its lock back
 (``node.lock``; a killed holder's lock is released by the kernel) and recovering from its
 recovery points. ``load_progress`` answers meanwhile; other calls wait for the load.
+
+With ``metrics_interval_s`` a loop of its own publishes the directory's gauges (sizes, dirty
+ratios, free bytes, offline) at that interval, so they reach Prometheus without anyone asking for
+stats; ``close`` stops it.
 """
 
 from __future__ import annotations
@@ -17,11 +21,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
+from cluster.loop import ControlLoop
 from cluster.metrics import MetricsSink, NullMetrics
 from node.config import LogDirConfig
 from node.server import LogDirServer
 from node.stats import LoadProgress, LogDirStats
+from storage import files
 from storage.config import LogConfig
+from storage.errors import LogDirOfflineError, StorageError
 from storage.files import TopicPartition
 from storage.log import LogAppendInfo
 
@@ -45,7 +52,7 @@ class NodeService(LogDirServer):
                  log_dir_properties: Mapping[str, str] | None = None,
                  pause_link: PauseLink | None = None, metrics: MetricsSink | None = None,
                  host: str = "", load_in_background: bool = True,
-                 start_tasks: bool = True) -> None:
+                 start_tasks: bool = True, metrics_interval_s: float | None = None) -> None:
         self._metrics = metrics or NullMetrics()
         self._link = pause_link
         self.host = host or socket.gethostname()
@@ -55,6 +62,33 @@ class NodeService(LogDirServer):
                          config=LogDirConfig.from_properties(log_dir_properties or {}),
                          pause_cleaning=self._pause, on_load_progress=self._on_progress,
                          start_tasks=start_tasks)
+        self._metrics_loop: ControlLoop | None = None
+        if metrics_interval_s is not None:
+            interval = metrics_interval_s
+
+            def publish() -> float:
+                if self._loaded.is_set():
+                    self.stats()
+                return interval
+            self._metrics_loop = ControlLoop(f"strata-metrics-{self.path.name}", publish)
+            self._metrics_loop.start()
+
+    def close(self, broker_epoch: int = -1) -> None:
+        if self._metrics_loop is not None:
+            self._metrics_loop.stop()
+        super().close(broker_epoch)
+
+    def partitions(self) -> list[tuple[str, int]]:
+        """The partitions held; for an offline directory, those whose directories are on disk
+        (so a coordinator that restarts meanwhile still routes them here, and a producer gets
+        this directory's ``LogDirOfflineError`` instead of an unknown partition)."""
+        try:
+            return super().partitions()
+        except LogDirOfflineError:
+            held = _partition_dirs_on_disk(self.path)
+            if held is None:
+                raise
+            return held
 
     def info(self) -> dict[str, Any]:
         return {"log_dir": str(self.path), "host": self.host, "pid": os.getpid()}
@@ -126,6 +160,24 @@ class NodeService(LogDirServer):
                     link.resume(tp.topic, tp.partition)
                 except Exception:  # noqa: BLE001 - a restarted coordinator holds no pause
                     logger.warning("cannot resume cleaning of %s", tp, exc_info=True)
+
+
+def _partition_dirs_on_disk(directory: Path) -> list[tuple[str, int]] | None:
+    """The live partition directories (not ``-delete``/``-future``) found in ``directory``; None
+    when it cannot be listed."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return None
+    held = []
+    for name in names:
+        try:
+            parsed = files.parse_partition_dir(name)
+        except StorageError:
+            continue
+        if not parsed.kind and (directory / name).is_dir():
+            held.append((parsed.topic_partition.topic, parsed.topic_partition.partition))
+    return sorted(held)
 
 
 def _failed_load_stats(directory: str, error: BaseException) -> LogDirStats:

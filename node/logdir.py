@@ -298,17 +298,22 @@ class LogDir:
         tp = TopicPartition(topic, partition)
         with self._io(f"delete log {tp}"):
             with self._lock:
-                removed = self._logs.pop(tp, None)
-            if removed is None:
-                return None
-            try:
-                with self._pause_cleaning(tp):
+                if tp not in self._logs:
+                    return None
+            # pause first, then unlist: a clean finishing meanwhile still finds its log to swap
+            # into (and the rename waits for it), instead of failing on a missing partition
+            with self._pause_cleaning(tp):
+                with self._lock:
+                    removed = self._logs.pop(tp, None)
+                if removed is None:
+                    return None
+                try:
                     removed.rename_dir(files.delete_dir_name(topic, partition))
-            except Exception:
-                if not removed.is_closed:   # refused before the rename: the log stays
-                    with self._lock:
-                        self._logs[tp] = removed
-                raise
+                except Exception:
+                    if not removed.is_closed:   # refused before the rename: the log stays
+                        with self._lock:
+                            self._logs[tp] = removed
+                    raise
             due = self.clock.milliseconds() + removed.config.file_delete_delay_ms
             self._queued.add(QueuedDelete(tp, removed.dir, due, removed))
             logs = self._snapshot()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Callable
@@ -47,7 +48,8 @@ def copy_fixture(tmp_path: Path, kafka_fixtures: Path) -> Callable[[str], Path]:
 
 
 # ---- one Ray cluster for the whole session (STYLE.md P14; Ray costs 3-5 s to start) -----------
-RAY_METRICS_PORT = 18_311
+# another port lets two sessions run side by side on one host (two engineers' test runs)
+RAY_METRICS_PORT = int(os.environ.get("STRATA_TEST_RAY_METRICS_PORT", "18311"))
 
 
 @pytest.fixture(scope="session")

@@ -160,3 +160,41 @@ def test_retention_of_compacted_logs_runs_in_the_loop(tmp_path: Path) -> None:
     coordinator = Coordinator(nodes, [], SMALL_CLEANER, retention_check_interval_ms=0)
     coordinator.run_once()
     assert node.call("offsets", "t", 0)[0] > 0
+
+
+def finish(worker: ManualWorker, index: int) -> None:
+    """End the worker's ``index``-th clean as a success that cleaned its whole range."""
+    from cleaner.cleaner import CleanResult
+    from cleaner.stats import CleanerStats
+
+    a = worker.assignments[index]
+    worker.pendings[index].future.set_result(CleanResult(
+        a.topic_partition, a.first_dirty_offset, a.first_uncleanable_offset,
+        a.first_uncleanable_offset, CleanerStats().snapshot(), 1))
+
+
+def test_a_requested_clean_is_one_started_after_the_request(tmp_path: Path) -> None:
+    nodes = open_nodes(tmp_path, 1)
+    node = next(iter(nodes.values()))
+    node.call("create_partition", "t", 0, COMPACT)
+    fill(node, "t", 0, 300, 10)
+    worker = ManualWorker()
+    coordinator = Coordinator(nodes, [worker], SMALL_CLEANER)
+    coordinator.run_once()                       # a clean of its own, running
+    before = coordinator.manager.max_dirty_percent
+    fill(node, "t", 0, 300, 10, start=300)       # rolled after that clean started
+    ticket = coordinator.request_clean("t", 0)
+    finish(worker, 0)
+    coordinator.run_once()
+    assert coordinator.cleans_completed("t", 0) == 1
+    assert not coordinator.clean_request_done("t", 0, ticket)   # it started before the request
+    assert len(worker.assignments) == 2 and worker.assignments[1].first_dirty_offset == 300
+    # a requested clean is no selection among all logs: the gauges keep the last real one
+    assert coordinator.manager.max_dirty_percent == before > 0
+    finish(worker, 1)
+    coordinator.run_once()
+    assert coordinator.clean_request_done("t", 0, ticket)
+    nothing = coordinator.request_clean("t", 0)  # nothing dirty below the active segment
+    coordinator.run_once()
+    coordinator.run_once()
+    assert coordinator.clean_request_done("t", 0, nothing) and len(worker.assignments) == 2

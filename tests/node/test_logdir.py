@@ -423,3 +423,24 @@ def test_delete_refused_by_the_cleaner_keeps_the_log(open_dir: OpenDir) -> None:
     with pytest.raises(RuntimeError, match="cannot abort"):
         d.delete_log("t", 0)
     assert d.log("t", 0) is log and (d.path / "t-0").is_dir() and d.online
+
+
+def test_delete_pauses_cleaning_while_the_log_is_still_listed(tmp_path: Path) -> None:
+    """A clean finishing while the pause waits must still find its log to swap into."""
+    from contextlib import contextmanager
+
+    listed: list[bool] = []
+    opened: list[LogDir] = []
+
+    @contextmanager
+    def pause(tp):
+        listed.append(opened[0].get_log(tp.topic, tp.partition) is not None)
+        yield
+
+    opened.append(LogDir.open(tmp_path / "logs", start_tasks=False, pause_cleaning=pause))
+    d = opened[0]
+    d.get_or_create_log("t", 0)
+    assert d.delete_log("t", 0) is not None
+    assert listed == [True] and d.get_log("t", 0) is None
+    assert d.delete_log("t", 0) is None and listed == [True]   # nothing to pause for
+    d.close()

@@ -1,0 +1,81 @@
+"""The ``strata`` command (console script ``strata = cluster.cli:main``; also
+``python -m cluster.cli``).
+
+Every subcommand lives in its own module, listed in ``COMMANDS``. A module defines::
+
+    def register(subparsers: argparse._SubParsersAction) -> None:
+        parser = subparsers.add_parser("dump-log", help="...", description="...")
+        parser.add_argument(...)
+        parser.set_defaults(handler=run)
+
+    def run(args: argparse.Namespace) -> int:      # the exit code
+        ...
+
+To add a subcommand, write such a module and append its dotted name to ``COMMANDS``. ``main``
+imports every listed module to build the parser, so a module's top level must stay cheap: import
+ray, pyspark, storage and the cluster client inside ``run``, never at module level (``strata
+--help`` must not start numba or ray; tests/cluster/test_cli.py checks it). A handler raises
+``cluster.tools.UsageError`` for a request it cannot serve; ``main`` prints it and exits 2.
+Exit codes are in ``cluster.tools``: 0 fine, 1 problems found, 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from typing import Sequence
+
+from cluster.tools import EXIT_USAGE, UsageError
+
+COMMANDS: tuple[str, ...] = (
+    "cluster.tools.dump_log",
+    "cluster.tools.recover",
+    "cluster.commands.lifecycle",
+    "cluster.commands.topics",
+    "cluster.commands.produce",
+    "cluster.commands.consume",
+    "cluster.commands.log_dirs",
+    "cluster.commands.cleaning",
+    "ops.drills.command",
+    "ops.plot",
+)
+
+EXIT_INTERRUPTED = 130
+
+
+def build_parser(commands: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``strata`` parser with one subcommand per module of ``commands`` (``COMMANDS``)."""
+    parser = argparse.ArgumentParser(
+        prog="strata",
+        description="Strata: Kafka's log storage layer in Python. Offline tools work on the files "
+                    "of a log directory; cluster commands talk to a running cluster.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS if commands is None else commands:
+        module = importlib.import_module(name)
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` (``sys.argv[1:]`` by default), run the subcommand, return its exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except UsageError as err:
+        print(f"strata {args.command}: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"strata {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # the reader went away (``strata dump-log ... | head``): stop quietly, like cat does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""Subcommands of ``strata`` that talk to a running cluster (``cluster start|status|stop``,
+``topic``, ``produce``, ``consume``, ``log-dirs``, ``cleaner``), listed in ``cluster.cli.COMMANDS``
+like the offline tools of ``cluster.tools``.
+
+The helpers here are shared by those modules. Importing this package stays cheap (``strata --help``
+imports every command module): ray, rich, storage and the client are imported inside the helpers
+that need them.
+
+Every command takes ``--address`` (a Ray address; default: ``RAY_ADDRESS``, else the cluster on
+this host), ``--namespace`` (the Strata cluster on that Ray cluster) and ``--json`` (one JSON
+document on stdout instead of tables).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import dataclasses
+import enum
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cluster.tools import UsageError
+
+if TYPE_CHECKING:
+    from cluster.client import Cluster
+
+DEFAULT_NAMESPACE = "strata"          # cluster.naming.DEFAULT_NAMESPACE, without importing it
+_driver_started = False               # connect() made this process a Ray driver
+
+
+def add_common_args(parser: argparse.ArgumentParser, *, json_help: str | None = None) -> None:
+    parser.add_argument("--address", default=None,
+                        help="Ray address of the cluster (default: RAY_ADDRESS, else the Ray "
+                             "cluster running on this host)")
+    parser.add_argument("--namespace", default=DEFAULT_NAMESPACE,
+                        help=f"the Strata cluster's Ray namespace (default {DEFAULT_NAMESPACE})")
+    parser.add_argument("--json", action="store_true",
+                        help=json_help or "print one JSON document instead of tables")
+
+
+def connect(args: argparse.Namespace) -> Cluster:
+    """The running cluster named by ``--address``/``--namespace``; a ``UsageError`` when there is
+    none."""
+    import ray
+
+    from cluster.client import Cluster
+    from cluster.errors import ClusterNotRunningError
+
+    global _driver_started
+    _driver_started = _driver_started or not ray.is_initialized()
+    try:
+        return Cluster.connect(args.address or "auto", namespace=args.namespace)
+    except ClusterNotRunningError as err:
+        raise UsageError(f"{err} (start one with `strata cluster start`)") from None
+
+
+def topic_partition(text: str) -> tuple[str, int]:
+    """``orders-3`` -> ("orders", 3) (the topic may contain dashes)."""
+    topic, sep, partition = text.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise UsageError(f"{text!r} is not TOPIC-PARTITION (e.g. orders-0)")
+    return topic, int(partition)
+
+
+def parse_config(pairs: list[str] | None) -> dict[str, str]:
+    """``["cleanup.policy=compact", ...]`` -> a dict of Kafka keys."""
+    config: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--config takes KEY=VALUE, got {pair!r}")
+        config[key.strip()] = value.strip()
+    return config
+
+
+def jsonable(value: Any) -> Any:
+    """Plain JSON values of snapshots: dataclasses become objects, a ``TopicPartition`` its
+    ``topic-partition`` name, enums their value, bytes text (or ``{"base64": ...}`` when they are
+    not UTF-8)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, enum.Enum):
+        return jsonable(value.value)
+    if type(value).__name__ == "TopicPartition":
+        return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(jsonable(k)): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return text_or_base64(bytes(value))
+    if isinstance(value, Path):
+        return str(value)
+    return str(value)
+
+
+def text_or_base64(data: bytes | None) -> Any:
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(data).decode("ascii")}
+
+
+def disconnect() -> None:
+    """End the Ray driver ``connect`` started (the cluster keeps running); a driver that was
+    there before, such as a test session's, stays."""
+    global _driver_started
+    if not _driver_started:
+        return
+    import ray
+
+    _driver_started = False
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def write(document: Any) -> None:
+    """``document`` as one line of JSON on stdout."""
+    from cluster.tools.output import write_json
+
+    write_json(jsonable(document))

@@ -1,0 +1,323 @@
+"""``strata cluster start|status|stop``.
+
+``start`` runs ``ray start --head`` (a Ray head in processes of its own, declaring one resource
+per log directory and one for this host, dashboard on 127.0.0.1, metrics for Prometheus on
+``--metrics-export-port``) unless ``--address`` names a Ray cluster to join; then it deploys the
+detached actors and returns once every directory has loaded, with a progress bar fed by the load
+progress of the directories. The cluster outlives the command.
+
+``stop`` closes every directory cleanly (the next start recovers nothing), ends the actors, and
+stops the Ray head when ``cluster start`` started it (only that head's processes: another Ray
+cluster on the host keeps running).
+
+``status`` exits 1 when a directory is offline or its node does not answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+from cluster.commands import (add_common_args, connect, disconnect, jsonable,
+                               parse_config, write)
+from cluster.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
+
+DEFAULT_METRICS_PORT = 8080
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "cluster", help="start, inspect or stop a Strata cluster on Ray",
+        description="Start, inspect or stop a Strata cluster (node actors, coordinator, cleaners).")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    start = actions.add_parser(
+        "start", help="start a Ray head (or join one) and the Strata actors",
+        description="Start a Ray head in processes of its own (or join --address), one node actor "
+                    "per log directory, the coordinator and the cleaners; returns once every "
+                    "directory has loaded. The cluster keeps running after the command.")
+    add_common_args(start)
+    start.add_argument("--log-dir", action="append", dest="log_dirs", metavar="DIR",
+                       help="a log directory (repeat for several; default: log.dirs of --config)")
+    start.add_argument("--cleaners", type=int, default=None,
+                       help="cleaner actors per host (log.cleaner.threads)")
+    start.add_argument("--config", metavar="FILE",
+                       help="a server.properties file with Kafka broker keys")
+    start.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help="a broker key, overriding --config (repeatable)")
+    start.add_argument("--dashboard-host", default="127.0.0.1",
+                       help="address the Ray dashboard binds to (default 127.0.0.1)")
+    start.add_argument("--dashboard-port", type=int, default=None)
+    start.add_argument("--no-dashboard", action="store_true", help="run Ray without dashboard")
+    start.add_argument("--port", type=int, default=None, help="the Ray head's GCS port")
+    start.add_argument("--metrics-export-port", type=int, default=DEFAULT_METRICS_PORT,
+                       help="Prometheus endpoint port of the Ray head "
+                            f"(default {DEFAULT_METRICS_PORT})")
+    start.add_argument("--ray-temp-dir", default=None, help="Ray's temp directory (--temp-dir)")
+    start.add_argument("--num-cpus", type=int, default=None)
+    start.add_argument("--ray-start-arg", action="append", default=[], metavar="ARG",
+                       help="passed to `ray start` as is (repeatable), e.g. "
+                            "--ray-start-arg=--ray-client-server-port=10101")
+    start.add_argument("--timeout", type=float, default=600.0,
+                       help="seconds to wait for the directories to load")
+    start.set_defaults(handler=run_start)
+
+    status = actions.add_parser("status", help="directories, cleaners and topics",
+                                description="The directories, cleaners and topics of a running "
+                                            "cluster; exits 1 when a directory is offline.")
+    add_common_args(status)
+    status.set_defaults(handler=run_status)
+
+    stop = actions.add_parser(
+        "stop", help="shut every directory down cleanly and stop the head",
+        description="Close every directory cleanly, end the Strata actors and stop the Ray head "
+                    "that `strata cluster start` started.")
+    add_common_args(stop)
+    stop.add_argument("--keep-head", action="store_true",
+                      help="leave the Ray head running")
+    stop.set_defaults(handler=run_stop)
+
+
+# ---- start ---------------------------------------------------------------------------------------
+def run_start(args: argparse.Namespace) -> int:
+    from cluster.config import BrokerConfig, read_server_properties
+    from cluster.naming import abs_dir
+    from storage.errors import InvalidConfigError
+
+    properties: dict[str, Any] = {}
+    if args.config:
+        try:
+            properties.update(read_server_properties(args.config))
+        except OSError as err:
+            raise UsageError(f"cannot read {args.config}: {err}") from None
+    properties.update(parse_config(args.set))
+    if args.cleaners is not None:
+        if args.cleaners < 1:
+            raise UsageError("--cleaners must be at least 1")
+        properties["log.cleaner.threads"] = str(args.cleaners)
+    try:
+        broker = BrokerConfig.from_properties(properties)
+    except InvalidConfigError as err:
+        raise UsageError(str(err)) from None
+    dirs = [abs_dir(d) for d in (args.log_dirs or broker.log_dirs)]
+    if not dirs:
+        raise UsageError("no log directory: give --log-dir, or log.dirs in --config")
+
+    began = time.monotonic()
+    head = None
+    address = args.address
+    if address is None:
+        head = _start_head(args, dirs)
+        address = head.address
+    try:
+        cluster = _deploy(args, dirs, properties, address, head is not None)
+    except BaseException:
+        if head is not None:
+            _stop_started_head(head)
+        raise
+    loaded = time.monotonic() - began
+    rows = [r for r in cluster.stats() if r["kind"] == "log_dir"]
+    document = {
+        "address": address, "namespace": cluster.namespace, "head_started": head is not None,
+        "dashboard": None if args.no_dashboard or head is None
+        else f"http://{args.dashboard_host}:{args.dashboard_port or 8265}",
+        "metrics_export_port": args.metrics_export_port if head is not None else None,
+        "log_dirs": [_dir_summary(r) for r in rows],
+        "cleaners": len(cluster.description.workers), "seconds": round(loaded, 3)}
+    cluster.close()
+    _end_driver()
+    if args.json:
+        write(document)
+        return EXIT_OK
+    from cluster.tools.output import console, print_table
+
+    out = console()
+    out.print(f"Strata cluster [bold]{cluster.namespace}[/] on Ray at {address}: "
+              f"{len(rows)} log directories, {document['cleaners']} cleaners, "
+              f"serving after {loaded:.1f} s")
+    print_table(out, None, ["log dir", "online", "partitions", "size", "free", "recovered"],
+                [(r["log_dir"], r.get("online"), r.get("partitions"),
+                  _bytes(r.get("log_bytes")), _bytes(r.get("disk_free_bytes")),
+                  "no (clean shutdown)" if r.get("had_clean_shutdown") else "yes")
+                 for r in rows])
+    if document["dashboard"]:
+        out.print(f"dashboard: {document['dashboard']}")
+    if document["metrics_export_port"]:
+        out.print(f"Prometheus metrics: http://127.0.0.1:{document['metrics_export_port']}/metrics")
+    return EXIT_OK
+
+
+def _start_head(args: argparse.Namespace, dirs: list[str]) -> Any:
+    from cluster.head import start_head_process
+
+    if not args.json:
+        print("starting a Ray head ...", file=sys.stderr, flush=True)
+    try:
+        return start_head_process(
+            dirs, dashboard_host=args.dashboard_host, include_dashboard=not args.no_dashboard,
+            dashboard_port=args.dashboard_port, metrics_export_port=args.metrics_export_port,
+            port=args.port, temp_dir=args.ray_temp_dir, num_cpus=args.num_cpus,
+            extra_args=args.ray_start_arg)
+    except RuntimeError as err:
+        raise UsageError(f"{err}\n(is a Ray cluster running already? join it with --address)") \
+            from None
+
+
+def _deploy(args: argparse.Namespace, dirs: list[str], properties: dict[str, Any],
+            address: str, head_started: bool) -> Any:
+    from cluster.client import Cluster
+
+    with load_progress_bar(enabled=not args.json) as on_progress:
+        return Cluster.start(log_dirs=dirs, config=properties, address=address,
+                             namespace=args.namespace, timeout_s=args.timeout,
+                             on_progress=on_progress, head_started_by_strata=head_started)
+
+
+def _stop_started_head(head: Any) -> None:
+    from cluster.head import head_session_dir, stop_head_process
+
+    _end_driver()
+    stop_head_process(head.session_dir or head_session_dir(head.temp_dir), head.address)
+
+
+@contextmanager
+def load_progress_bar(*, enabled: bool = True) -> Iterator[Callable[[dict[str, Any]], None]]:
+    """A callback for ``Cluster.start(on_progress=...)`` that drives a rich bar of segments
+    loaded (on stderr, when it is a terminal)."""
+    from cluster.tools.output import console
+
+    err = console(stderr=True)
+    if not enabled or not err.is_terminal:
+        yield lambda progress: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, \
+        TimeElapsedColumn
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), console=err, transient=False)
+    task = bar.add_task("loading log directories", total=None)
+
+    def update(progress: dict[str, Any]) -> None:
+        known = [p for p in progress.values() if p is not None]
+        total = sum(p.total_segments for p in known)
+        done = sum(p.total_segments - p.remaining_segments for p in known)
+        ready = sum(1 for p in known if p.done)
+        bar.update(task, total=max(total, 1), completed=done if total else int(ready == len(
+            progress)), description=f"loading log directories ({ready}/{len(progress)} done)")
+
+    with bar:
+        yield update
+
+
+# ---- status --------------------------------------------------------------------------------------
+def run_status(args: argparse.Namespace) -> int:
+    cluster = connect(args)
+    try:
+        document = status_document(cluster)
+    finally:
+        cluster.close()
+        disconnect()
+    problems = any(not d["online"] for d in document["log_dirs"])
+    if args.json:
+        write(document)
+        return EXIT_PROBLEMS if problems else EXIT_OK
+    from cluster.tools.output import console, print_table
+
+    out = console()
+    cleaner = document["cleaner"]
+    out.print(f"Strata cluster [bold]{document['namespace']}[/]: "
+              f"{len(document['log_dirs'])} log directories, {len(document['topics'])} topics, "
+              f"cleaner {'enabled' if cleaner['enabled'] else 'disabled'}")
+    print_table(out, "log directories",
+                ["log dir", "host", "online", "partitions", "size", "free", "total", "reason"],
+                [(d["log_dir"], d["host"], d["online"], d["partitions"], _bytes(d["log_bytes"]),
+                  _bytes(d["free_bytes"]), _bytes(d["total_bytes"]), d["offline_reason"])
+                 for d in document["log_dirs"]], wrap=["reason"])
+    print_table(out, "cleaners", ["cleaner", "name", "host", "state", "cleaning"],
+                [(w["cleaner_id"], w["name"], w["host"], w["state"],
+                  None if w["topic"] is None else f"{w['topic']}-{w['partition']}")
+                 for w in cleaner["workers"]])
+    out.print(f"cleans completed {cleaner['cleans_completed']}, failed "
+              f"{cleaner['cleans_failed']}, max dirty {cleaner['max_dirty_percent']} %, "
+              f"uncleanable partitions {cleaner['uncleanable']}")
+    return EXIT_PROBLEMS if problems else EXIT_OK
+
+
+def status_document(cluster: Any) -> dict[str, Any]:
+    description = cluster.description
+    rows = cluster.stats()
+    status = cluster.cleaner_status()
+    topics = cluster.list_topics()
+    dirs = []
+    for r in (r for r in rows if r["kind"] == "log_dir"):
+        summary = _dir_summary(r)
+        summary["host"] = description.node_hosts.get(r["log_dir"], "")
+        dirs.append(summary)
+    return {
+        "namespace": description.namespace, "head_started": description.head_started_by_strata,
+        "log_dirs": dirs,
+        "topics": [{"name": t.name, "partitions": len(t.partitions), "config": t.config}
+                   for t in topics],
+        "cleaner": {
+            "enabled": status.enabled, "workers": jsonable(status.workers),
+            "cleans_completed": status.cleans_completed, "cleans_failed": status.cleans_failed,
+            "max_dirty_percent": status.manager.max_dirty_percent,
+            "uncleanable": len(status.uncleanable), "offline_dirs": status.offline_dirs,
+            "loop_failures": status.loop_failures}}
+
+
+def _dir_summary(row: dict[str, Any]) -> dict[str, Any]:
+    return {"log_dir": row["log_dir"], "online": bool(row.get("online")),
+            "offline_reason": row.get("offline_reason"), "partitions": row.get("partitions", 0),
+            "log_bytes": row.get("log_bytes", 0), "free_bytes": row.get("disk_free_bytes", 0),
+            "total_bytes": row.get("disk_total_bytes", 0),
+            "had_clean_shutdown": row.get("had_clean_shutdown")}
+
+
+# ---- stop ----------------------------------------------------------------------------------------
+def run_stop(args: argparse.Namespace) -> int:
+    from cluster import deploy
+    from cluster.head import current_head, stop_head_process
+
+    cluster = connect(args)
+    description = cluster.description
+    cluster.close()
+    stopped = deploy.shutdown(args.namespace)
+    head_processes = 0
+    stop_head = description.head_started_by_strata and not args.keep_head
+    if stop_head:
+        session_dir, gcs_address = current_head()
+        _end_driver()
+        head_processes = stop_head_process(session_dir, gcs_address)
+    else:
+        _end_driver()
+    document = {"namespace": args.namespace, "stopped": stopped is not None,
+                "log_dirs": list(description.log_dirs), "head_stopped": stop_head,
+                "head_processes": head_processes}
+    if args.json:
+        write(document)
+    else:
+        print(f"stopped Strata cluster {args.namespace}: {len(description.log_dirs)} log "
+              f"directories closed cleanly"
+              + (f"; Ray head stopped ({head_processes} processes)" if stop_head else ""))
+    return EXIT_OK
+
+
+# ---- helpers -------------------------------------------------------------------------------------
+def _end_driver() -> None:
+    """End this process's Ray driver, whoever started it (start and stop run as commands of
+    their own: their driver is theirs)."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+
+def _bytes(count: Any) -> str | None:
+    from cluster.tools.output import human_bytes
+
+    return None if count is None else human_bytes(int(count))

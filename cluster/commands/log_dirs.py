@@ -1,0 +1,102 @@
+"""``strata log-dirs describe``: Kafka's ``kafka-log-dirs.sh --describe``.
+
+``--json`` prints Kafka's document, one broker per host (numbered in host order; one host is
+broker 0)::
+
+    {"version":1,"brokers":[{"broker":0,"logDirs":[{"logDir":"/data/d0","error":null,
+      "totalBytes":..,"usableBytes":..,"partitions":[{"partition":"orders-0","size":..,
+      "offsetLag":0,"isFuture":false,"dirtyRatio":0.42}]}]}]}
+
+``totalBytes``/``usableBytes`` are the file system's (as in Kafka 3.3+, KIP-827); ``dirtyRatio``
+is ours (the share of a compacted log not cleaned yet; 0 for other logs). An offline directory has
+Kafka's ``KafkaStorageException`` as ``error``, no partitions, and ``offlineReason`` saying what
+failed. Without ``--json``: a table of directories and one of partitions.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from cluster.commands import add_common_args, connect, disconnect, write
+from cluster.tools import EXIT_OK
+
+STORAGE_ERROR = "org.apache.kafka.common.errors.KafkaStorageException"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("log-dirs", help="describe the log directories",
+                                   description="Kafka's kafka-log-dirs.sh for a Strata cluster.")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    describe = actions.add_parser(
+        "describe", help="directories, their partitions, sizes, free bytes and dirty ratios",
+        description="Every log directory with its partitions (size, dirty ratio), and the "
+                    "total and usable bytes of its file system. --json prints Kafka's document.")
+    add_common_args(describe, json_help="print Kafka's JSON document")
+    describe.add_argument("--topic-list", default=None,
+                          help="comma-separated topics to show (default: all)")
+    describe.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    cluster = connect(args)
+    try:
+        rows = cluster.stats()
+        hosts = cluster.description.node_hosts
+    finally:
+        disconnect()
+    topics = None if not args.topic_list else {t.strip() for t in args.topic_list.split(",")
+                                                if t.strip()}
+    document = describe(rows, hosts, topics)
+    if args.json:
+        write(document)
+    else:
+        _print(document)
+    return EXIT_OK
+
+
+def describe(rows: list[dict[str, Any]], hosts: dict[str, str],
+             topics: set[str] | None = None) -> dict[str, Any]:
+    """Kafka's log-dirs document from ``Cluster.stats()`` rows and the host of every
+    directory."""
+    host_ids = {h: i for i, h in enumerate(sorted(set(hosts.values())))}
+    partitions: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["kind"] == "partition" and (topics is None or r["topic"] in topics):
+            partitions.setdefault(r["log_dir"], []).append({
+                "partition": f"{r['topic']}-{r['partition']}", "size": r["size_bytes"],
+                "offsetLag": 0, "isFuture": False, "dirtyRatio": round(r["dirty_ratio"], 6)})
+    brokers: dict[int, list[dict[str, Any]]] = {}
+    for r in sorted((r for r in rows if r["kind"] == "log_dir"), key=lambda r: r["log_dir"]):
+        online = bool(r.get("online"))
+        entry = {"logDir": r["log_dir"], "error": None if online else STORAGE_ERROR,
+                 "partitions": sorted(partitions.get(r["log_dir"], []),
+                                      key=lambda p: _order(p["partition"])),
+                 "totalBytes": r.get("disk_total_bytes", -1),
+                 "usableBytes": r.get("disk_free_bytes", -1)}
+        if not online:
+            entry["offlineReason"] = r.get("offline_reason")
+        brokers.setdefault(host_ids.get(hosts.get(r["log_dir"], ""), 0), []).append(entry)
+    return {"version": 1, "brokers": [{"broker": b, "logDirs": dirs}
+                                      for b, dirs in sorted(brokers.items())]}
+
+
+def _order(name: str) -> tuple[str, int]:
+    topic, _, partition = name.rpartition("-")
+    return topic, int(partition)
+
+
+def _print(document: dict[str, Any]) -> None:
+    from cluster.tools.output import console, human_bytes, print_table
+
+    out = console()
+    dirs = [(b["broker"], d) for b in document["brokers"] for d in b["logDirs"]]
+    print_table(out, "log directories",
+                ["broker", "log dir", "error", "partitions", "size", "usable", "total"],
+                [(broker, d["logDir"], d.get("offlineReason") or d["error"],
+                  len(d["partitions"]), human_bytes(sum(p["size"] for p in d["partitions"])),
+                  human_bytes(d["usableBytes"]), human_bytes(d["totalBytes"]))
+                 for broker, d in dirs], wrap=["error"])
+    print_table(out, "partitions", ["partition", "log dir", "size", "dirty ratio"],
+                [(p["partition"], d["logDir"], human_bytes(p["size"]), f"{p['dirtyRatio']:.3f}")
+                 for _, d in dirs for p in d["partitions"]])

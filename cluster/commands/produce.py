@@ -1,0 +1,160 @@
+"""``strata produce TOPIC``: records from stdin or a file, one per line.
+
+A line is ``key<TAB>value`` (``--separator`` changes the tab) or, with ``--value-only``, a value.
+``--null-marker X`` makes a value equal to ``X`` a null (a tombstone on a compacted topic). Records
+go to ``--partition`` or, like Kafka's default partitioner, to ``murmur2(key) % partitions``;
+keyless records go to one partition per chunk of input, round robin (Kafka's sticky partitioner,
+roughly). Lines are read in chunks of about ``--batch-bytes``, encoded here into v2 batches and
+sent in pipelined calls (``Cluster.produce_batches``). Exit 1 when the cluster refuses a batch
+(earlier chunks stay stored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import IO, Any, Iterator
+
+from cluster.commands import add_common_args, connect, disconnect, write
+from cluster.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
+
+DEFAULT_BATCH_BYTES = 1 << 20
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "produce", help="append records read from stdin or a file",
+        description="Append records to a topic: one per line, key<TAB>value (or the value only "
+                    "with --value-only), read from --file or stdin.")
+    add_common_args(parser, json_help="print the summary as one JSON document")
+    parser.add_argument("topic")
+    parser.add_argument("--partition", type=int, default=None,
+                        help="the partition (default: by key, as Kafka's default partitioner)")
+    parser.add_argument("--file", default=None, help="read this file instead of stdin")
+    parser.add_argument("--value-only", action="store_true",
+                        help="every line is a value (records without key)")
+    parser.add_argument("--separator", default="\t", help="between key and value (default TAB)")
+    parser.add_argument("--null-marker", default=None,
+                        help="a value equal to this is stored as null (a tombstone)")
+    parser.add_argument("--flush", action="store_true",
+                        help="flush before acknowledging (the records are on disk on return)")
+    parser.add_argument("--batch-bytes", type=int, default=DEFAULT_BATCH_BYTES,
+                        help=f"bytes per record batch and per call (default {DEFAULT_BATCH_BYTES})")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from storage.errors import StorageError
+
+    if args.separator == "":
+        raise UsageError("--separator must not be empty")
+    source: IO[bytes]
+    if args.file:
+        try:
+            source = open(args.file, "rb")
+        except OSError as err:
+            raise UsageError(f"cannot read {args.file}: {err}") from None
+    else:
+        source = sys.stdin.buffer
+    cluster = connect(args)
+    totals: dict[str, Any] = {"topic": args.topic, "records": 0, "batches": 0, "calls": 0,
+                              "partitions": {}}
+    try:
+        count = _partition_count(cluster, args.topic)
+        if args.partition is not None and not 0 <= args.partition < count:
+            raise UsageError(f"topic {args.topic} has partitions 0..{count - 1}, "
+                             f"not {args.partition}")
+        sep = args.separator.encode()
+        null = None if args.null_marker is None else args.null_marker.encode()
+        for index, chunk in enumerate(_chunks(source, args.batch_bytes)):
+            records = _parse(chunk, sep, null, args.value_only)
+            by_partition = _route(records, args.partition, count, index)
+            _send(cluster, args.topic, by_partition, args, totals)
+    except StorageError as err:
+        print(f"strata produce: {type(err).__name__}: {err}", file=sys.stderr)
+        if args.json:
+            write({**totals, "error": f"{type(err).__name__}: {err}"})
+        return EXIT_PROBLEMS
+    finally:
+        if source is not sys.stdin.buffer:
+            source.close()
+        disconnect()
+    if args.json:
+        write(totals)
+    else:
+        print(f"produced {totals['records']} records to {args.topic} in {totals['batches']} "
+              f"batches ({totals['calls']} calls)", file=sys.stderr)
+    return EXIT_OK
+
+
+def _partition_count(cluster: Any, topic: str) -> int:
+    for info in cluster.list_topics():
+        if info.name == topic:
+            return max(info.partitions) + 1
+    raise UsageError(f"the cluster has no topic {topic} (create it with `strata topic create`)")
+
+
+def _chunks(source: IO[bytes], size: int) -> Iterator[list[tuple[int, bytes]]]:
+    """(line number, line without its newline) in chunks of about ``size`` bytes."""
+    chunk: list[tuple[int, bytes]] = []
+    held = 0
+    for number, line in enumerate(source, 1):
+        line = line.rstrip(b"\r\n") if line.endswith(b"\n") else line
+        chunk.append((number, line))
+        held += len(line)
+        if held >= size:
+            yield chunk
+            chunk, held = [], 0
+    if chunk:
+        yield chunk
+
+
+def _parse(chunk: list[tuple[int, bytes]], sep: bytes, null: bytes | None,
+           value_only: bool) -> list[Any]:
+    from storage.records import Record
+
+    now = int(time.time() * 1000)
+    records = []
+    for number, line in chunk:
+        if value_only:
+            key, value = None, line
+        else:
+            key, found, value = line.partition(sep)
+            if not found:
+                raise UsageError(f"line {number}: no separator {sep!r} between key and value "
+                                 "(use --value-only for lines without key)")
+        records.append(Record(key=key, value=None if null is not None and value == null
+                              else value, timestamp=now))
+    return records
+
+
+def _route(records: list[Any], partition: int | None, count: int,
+           chunk_index: int) -> dict[int, list[Any]]:
+    if partition is not None:
+        return {partition: records}
+    keyed = [r for r in records if r.key is not None]
+    out: dict[int, list[Any]] = {}
+    if keyed:
+        from cluster.partitioner import partitions_for_keys
+
+        for record, p in zip(keyed, partitions_for_keys([r.key for r in keyed], count)):
+            out.setdefault(int(p), []).append(record)
+    keyless = [r for r in records if r.key is None]
+    if keyless:
+        out.setdefault(chunk_index % count, []).extend(keyless)
+    return out
+
+
+def _send(cluster: Any, topic: str, by_partition: dict[int, list[Any]],
+          args: argparse.Namespace, totals: dict[str, Any]) -> None:
+    from cluster.client import encode_batches
+
+    items = [(topic, p, batch) for p, records in sorted(by_partition.items())
+             for batch in encode_batches(records, args.batch_bytes)]
+    result = cluster.produce_batches(items, flush=args.flush, batch_bytes=args.batch_bytes)
+    totals["records"] += result.records
+    totals["batches"] += result.batches
+    totals["calls"] += result.calls
+    for p, records in by_partition.items():
+        totals["partitions"][str(p)] = totals["partitions"].get(str(p), 0) + len(records)

@@ -1,0 +1,112 @@
+"""``strata topic create|list|delete``: topics of a running cluster, with Kafka's topic keys as
+overrides (``--config cleanup.policy=compact``). New partitions go to the directories with the
+most room (``cluster.placement``)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from cluster.commands import (add_common_args, connect, disconnect, jsonable,
+                               parse_config, write)
+from cluster.tools import EXIT_OK, UsageError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("topic", help="create, list or delete topics",
+                                   description="Create, list or delete the topics of a cluster.")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    create = actions.add_parser("create", help="create a topic",
+                                description="Create a topic; its partitions are spread over the "
+                                            "log directories with the most room.")
+    add_common_args(create)
+    create.add_argument("topic")
+    create.add_argument("--partitions", type=int, default=1)
+    create.add_argument("--config", action="append", metavar="KEY=VALUE",
+                        help="a topic override with Kafka's key (repeatable), "
+                             "e.g. cleanup.policy=compact")
+    create.set_defaults(handler=run_create)
+
+    listing = actions.add_parser("list", help="list the topics",
+                                 description="The topics, their partitions' directories and "
+                                             "their overrides.")
+    add_common_args(listing)
+    listing.set_defaults(handler=run_list)
+
+    delete = actions.add_parser("delete", help="delete a topic",
+                                description="Delete every partition of a topic (Kafka's "
+                                            "asynchronous delete: the files go after "
+                                            "file.delete.delay.ms).")
+    add_common_args(delete)
+    delete.add_argument("topic")
+    delete.set_defaults(handler=run_delete)
+
+
+def run_create(args: argparse.Namespace) -> int:
+    from cluster.errors import TopicExistsError
+    from storage.errors import StorageError
+
+    if args.partitions < 1:
+        raise UsageError("--partitions must be at least 1")
+    cluster = connect(args)
+    try:
+        info = cluster.create_topic(args.topic, args.partitions, parse_config(args.config))
+    except TopicExistsError as err:
+        raise UsageError(str(err)) from None
+    except StorageError as err:   # an invalid name or setting
+        raise UsageError(str(err)) from None
+    finally:
+        disconnect()
+    if args.json:
+        write(_topic(info))
+    else:
+        print(f"created topic {info.name} with {len(info.partitions)} partitions")
+        _table([info])
+    return EXIT_OK
+
+
+def run_list(args: argparse.Namespace) -> int:
+    cluster = connect(args)
+    try:
+        topics = cluster.list_topics()
+    finally:
+        disconnect()
+    if args.json:
+        write({"topics": [_topic(t) for t in topics]})
+    else:
+        _table(topics)
+    return EXIT_OK
+
+
+def run_delete(args: argparse.Namespace) -> int:
+    from cluster.errors import UnknownTopicError
+
+    cluster = connect(args)
+    try:
+        deleted = cluster.delete_topic(args.topic)
+    except UnknownTopicError as err:
+        raise UsageError(str(err)) from None
+    finally:
+        disconnect()
+    if args.json:
+        write({"topic": args.topic, "partitions_deleted": deleted})
+    else:
+        print(f"deleted topic {args.topic} ({deleted} partitions)")
+    return EXIT_OK
+
+
+def _topic(info: Any) -> dict[str, Any]:
+    return {"name": info.name, "partitions": {str(p): d for p, d in sorted(info.partitions.items())},
+            "config": dict(info.config)}
+
+
+def _table(topics: list[Any]) -> None:
+    from cluster.tools.output import console, print_table
+
+    rows = [(t.name, p, d, ", ".join(f"{k}={v}" for k, v in sorted(t.config.items())) or None)
+            for t in topics for p, d in sorted(t.partitions.items())]
+    print_table(console(), None, ["topic", "partition", "log dir", "overrides"], rows,
+                wrap=["overrides"])
+
+

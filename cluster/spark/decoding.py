@@ -1,0 +1,231 @@
+"""Stored record batches -> Arrow record batches, the rows of ``spark.read.format("strata")``.
+
+Columns, as Spark's own Kafka source names them::
+
+    topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, key BINARY, value BINARY,
+    headers ARRAY<STRUCT<key: STRING, value: BINARY>>
+
+With ``valueFormat=msgpack`` the ``value`` column is replaced by the fields of the value schema,
+decoded from each value's msgpack map (a missing field, or a tombstone, gives nulls).
+
+Uncompressed v2 batches (what the Spark writer sends) are decoded column-wise: one
+``walk_records`` kernel call locates every field, one ``gather`` call per column copies keys and
+values into Arrow buffers; nothing per record runs in Python except headers, when a record has
+some. Compressed and legacy batches go through ``RecordBatch.records()``. Control batches are
+skipped; a timestamp of -1 (none) reads as null.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import msgpack
+import numpy as np
+import pyarrow as pa
+
+from cluster.spark import kernels as spark_kernels
+from cluster.spark.errors import ValueDecodeError
+from storage import kernels
+from storage.records import (
+    HEADER_SIZE,
+    MAGIC,
+    NO_TIMESTAMP,
+    TIMESTAMP_TYPE_MASK,
+    Compression,
+    RecordBatch,
+    decode_varint,
+)
+
+HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
+FIXED_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
+READ_DDL = ("topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, key BINARY, "
+            "value BINARY, headers ARRAY<STRUCT<key: STRING, value: BINARY>>")
+DEFAULT_ROWS_PER_BATCH = 1 << 16
+
+Header = tuple[str, bytes | None]
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """The wanted records of one stored batch, column-wise."""
+
+    offsets: np.ndarray
+    timestamps: np.ndarray
+    keys: pa.Array
+    values: pa.Array
+    headers: list[list[Header]] | None     # None: no record of the piece has headers
+
+
+def decode_batch(batch: RecordBatch, start: int, end: int) -> _Piece | None:
+    """The records of ``batch`` with offsets in ``[start, end)``; None when there are none."""
+    if batch.is_control or batch.records_count == 0 or batch.last_offset < start:
+        return None
+    header = batch.header
+    if batch.magic != MAGIC or header.attributes & 0x07 != Compression.NONE:
+        return _decode_records(batch, start, end)
+    count = header.records_count
+    buf = kernels.as_input(batch.buffer)
+    fields = np.empty((kernels.RECORD_ROWS, count), dtype=np.int64)
+    _read, status, _where = kernels.walk_records(buf, HEADER_SIZE, len(buf), fields)
+    if status != kernels.OK:
+        return _decode_records(batch, start, end)       # raises the typed CorruptRecordError
+    offsets = header.base_offset + fields[kernels.REC_OFFSET_DELTA]
+    if header.attributes & TIMESTAMP_TYPE_MASK:
+        timestamps = np.full(count, header.max_timestamp, dtype=np.int64)
+    else:
+        timestamps = header.base_timestamp + fields[kernels.REC_TIMESTAMP_DELTA]
+    if offsets[0] < start or offsets[-1] >= end:
+        wanted = (offsets >= start) & (offsets < end)
+        fields = fields[:, wanted]
+        offsets, timestamps = offsets[wanted], timestamps[wanted]
+        if not len(offsets):
+            return None
+    keys = _binary(buf, fields[kernels.REC_KEY_POS], fields[kernels.REC_KEY_LEN])
+    values = _binary(buf, fields[kernels.REC_VALUE_POS], fields[kernels.REC_VALUE_LEN])
+    counts = fields[kernels.REC_HEADER_COUNT]
+    headers = None
+    if counts.any():
+        data = bytes(batch.buffer)
+        headers = [_decode_headers(data, int(p), int(c)) if c else []
+                   for p, c in zip(fields[kernels.REC_HEADERS_POS], counts)]
+    return _Piece(offsets, timestamps, keys, values, headers)
+
+
+def _decode_records(batch: RecordBatch, start: int, end: int) -> _Piece | None:
+    records = [r for r in batch.records() if start <= r.offset < end]
+    if not records:
+        return None
+    headers = [list(r.headers) for r in records]
+    return _Piece(np.fromiter((r.offset for r in records), np.int64, len(records)),
+                  np.fromiter((r.timestamp for r in records), np.int64, len(records)),
+                  pa.array([r.key for r in records], pa.binary()),
+                  pa.array([r.value for r in records], pa.binary()),
+                  headers if any(headers) else None)
+
+
+def _binary(buf: np.ndarray, positions: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    data, offsets = spark_kernels.gather_column(buf, positions, lengths)
+    nulls = lengths < 0
+    null_count = int(nulls.sum())
+    validity = pa.py_buffer(np.packbits(~nulls, bitorder="little")) if null_count else None
+    return pa.Array.from_buffers(pa.binary(), len(lengths),
+                                 [validity, pa.py_buffer(offsets), pa.py_buffer(data)],
+                                 null_count=null_count)
+
+
+def _decode_headers(data: bytes, pos: int, count: int) -> list[Header]:
+    headers: list[Header] = []
+    for _ in range(count):
+        key_len, pos = decode_varint(data, pos)
+        key = data[pos:pos + key_len].decode("utf-8", "replace")
+        pos += key_len
+        value_len, pos = decode_varint(data, pos)
+        if value_len < 0:
+            headers.append((key, None))
+        else:
+            headers.append((key, data[pos:pos + value_len]))
+            pos += value_len
+    return headers
+
+
+# ---- values as msgpack maps ----------------------------------------------------------------------
+class MsgpackValues:
+    """Decodes binary values holding msgpack maps into one Arrow column per field."""
+
+    def __init__(self, fields: list[tuple[str, pa.DataType]]) -> None:
+        self.fields = fields
+
+    def columns(self, values: pa.Array, topic: str, partition: int,
+                offsets: np.ndarray) -> list[pa.Array]:
+        rows = []
+        for i, raw in enumerate(values.to_pylist()):
+            if raw is None:
+                rows.append(None)
+                continue
+            try:
+                row = msgpack.unpackb(raw, timestamp=3)
+            except (ValueError, msgpack.exceptions.UnpackException) as err:
+                raise ValueDecodeError(
+                    f"the value of {topic}-{partition} at offset {int(offsets[i])} is not "
+                    f"msgpack: {err}", topic=topic, partition=partition,
+                    offset=int(offsets[i])) from None
+            if not isinstance(row, dict):
+                raise ValueDecodeError(
+                    f"the value of {topic}-{partition} at offset {int(offsets[i])} is a msgpack "
+                    f"{type(row).__name__}, not a map", topic=topic, partition=partition,
+                    offset=int(offsets[i]))
+            rows.append(row)
+        out = []
+        for name, kind in self.fields:
+            column = [None if r is None else r.get(name) for r in rows]
+            try:
+                out.append(pa.array(column, kind))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as err:
+                raise ValueDecodeError(
+                    f"field {name!r} of the msgpack values of {topic}-{partition} does not fit "
+                    f"{kind}: {err}", topic=topic, partition=partition, field=name) from None
+        return out
+
+
+# ---- assembling Arrow batches ----------------------------------------------------------------------
+def arrow_batches(batches: Iterable[RecordBatch], topic: str, partition: int, start: int,
+                  end: int, *, values: MsgpackValues | None = None,
+                  rows_per_batch: int = DEFAULT_ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
+    """Arrow record batches of about ``rows_per_batch`` rows (one stored batch is never split)."""
+    pending: list[_Piece] = []
+    rows = 0
+    for batch in batches:
+        piece = decode_batch(batch, start, end)
+        if piece is None:
+            continue
+        pending.append(piece)
+        rows += len(piece.offsets)
+        if rows >= rows_per_batch:
+            yield _assemble(pending, topic, partition, values)
+            pending, rows = [], 0
+    if pending:
+        yield _assemble(pending, topic, partition, values)
+
+
+def _assemble(pieces: list[_Piece], topic: str, partition: int,
+              values: MsgpackValues | None) -> pa.RecordBatch:
+    offsets = np.concatenate([p.offsets for p in pieces])
+    timestamps = np.concatenate([p.timestamps for p in pieces])
+    n = len(offsets)
+    ts_nulls = timestamps == NO_TIMESTAMP
+    ts = pa.array(timestamps * 1000, pa.int64(), mask=ts_nulls if ts_nulls.any() else None)
+    keys = pa.concat_arrays([p.keys for p in pieces])
+    value_column = pa.concat_arrays([p.values for p in pieces])
+    columns: list[pa.Array] = [
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.array(np.full(n, partition, dtype=np.int32)),
+        pa.array(offsets),
+        ts.cast(TIMESTAMP_TYPE),
+        keys,
+    ]
+    names = ["topic", "partition", "offset", "timestamp", "key"]
+    if values is None:
+        columns.append(value_column)
+        names.append("value")
+    else:
+        columns.extend(values.columns(value_column, topic, partition, offsets))
+        names.extend(name for name, _ in values.fields)
+    columns.append(_headers(pieces, n))
+    names.append("headers")
+    return pa.RecordBatch.from_arrays(columns, names=names)
+
+
+def _headers(pieces: list[_Piece], n: int) -> pa.Array:
+    if all(p.headers is None for p in pieces):
+        empty = pa.array([], HEADERS_TYPE.value_type)
+        return pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)), empty,
+                                        type=HEADERS_TYPE)
+    rows: list[list[dict[str, object]]] = []
+    for p in pieces:
+        if p.headers is None:
+            rows.extend([] for _ in range(len(p.offsets)))
+        else:
+            rows.extend([{"key": k, "value": v} for k, v in h] for h in p.headers)
+    return pa.array(rows, HEADERS_TYPE)

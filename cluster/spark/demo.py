@@ -1,0 +1,235 @@
+"""The main job (``./scripts/demo``): a local Strata cluster over three directories under
+``./data/demo``, fed by Spark, compacted, checked with Spark SQL, and described by ``strata-stats``.
+
+1. start a Ray head (with its dashboard) and the cluster: three log directories, two cleaners;
+2. create ``accounts`` (compacted) and ``events`` (time-retained, 1 h);
+3. a Spark job writes ~1 M keyed records over tens of thousands of keys (some tombstones) into
+   ``accounts`` and the same events, as msgpack-packed columns, into ``events``;
+4. every partition of ``accounts`` is rolled and cleaned;
+5. Spark SQL checks that ``accounts`` now equals the latest value per key of the input;
+6. the per-actor statistics table from ``strata-stats``; the dashboard address;
+7. everything shut down cleanly.
+
+Run ``python -m cluster.spark.demo --help`` for the sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+ACCOUNTS = "accounts"
+EVENTS = "events"
+PARTITIONS = 6
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/demo", description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--keys", type=int, default=40_000)
+    parser.add_argument("--data", default="data/demo", help="where the three directories go")
+    args = parser.parse_args(argv)
+    console = Console(width=max(Console().width, 120))
+    started = time.monotonic()
+    root = Path(args.data).resolve()
+    shutil.rmtree(root, ignore_errors=True)
+    dirs = [str(root / f"disk{i}") for i in range(3)]
+
+    import ray
+
+    from cluster import Cluster
+    from cluster.head import head_resources
+
+    with console.status("starting Ray and the Strata cluster"):
+        context = ray.init(address="local", resources=head_resources(dirs),
+                           include_dashboard=True, dashboard_host="127.0.0.1",
+                           logging_level="ERROR", log_to_driver=False)
+        cluster = Cluster.start(log_dirs=dirs, cleaners=2, namespace="strata-demo",
+                                config={"log.cleaner.backoff.ms": 500})
+    dashboard = f"http://{context.dashboard_url}" if context.dashboard_url else "(not running)"
+    console.print(f"[bold]cluster[/] up: {len(dirs)} log directories under {root}, 2 cleaners; "
+                  f"Ray dashboard at {dashboard}")
+    spark = None
+    try:
+        cluster.create_topic(ACCOUNTS, PARTITIONS, {
+            "cleanup.policy": "compact", "segment.bytes": 8 << 20,
+            "min.cleanable.dirty.ratio": 0.2, "delete.retention.ms": 3_600_000})
+        cluster.create_topic(EVENTS, PARTITIONS, {
+            "cleanup.policy": "delete", "retention.ms": 3_600_000, "segment.bytes": 16 << 20})
+        with console.status("starting Spark"):
+            from cluster.spark.session import local_session, ray_address
+
+            spark = local_session(ray_address=ray_address(), app_name="strata-demo")
+        run_job(console, spark, cluster, args.records, args.keys)
+    finally:
+        with console.status("shutting down"):
+            if spark is not None:
+                spark.stop()
+            cluster.stop()
+            ray.shutdown()
+    console.print(f"[bold green]done[/] in {time.monotonic() - started:.0f} s; the logs stay in "
+                  f"{root} (valid Kafka segments: `strata dump-log {dirs[0]}/...`)")
+    return 0
+
+
+def run_job(console: Console, spark: Any, cluster: Any, records: int, keys: int) -> None:
+    from pyspark.sql import functions as F
+
+    ns = cluster.namespace
+    start_ms = int(time.time() * 1000) - records      # recent: events keeps the last hour
+    source = (spark.range(0, records, numPartitions=4)
+              .withColumn("account", F.concat(F.lit("acct-"), (F.col("id") * 7919 % keys)
+                                              .cast("string")))
+              .withColumn("amount", (F.col("id") % 10_000) / 100.0)
+              .withColumn("ts", F.timestamp_millis(F.lit(start_ms) + F.col("id")))
+              .withColumnRenamed("id", "seq"))
+    source.createOrReplaceTempView("source")
+    accounts = spark.sql("""
+        SELECT account AS key, seq,
+               CASE WHEN seq % 40 = 0 THEN NULL
+                    ELSE concat('{"balance": ', cast(amount AS STRING), ', "seq": ',
+                                cast(seq AS STRING), ', "note": "', repeat('x', 40), '"}') END
+               AS value
+        FROM source""").repartition(4, "key").sortWithinPartitions("seq")
+
+    with _progress(console) as progress:
+        _write(progress, cluster, ACCOUNTS, records, lambda: (
+            accounts.select("key", "value").write.format("strata").option("topic", ACCOUNTS)
+            .option("namespace", ns).mode("append").save()))
+        _write(progress, cluster, EVENTS, records, lambda: (
+            source.selectExpr("account AS key", "ts AS timestamp", "seq", "account", "amount")
+            .write.format("strata").option("topic", EVENTS).option("namespace", ns)
+            .mode("append").save()))
+        task = progress.add_task(f"compacting {ACCOUNTS}", total=PARTITIONS)
+        for partition in range(PARTITIONS):
+            cluster.trigger_clean(ACCOUNTS, partition, roll=True, wait=True, timeout_s=600)
+            progress.advance(task)
+
+    with console.status("checking the compacted topic with Spark SQL"):
+        accounts.createOrReplaceTempView("input")
+        (spark.read.format("strata").option("topic", ACCOUNTS).option("namespace", ns).load()
+         .createOrReplaceTempView("compacted"))
+        spark.sql("""
+            SELECT key, value FROM (
+                SELECT key, value, row_number() OVER (PARTITION BY key ORDER BY seq DESC) AS n
+                FROM input) WHERE n = 1""").createOrReplaceTempView("oracle")
+        spark.sql("SELECT cast(key AS STRING) AS key, cast(value AS STRING) AS value "
+                  "FROM compacted").createOrReplaceTempView("kept")
+        check = spark.sql("""
+            SELECT (SELECT count(*) FROM kept) AS kept,
+                   (SELECT count(DISTINCT key) FROM kept) AS kept_keys,
+                   (SELECT count(*) FROM oracle) AS oracle_keys,
+                   (SELECT count(*) FROM oracle WHERE value IS NULL) AS tombstones,
+                   (SELECT count(*) FROM (SELECT * FROM oracle EXCEPT ALL SELECT * FROM kept))
+                       AS missing,
+                   (SELECT count(*) FROM (SELECT * FROM kept EXCEPT ALL SELECT * FROM oracle))
+                       AS extra""").first()
+        events = (spark.read.format("strata").option("topic", EVENTS).option("namespace", ns)
+                  .option("valueFormat", "msgpack")
+                  .option("valueSchema", "seq BIGINT, account STRING, amount DOUBLE").load())
+        events_check = events.selectExpr("count(*) AS n", "count(DISTINCT seq) AS seqs",
+                                         "round(sum(amount), 2) AS total").first()
+        expected_total = spark.sql("SELECT round(sum(amount), 2) AS t FROM source").first().t
+    ok = check.missing == 0 and check.extra == 0 and check.kept == check.kept_keys
+    colour = "green" if ok else "red"
+    console.print(
+        f"[bold {colour}]{ACCOUNTS}[/]: {records:,} records compacted to {check.kept:,} "
+        f"(one per key: {check.kept_keys:,} keys, {check.tombstones:,} of them tombstones); "
+        f"latest-per-key oracle: {check.missing} missing, {check.extra} extra -> "
+        f"{'EQUAL' if ok else 'DIFFERENT'}")
+    events_ok = events_check.n == events_check.seqs == records and \
+        events_check.total == expected_total
+    console.print(
+        f"[bold {'green' if events_ok else 'red'}]{EVENTS}[/]: {events_check.n:,} events read "
+        f"back through msgpack columns, amounts sum to {events_check.total:,} "
+        f"(input {expected_total:,})")
+    _stats_table(console, spark, ns)
+    if not ok or not events_ok:
+        raise SystemExit("the check failed")
+
+
+def _write(progress: Progress, cluster: Any, topic: str, records: int,
+           job: Callable[[], None]) -> None:
+    """Run the Spark write while a bar follows the topic's log end offsets."""
+    task = progress.add_task(f"feeding {topic} from Spark", total=records)
+    layout = cluster.topic_layout(topic)
+    done = threading.Event()
+
+    def follow() -> None:
+        while not done.wait(0.5):
+            try:
+                stored = sum(end for _, end in cluster.end_offsets(layout).values())
+            except Exception:  # noqa: BLE001 - the bar is cosmetic; the job reports errors
+                continue
+            progress.update(task, completed=stored)
+
+    watcher = threading.Thread(target=follow, name=f"progress-{topic}", daemon=True)
+    watcher.start()
+    started = time.monotonic()
+    try:
+        job()
+    finally:
+        done.set()
+        watcher.join()
+    elapsed = time.monotonic() - started
+    stored = sum(end for _, end in cluster.end_offsets(layout).values())
+    progress.update(task, completed=stored,
+                    description=f"fed {topic}: {stored / elapsed:,.0f} records/s")
+
+
+def _stats_table(console: Console, spark: Any, namespace: str) -> None:
+    stats = spark.read.format("strata-stats").option("namespace", namespace).load()
+    stats.createOrReplaceTempView("stats")
+    rows = spark.sql("""
+        SELECT role, actor, directory, topic, partition, size_bytes, log_end_offset, dirty_ratio,
+               cleans, last_clean_mb_per_sec, buffer_utilization, rss_bytes, cpu_percent,
+               uncleanable, online
+        FROM stats WHERE role != 'partition'
+        UNION ALL
+        SELECT 'topic', NULL, NULL, topic, count(*), sum(size_bytes), sum(log_end_offset),
+               max(dirty_ratio), NULL, NULL, NULL, NULL, NULL, max(uncleanable), min(online)
+        FROM stats WHERE role = 'partition' GROUP BY topic
+        ORDER BY role, actor, topic""").collect()
+    table = Table(title="strata-stats (per actor; partitions summed per topic)")
+    for name in ("role", "name", "MB", "records", "dirty", "cleans", "clean MB/s", "map use",
+                 "RSS MB", "CPU %", "flags"):
+        table.add_column(name, justify="left" if name in ("role", "name") else "right",
+                         no_wrap=True)
+    for r in rows:
+        if r.role == "topic":
+            name = f"{r.topic} ({r.partition} partitions)"
+        elif r.role == "log_dir":
+            name = Path(r.directory).name
+        else:
+            name = r.actor.removeprefix("strata-").split("@")[0]
+        flags = ", ".join(f for f, on in (("uncleanable", r.uncleanable),
+                                          ("OFFLINE", r.online is False)) if on)
+        table.add_row(r.role, name, _num(r.size_bytes, 1e6, "{:,.1f}"),
+                      _num(r.log_end_offset, 1, "{:,.0f}"), _num(r.dirty_ratio, 1, "{:.2f}"),
+                      _num(r.cleans, 1, "{:,.0f}"), _num(r.last_clean_mb_per_sec, 1, "{:,.1f}"),
+                      _num(r.buffer_utilization, 0.01, "{:.1f}%"), _num(r.rss_bytes, 2**20,
+                                                                        "{:,.0f}"),
+                      _num(r.cpu_percent, 1, "{:.0f}"), flags)
+    console.print(table)
+
+
+def _num(value: float | None, unit: float, fmt: str) -> str:
+    return "" if value is None else fmt.format(value / unit)
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=console)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

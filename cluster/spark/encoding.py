@@ -1,0 +1,318 @@
+"""DataFrame rows (Arrow record batches, as Spark hands them to a writer task) -> RecordBatch v2
+batches for the partitions of one topic, stamped as an idempotent producer.
+
+Input columns (``WritePlan`` says which are present; the planner checked their types):
+
+* ``key``: BINARY or STRING; null = no key (refused for a compacted topic);
+* ``value``: BINARY or STRING; null = tombstone. Without a ``value`` column every other column
+  is packed, per row, into a msgpack map ``{column: value}`` that becomes the value (TIMESTAMP
+  as a msgpack Timestamp, DATE as ISO text, DECIMAL as a float64);
+* ``partition`` INT (optional; null or absent = Kafka's default partitioner: murmur2 of the key,
+  round robin for rows without a key), ``timestamp`` TIMESTAMP or BIGINT ms (optional; absent or
+  null = the time of the write), ``headers`` ARRAY<STRUCT<key: STRING, value: BINARY>> (optional).
+
+Exactly once under Spark task retries: a task is one producer whose id is derived from the write
+job and the Spark partition (``producer_id``), epoch 0, and whose sequences count the records it
+sent to each log partition from 0. The batches depend only on the task's input rows and their
+order, so a retried task re-sends the same batches with the same sequences, and the log drops
+those it already holds (``storage.producer_state``); a batch is appended whole or not at all.
+
+Per-record work is done by Arrow, numpy and the storage kernels; the Python loop runs per Arrow
+batch and per log partition, except for msgpack packing and headers, which are per record.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import operator
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cluster.partitioner import partitions_for_keys
+from cluster.spark.errors import WriteRejectedError
+from storage.kernels import MAX_RECORD_OVERHEAD
+from storage.records import HEADER_SIZE, Compression, Record, build_batch, build_batch_columns
+
+RESERVED_COLUMNS = ("key", "value", "partition", "timestamp", "headers")
+PRODUCER_PARTITION_BITS = 24
+PRODUCER_EPOCH = 0
+DEFAULT_BATCH_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """What every writer task of one write job needs; made by the planner, pickled to the tasks."""
+
+    topic: str
+    address: str
+    namespace: str
+    partitions: int
+    compact: bool
+    max_message_bytes: int
+    batch_bytes: int
+    producer_nonce: int            # random per write job; see producer_id
+    has_key: bool
+    has_value: bool
+    packed_columns: tuple[str, ...]
+    has_partition: bool
+    has_timestamp: bool
+    has_headers: bool
+    compression: Compression = Compression.NONE
+    flush: bool = True
+
+    def producer_id(self, spark_partition: int) -> int:
+        """The producer id of one Spark partition of this job: the same for every attempt of
+        the task, different for every other task and (with the random nonce) every other job."""
+        if not 0 <= spark_partition < 1 << PRODUCER_PARTITION_BITS:
+            raise WriteRejectedError(f"Spark partition id {spark_partition} is out of range",
+                                     spark_partition=spark_partition)
+        return (self.producer_nonce << PRODUCER_PARTITION_BITS) | spark_partition
+
+    @property
+    def batch_limit(self) -> int:
+        return min(self.batch_bytes, self.max_message_bytes)
+
+
+@dataclass
+class _Pending:
+    keys: list[bytes | None] = field(default_factory=list)
+    values: list[bytes | None] = field(default_factory=list)
+    timestamps: list[np.ndarray] = field(default_factory=list)
+    headers: list[tuple[tuple[str, bytes | None], ...]] | None = None
+    bound: int = HEADER_SIZE
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+class BatchEncoder:
+    """Encodes one writer task's rows. Not thread-safe; one per task."""
+
+    def __init__(self, plan: WritePlan, spark_partition: int, *,
+                 now_ms: int | None = None) -> None:
+        self.plan = plan
+        self.spark_partition = spark_partition
+        self.producer_id = plan.producer_id(spark_partition)
+        self._now_ms = now_ms
+        self._sequences = [0] * plan.partitions
+        self._pending: dict[int, _Pending] = {}
+        self._round_robin = spark_partition % plan.partitions
+        self._packer = msgpack.Packer(default=_msgpack_default)
+        self.rows = 0
+        self.batches_built = 0
+        self.bytes_built = 0
+
+    def batches(self, rows: Iterable[pa.RecordBatch]) -> Iterator[tuple[str, int, bytes]]:
+        """``(topic, partition, v2 batch)`` in the order they must be appended."""
+        for arrow_batch in rows:
+            if arrow_batch.num_rows:
+                yield from self._add(arrow_batch)
+        for partition in sorted(self._pending):
+            if self._pending[partition]:
+                yield self._flush(partition)
+
+    # ---- one Arrow batch -----------------------------------------------------------------------
+    def _add(self, batch: pa.RecordBatch) -> Iterator[tuple[str, int, bytes]]:
+        plan = self.plan
+        n = batch.num_rows
+        first_row = self.rows
+        self.rows += n
+        if plan.has_key:
+            key_column = _as_binary(batch.column("key"))
+            keys = key_column.to_pylist()
+            key_lens = pc.binary_length(key_column).fill_null(0).to_numpy(zero_copy_only=False)
+            if plan.compact and key_column.null_count:
+                row = first_row + int(np.flatnonzero(
+                    key_column.is_null().to_numpy(zero_copy_only=False))[0])
+                raise WriteRejectedError(
+                    f"row {row} of Spark partition {self.spark_partition} has a null key, but "
+                    f"topic {plan.topic} is compacted (cleanup.policy=compact needs a key on "
+                    f"every record)", topic=plan.topic, row=row)
+        else:
+            key_column = None
+            keys = [None] * n
+            key_lens = np.zeros(n, dtype=np.int64)
+        if plan.has_value:
+            value_column = _as_binary(batch.column("value"))
+            values = value_column.to_pylist()
+            value_lens = pc.binary_length(value_column).fill_null(0).to_numpy(
+                zero_copy_only=False)
+        else:
+            pack = self._packer.pack
+            try:
+                values = [pack(row) for row in batch.select(list(plan.packed_columns)).to_pylist()]
+            except TypeError as err:
+                raise WriteRejectedError(f"cannot pack the columns {list(plan.packed_columns)} "
+                                         f"into msgpack: {err}", topic=plan.topic) from None
+            value_lens = np.fromiter(map(len, values), dtype=np.int64, count=n)
+        headers = self._headers(batch) if plan.has_headers else None
+        header_lens = (np.fromiter((sum(len(k) + len(v or b"") + 10 for k, v in h)
+                                    for h in headers), dtype=np.int64, count=n)
+                       if headers is not None else 0)
+        bounds = key_lens.astype(np.int64) + value_lens + header_lens + MAX_RECORD_OVERHEAD
+        partitions = self._partitions(batch, key_column, keys, n)
+        timestamps = self._timestamps(batch, n)
+        self._check_sizes(bounds, keys, values, timestamps, first_row)
+        order = np.argsort(partitions, kind="stable")
+        sorted_parts = partitions[order]
+        cuts = np.flatnonzero(np.diff(sorted_parts)) + 1
+        for group in np.split(order, cuts):
+            partition = int(partitions[group[0]])
+            yield from self._append(partition, group, keys, values, timestamps, headers, bounds)
+
+    def _append(self, partition: int, rows: np.ndarray, keys: list[bytes | None],
+                values: list[bytes | None], timestamps: np.ndarray,
+                headers: list[tuple[tuple[str, bytes | None], ...]] | None,
+                bounds: np.ndarray) -> Iterator[tuple[str, int, bytes]]:
+        limit = self.plan.batch_limit
+        pending = self._pending.setdefault(partition, _Pending())
+        cumulative = np.cumsum(bounds[rows])
+        i = 0
+        while i < len(rows):
+            done = int(cumulative[i - 1]) if i else 0
+            fit = int(np.searchsorted(cumulative, done + limit - pending.bound, side="right")) - i
+            if fit <= 0:
+                if pending:
+                    yield self._flush(partition)
+                    pending = self._pending.setdefault(partition, _Pending())
+                    continue
+                fit = 1                      # a record that fits max.message.bytes only alone
+            chosen = rows[i:i + fit]
+            pending.keys.extend(_pick(keys, chosen))
+            pending.values.extend(_pick(values, chosen))
+            pending.timestamps.append(timestamps[chosen])
+            if headers is not None:
+                if pending.headers is None:
+                    pending.headers = [()] * (len(pending.keys) - len(chosen))
+                pending.headers.extend(_pick(headers, chosen))
+            elif pending.headers is not None:
+                pending.headers.extend([()] * len(chosen))
+            pending.bound += int(cumulative[i + fit - 1]) - done
+            i += fit
+
+    def _flush(self, partition: int) -> tuple[str, int, bytes]:
+        plan = self.plan
+        pending = self._pending.pop(partition)
+        sequence = self._sequences[partition]
+        timestamps = np.concatenate(pending.timestamps)
+        common = {"producer_id": self.producer_id, "producer_epoch": PRODUCER_EPOCH,
+                  "base_sequence": sequence, "compression": plan.compression}
+        if pending.headers is not None and any(pending.headers):
+            data = build_batch([Record(k, v, int(t), h) for k, v, t, h in
+                                zip(pending.keys, pending.values, timestamps.tolist(),
+                                    pending.headers)], **common)
+        else:
+            data = build_batch_columns(pending.keys, pending.values, timestamps, **common)
+        self._sequences[partition] = sequence + len(pending)
+        self.batches_built += 1
+        self.bytes_built += len(data)
+        return plan.topic, partition, data
+
+    # ---- columns ---------------------------------------------------------------------------------
+    def _partitions(self, batch: pa.RecordBatch, key_column: pa.Array | None,
+                    keys: list[bytes | None], n: int) -> np.ndarray:
+        count = self.plan.partitions
+        out = np.empty(n, dtype=np.int64)
+        given = None
+        if self.plan.has_partition:
+            column = batch.column("partition")
+            given = ~column.is_null().to_numpy(zero_copy_only=False)
+            values = column.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+            bad = given & ((values < 0) | (values >= count))
+            if bad.any():
+                row = int(np.flatnonzero(bad)[0])
+                raise WriteRejectedError(
+                    f"row {self.rows - n + row} of Spark partition {self.spark_partition} asks "
+                    f"for partition {int(values[row])}, but topic {self.plan.topic} has "
+                    f"partitions 0..{count - 1}", topic=self.plan.topic,
+                    partition=int(values[row]))
+            out[:] = values
+        has_key = (np.ones(n, dtype=bool) if key_column is not None and not key_column.null_count
+                   else np.array([k is not None for k in keys], dtype=bool))
+        hashed = has_key if given is None else has_key & ~given
+        if hashed.all():
+            out[:] = partitions_for_keys(keys, count)
+        elif hashed.any():
+            where = np.flatnonzero(hashed)
+            out[where] = partitions_for_keys(_pick(keys, where), count)
+        spread = ~has_key if given is None else ~has_key & ~given
+        if spread.any():
+            where = np.flatnonzero(spread)
+            out[where] = (self._round_robin + np.arange(len(where))) % count
+            self._round_robin = (self._round_robin + len(where)) % count
+        return out
+
+    def _timestamps(self, batch: pa.RecordBatch, n: int) -> np.ndarray:
+        now = self._now_ms if self._now_ms is not None else int(time.time() * 1000)
+        if not self.plan.has_timestamp:
+            return np.full(n, now, dtype=np.int64)
+        column = batch.column("timestamp")
+        if pa.types.is_timestamp(column.type):
+            column = pc.cast(column.cast(pa.timestamp("ms", tz=column.type.tz)), pa.int64())
+        else:
+            column = column.cast(pa.int64())
+        return column.fill_null(now).to_numpy(zero_copy_only=False).astype(np.int64)
+
+    def _headers(self, batch: pa.RecordBatch) -> list[tuple[tuple[str, bytes | None], ...]]:
+        out = []
+        for row in batch.column("headers").to_pylist():
+            if not row:
+                out.append(())
+                continue
+            out.append(tuple((h["key"], h["value"].encode() if isinstance(h["value"], str)
+                              else h["value"]) for h in row if h is not None))
+        return out
+
+    def _check_sizes(self, bounds: np.ndarray, keys: list[bytes | None],
+                     values: list[bytes | None], timestamps: np.ndarray, first_row: int) -> None:
+        limit = self.plan.max_message_bytes
+        for row in np.flatnonzero(bounds + HEADER_SIZE > limit):
+            size = len(build_batch_columns([keys[row]], [values[row]], [int(timestamps[row])]))
+            if size > limit:
+                key = keys[row]
+                shown = repr(key[:40]) + ("..." if key is not None and len(key) > 40 else "")
+                raise WriteRejectedError(
+                    f"row {first_row + int(row)} of Spark partition {self.spark_partition} "
+                    f"(key {shown}) makes a record batch of {size} bytes, over "
+                    f"max.message.bytes={limit} of topic {self.plan.topic}; nothing of it was "
+                    f"sent", topic=self.plan.topic, row=first_row + int(row), size=size,
+                    max_message_bytes=limit)
+            bounds[row] = size - HEADER_SIZE
+
+
+def _as_binary(column: pa.Array) -> pa.Array:
+    if pa.types.is_binary(column.type):
+        return column
+    if pa.types.is_large_binary(column.type) or pa.types.is_string(column.type) \
+            or pa.types.is_large_string(column.type):
+        return column.cast(pa.binary())
+    raise WriteRejectedError(f"a key or value column must be BINARY or STRING, not {column.type}",
+                             type=str(column.type))
+
+
+def _pick(items: Sequence[Any], rows: np.ndarray) -> list[Any]:
+    if len(rows) == 1:
+        return [items[int(rows[0])]]
+    return list(operator.itemgetter(*rows.tolist())(items))
+
+
+def _msgpack_default(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+        return msgpack.Timestamp.from_datetime(value)
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    raise TypeError(f"cannot pack {type(value).__name__} into msgpack")

@@ -1,0 +1,137 @@
+"""The options of the ``strata`` and ``strata-stats`` data sources, parsed once (STYLE.md P8).
+
+Every source:
+    ``address``     Ray address, ``auto`` (default: ``RAY_ADDRESS``, else the cluster on this host)
+    ``namespace``   the Strata cluster's Ray namespace (default ``strata``)
+``strata`` (read and write):
+    ``topic``       required
+``strata`` write:
+    ``batchBytes``  target size of one record batch (default 1 MiB; never above the topic's
+                    ``max.message.bytes``)
+    ``compression`` none (default), gzip, snappy, lz4, zstd
+    ``flush``       true (default): the job's commit flushes every partition of the topic, so a
+                    finished write survives a crash of any process
+``strata`` read:
+    ``startingOffsets``  ``earliest`` (default), ``latest``, or JSON ``{"0": 42, "1": -2}`` /
+                         ``{"orders": {"0": 42}}`` as Spark's Kafka source takes it (-2 earliest,
+                         -1 latest; partitions not named start at the earliest)
+    ``valueFormat``      ``binary`` (default) or ``msgpack``: values are maps, decoded into the
+                         columns of ``valueSchema`` (a DDL string, e.g. ``"price DOUBLE, qty INT"``)
+                         that replace the ``value`` column
+    ``rowsPerBatch``     rows per Arrow batch handed to Spark (default 65536)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from cluster.naming import DEFAULT_NAMESPACE
+from cluster.spark.errors import SourceOptionError
+from storage.records import Compression
+
+EARLIEST, LATEST = -2, -1
+
+
+def _get(options: Mapping[str, str], key: str) -> str | None:
+    """Option names are case-insensitive (Spark lower-cases them on the way in)."""
+    value = options.get(key)
+    return value if value is not None else options.get(key.lower())
+
+
+@dataclass(frozen=True)
+class Connection:
+    address: str
+    namespace: str
+
+
+def connection(options: Mapping[str, str]) -> Connection:
+    return Connection(_get(options, "address") or "auto",
+                      _get(options, "namespace") or DEFAULT_NAMESPACE)
+
+
+def topic(options: Mapping[str, str]) -> str:
+    name = _get(options, "topic")
+    if not name:
+        raise SourceOptionError("the strata source needs a topic: .option('topic', 'orders')",
+                                option="topic")
+    return name
+
+
+def positive_int(options: Mapping[str, str], key: str, default: int) -> int:
+    raw = _get(options, key)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise SourceOptionError(f"option {key} must be a positive integer, not {raw!r}",
+                                option=key, value=raw)
+    return value
+
+
+def boolean(options: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = _get(options, key)
+    if raw is None:
+        return default
+    if raw.strip().lower() in ("true", "1", "yes"):
+        return True
+    if raw.strip().lower() in ("false", "0", "no"):
+        return False
+    raise SourceOptionError(f"option {key} must be true or false, not {raw!r}", option=key,
+                            value=raw)
+
+
+def compression(options: Mapping[str, str]) -> Compression:
+    raw = (_get(options, "compression") or "none").strip().upper()
+    try:
+        return Compression[raw]
+    except KeyError:
+        raise SourceOptionError(
+            f"option compression must be one of {[c.name.lower() for c in Compression]}, not "
+            f"{raw.lower()!r}", option="compression", value=raw) from None
+
+
+def value_format(options: Mapping[str, str]) -> str:
+    raw = (_get(options, "valueFormat") or "binary").strip().lower()
+    if raw not in ("binary", "msgpack"):
+        raise SourceOptionError(f"option valueFormat must be binary or msgpack, not {raw!r}",
+                                option="valueFormat", value=raw)
+    if raw == "msgpack" and not _get(options, "valueSchema"):
+        raise SourceOptionError("valueFormat msgpack needs the value's columns: "
+                                ".option('valueSchema', 'price DOUBLE, qty INT')",
+                                option="valueSchema")
+    return raw
+
+
+def starting_offsets(options: Mapping[str, str], topic_name: str) -> tuple[int, dict[int, int]]:
+    """(default for partitions not named, {partition: offset}); offsets may be EARLIEST/LATEST."""
+    raw = (_get(options, "startingOffsets") or "earliest").strip()
+    if raw.lower() == "earliest":
+        return EARLIEST, {}
+    if raw.lower() == "latest":
+        return LATEST, {}
+    try:
+        parsed = json.loads(raw)
+        if isinstance(parsed, dict) and topic_name in parsed \
+                and isinstance(parsed[topic_name], dict):
+            parsed = parsed[topic_name]
+        if not isinstance(parsed, dict):
+            raise ValueError("not a JSON object")
+        chosen = {int(p): int(o) for p, o in parsed.items()}
+    except (ValueError, TypeError) as err:
+        raise SourceOptionError(
+            f"option startingOffsets must be earliest, latest or JSON like "
+            f"{{\"0\": 42}}, not {raw!r} ({err})", option="startingOffsets", value=raw) from None
+    bad = {p: o for p, o in chosen.items() if o < EARLIEST}
+    if bad:
+        raise SourceOptionError(f"startingOffsets holds offsets below -2: {bad}",
+                                option="startingOffsets", value=raw)
+    return EARLIEST, chosen
+
+
+def value_schema(options: Mapping[str, str]) -> str:
+    return _get(options, "valueSchema") or ""

@@ -1,0 +1,221 @@
+"""The ``strata`` data source: write a DataFrame into a topic, read a topic back.
+
+    df.write.format("strata").option("topic", "orders").mode("append").save()
+    spark.read.format("strata").option("topic", "orders").load()
+
+Write: the planner (a Spark Python process on the driver side) checks the DataFrame against the
+topic (``WritePlan``); each task encodes its rows into record batches (``BatchEncoder``) and sends
+them to the node actors that own the partitions; the job's commit flushes the topic. Read: the
+planner asks each partition's log end offset once, at the start of the query, and makes one Spark
+partition per log partition; each task reads the partition's segment files directly, up to that
+offset (``storage.view.read_partition_batches``: safe against concurrent cleaner swaps), and
+yields Arrow batches. Options: ``cluster.spark.options``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegralType,
+    StringType,
+    StructType,
+    TimestampType,
+)
+
+from cluster.spark import options as opts
+from cluster.spark.connection import connect, warm_up
+from cluster.spark.decoding import FIXED_COLUMNS, READ_DDL, MsgpackValues, arrow_batches
+from cluster.spark.encoding import DEFAULT_BATCH_BYTES, RESERVED_COLUMNS, BatchEncoder, WritePlan
+from cluster.spark.errors import SourceOptionError, WriteRejectedError
+from storage.config import LogConfig
+from storage.view import read_partition_batches
+
+PRODUCER_NONCE_BITS = 38
+
+
+class StrataDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "strata"
+
+    def schema(self) -> str:
+        if opts.value_format(self.options) == "msgpack":
+            fixed = READ_DDL.replace(", value BINARY", "")
+            head, tail = fixed.split(", headers ")
+            return f"{head}, {opts.value_schema(self.options)}, headers {tail}"
+        return READ_DDL
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return StrataReader(dict(self.options), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> StrataWriter:
+        if overwrite:
+            raise SourceOptionError("a topic is an append-only log: use .mode('append'), not "
+                                    "overwrite", option="mode")
+        return StrataWriter(plan_write(dict(self.options), schema))
+
+
+# ---- write -------------------------------------------------------------------------------------------
+@dataclass
+class StrataCommitMessage(WriterCommitMessage):
+    spark_partition: int
+    attempt: int
+    producer_id: int
+    rows: int
+    batches: int
+    bytes: int
+    appended_records: int          # below ``rows`` when some batches were retries (duplicates)
+
+
+def plan_write(options: dict[str, str], schema: StructType) -> WritePlan:
+    """Check the DataFrame against the topic; raises before any task runs."""
+    name = opts.topic(options)
+    conn = opts.connection(options)
+    layout = connect(conn.address, conn.namespace).topic_layout(name)
+    fields = {f.name: f.dataType for f in schema.fields}
+    has_key = "key" in fields
+    if layout.config.compact and not has_key:
+        raise WriteRejectedError(
+            f"topic {name} is compacted (cleanup.policy=compact): every record needs a key, but "
+            f"the DataFrame has no key column (columns: {sorted(fields)}); add a BINARY or "
+            f"STRING column named key", topic=name)
+    for column in ("key", "value"):
+        if column in fields and not isinstance(fields[column], (BinaryType, StringType)):
+            raise WriteRejectedError(f"column {column} must be BINARY or STRING, not "
+                                     f"{fields[column].simpleString()}", topic=name, column=column)
+    if "partition" in fields and not isinstance(fields["partition"], IntegralType):
+        raise WriteRejectedError(f"column partition must be an integer, not "
+                                 f"{fields['partition'].simpleString()}", topic=name)
+    if "timestamp" in fields and not isinstance(fields["timestamp"],
+                                                (TimestampType, IntegralType)):
+        raise WriteRejectedError(f"column timestamp must be TIMESTAMP or BIGINT milliseconds, "
+                                 f"not {fields['timestamp'].simpleString()}", topic=name)
+    if "headers" in fields and not _is_headers(fields["headers"]):
+        raise WriteRejectedError("column headers must be ARRAY<STRUCT<key: STRING, value: "
+                                 f"BINARY>>, not {fields['headers'].simpleString()}", topic=name)
+    packed = tuple(f for f in fields if f not in RESERVED_COLUMNS)
+    if "value" in fields and packed:
+        raise WriteRejectedError(
+            f"the DataFrame has a value column and other data columns {list(packed)}: write "
+            f"either a value column, or no value column and the columns to pack into a msgpack "
+            f"map", topic=name, columns=list(packed))
+    if "value" not in fields and not packed:
+        raise WriteRejectedError(f"the DataFrame has no value: add a value column (null = "
+                                 f"tombstone) or data columns to pack (columns: {sorted(fields)})",
+                                 topic=name)
+    return WritePlan(
+        topic=name, address=conn.address, namespace=conn.namespace,
+        partitions=len(layout.partitions), compact=layout.config.compact,
+        max_message_bytes=layout.config.max_message_bytes,
+        batch_bytes=opts.positive_int(options, "batchBytes", DEFAULT_BATCH_BYTES),
+        producer_nonce=secrets.randbits(PRODUCER_NONCE_BITS),
+        has_key=has_key, has_value="value" in fields, packed_columns=packed,
+        has_partition="partition" in fields, has_timestamp="timestamp" in fields,
+        has_headers="headers" in fields, compression=opts.compression(options),
+        flush=opts.boolean(options, "flush", True))
+
+
+def _is_headers(kind: object) -> bool:
+    if not isinstance(kind, ArrayType) or not isinstance(kind.elementType, StructType):
+        return False
+    inner = {f.name: f.dataType for f in kind.elementType.fields}
+    return (set(inner) == {"key", "value"} and isinstance(inner["key"], StringType)
+            and isinstance(inner["value"], (BinaryType, StringType)))
+
+
+class StrataWriter(DataSourceArrowWriter):
+    def __init__(self, plan: WritePlan) -> None:
+        self.plan = plan
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StrataCommitMessage:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        spark_partition = context.partitionId() if context is not None else 0
+        attempt = context.attemptNumber() if context is not None else 0
+        plan = self.plan
+        cluster = connect(plan.address, plan.namespace)
+        encoder = BatchEncoder(plan, spark_partition)
+        result = cluster.produce_batches(encoder.batches(iterator), batch_bytes=plan.batch_limit)
+        return StrataCommitMessage(spark_partition, attempt, encoder.producer_id, encoder.rows,
+                                   encoder.batches_built, encoder.bytes_built, result.records)
+
+    def commit(self, messages: list[StrataCommitMessage | None]) -> None:
+        plan = self.plan
+        if not plan.flush:
+            return
+        cluster = connect(plan.address, plan.namespace)
+        for partition in range(plan.partitions):
+            cluster.flush(plan.topic, partition)
+
+
+# ---- read --------------------------------------------------------------------------------------------
+class ReadPartition(InputPartition):
+    def __init__(self, topic: str, partition: int, path: str, config: LogConfig, start: int,
+                 end: int) -> None:
+        super().__init__(partition)
+        self.topic = topic
+        self.partition = partition
+        self.path = path
+        self.config = config
+        self.start = start
+        self.end = end
+
+
+class StrataReader(DataSourceReader):
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        self.options = options
+        self.topic = opts.topic(options)
+        self.schema = schema
+        self.format = opts.value_format(options)
+        self.rows_per_batch = opts.positive_int(options, "rowsPerBatch", 1 << 16)
+        self.default_start, self.starts = opts.starting_offsets(options, self.topic)
+
+    def partitions(self) -> list[ReadPartition]:
+        conn = opts.connection(self.options)
+        cluster = connect(conn.address, conn.namespace)
+        layout = cluster.topic_layout(self.topic)
+        unknown = set(self.starts) - set(layout.partitions)
+        if unknown:
+            raise SourceOptionError(f"startingOffsets names partitions {sorted(unknown)} that "
+                                    f"topic {self.topic} does not have",
+                                    option="startingOffsets")
+        out = []
+        for partition, (log_start, log_end) in cluster.end_offsets(layout).items():
+            wanted = self.starts.get(partition, self.default_start)
+            start = log_start if wanted == opts.EARLIEST else (
+                log_end if wanted == opts.LATEST else max(wanted, log_start))
+            out.append(ReadPartition(self.topic, partition, layout.paths[partition],
+                                     layout.config, start, log_end))
+        return out
+
+    def read(self, partition: ReadPartition) -> Iterator[pa.RecordBatch]:
+        if partition.start >= partition.end:
+            return
+        warm_up()
+        values = None
+        if self.format == "msgpack":
+            from pyspark.sql.pandas.types import to_arrow_type
+
+            values = MsgpackValues([(f.name, to_arrow_type(f.dataType, timezone="UTC"))
+                                    for f in self.schema.fields if f.name not in FIXED_COLUMNS])
+        names = self.schema.names
+        batches = read_partition_batches(partition.path, partition.config, partition.start,
+                                         partition.end)
+        for batch in arrow_batches(batches, partition.topic, partition.partition,
+                                   partition.start, partition.end, values=values,
+                                   rows_per_batch=self.rows_per_batch):
+            yield batch if batch.schema.names == names else batch.select(names)

@@ -1,0 +1,28 @@
+"""Offline operator tools of the ``strata`` command: they read (and, for ``recover``, repair) the
+files of a log directory directly, with no cluster running.
+
+Every module here is a subcommand: it defines ``register(subparsers)``, which adds its parser and
+sets ``handler=run`` on it, and ``run(args) -> int``, which returns the exit code. ``cluster.cli``
+lists the modules. Importing one must stay cheap (``strata --help`` imports them all): storage,
+numba and rich are imported inside the functions that need them, and ray never.
+
+Exit codes shared by the tools::
+
+    0  EXIT_OK        nothing wrong (or everything repaired)
+    1  EXIT_PROBLEMS  damage found (``dump-log --verify``) or repairs needed (``recover --dry-run``)
+    2  EXIT_USAGE     bad arguments, a missing file, a directory locked by a running node
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """A command was asked for something it cannot do (a missing file, a locked directory).
+
+    ``cluster.cli.main`` prints the message as ``strata <command>: error: <message>`` and exits
+    with ``EXIT_USAGE``. Unlike a found problem (``EXIT_PROBLEMS``), nothing was checked.
+    """

@@ -1,0 +1,99 @@
+"""Output helpers shared by the ``strata`` subcommands: ``--json`` documents, rich tables and a
+progress bar that stays out of the way when nobody is watching.
+
+Conventions: machine-readable output goes to stdout, one compact JSON document per line (so a
+stream of documents is JSON Lines and ``jq`` reads it); human tables go to stdout; progress bars
+and diagnostics go to stderr, so ``--json`` output can be piped while the bar is shown. rich is
+imported on first use, keeping ``strata --help`` fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from typing import IO, TYPE_CHECKING, Any, Iterator, Sequence
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+WIDE = 200   # columns of a console that is not a terminal (a pipe, a file, a test)
+
+
+def json_line(document: Any) -> str:
+    """``document`` as one compact line of JSON (non-ASCII kept as is)."""
+    return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
+
+
+def write_json(document: Any, stream: IO[str] | None = None) -> None:
+    """Print ``document`` as one line of JSON on ``stream`` (stdout by default)."""
+    out = stream if stream is not None else sys.stdout
+    out.write(json_line(document) + "\n")
+
+
+def console(*, stderr: bool = False) -> Console:
+    """A rich console on stdout (or stderr) that does not wrap at 80 columns when it is not a
+    terminal, so paths in tables stay on one line in logs and tests."""
+    from rich.console import Console
+
+    probe = Console(stderr=stderr)
+    if probe.is_terminal:
+        return Console(stderr=stderr, highlight=False)
+    return Console(stderr=stderr, highlight=False, width=WIDE, no_color=True)
+
+
+def print_table(out: Console, title: str | None, columns: Sequence[str],
+                rows: Sequence[Sequence[object]], *, wrap: Sequence[str] = ()) -> None:
+    """One rich table; ``None`` cells print as empty. Only the ``wrap`` columns wrap on a
+    narrow terminal; the others (names, paths, numbers) stay on one line."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=title, show_lines=False, title_justify="left")
+    for column in columns:
+        table.add_column(column, overflow="fold", no_wrap=column not in wrap)
+    for row in rows:
+        table.add_row(*(Text("" if cell is None else str(cell)) for cell in row))
+    out.print(table)
+
+
+class Steps:
+    """A progress bar of ``total`` steps; ``advance`` moves it and names the current item."""
+
+    def __init__(self, progress: Any, task: Any) -> None:
+        self._progress = progress
+        self._task = task
+
+    def advance(self, description: str | None = None, steps: int = 1) -> None:
+        if self._progress is None:
+            return
+        if description is not None:
+            self._progress.update(self._task, description=description)
+        self._progress.advance(self._task, steps)
+
+
+@contextmanager
+def progress_bar(total: int, description: str, *, enabled: bool = True) -> Iterator[Steps]:
+    """A rich progress bar on stderr, shown only when stderr is a terminal and ``enabled``."""
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn)
+
+    err = console(stderr=True)
+    if not enabled or not err.is_terminal:
+        yield Steps(None, None)
+        return
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=err, transient=False)
+    with progress:
+        task = progress.add_task(description, total=max(total, 0))
+        yield Steps(progress, task)
+
+
+def human_bytes(count: int) -> str:
+    """``1536`` -> ``1.5 KiB``; exact below 1 KiB."""
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{count} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{count} B"

@@ -1,0 +1,606 @@
+"""``strata recover DIR [--dry-run] [--json] [--report FILE]``: offline check-and-repair of one log
+directory, for when a node will not start or its data is suspect. The node must be stopped.
+
+Check (both modes; one progress step per segment). For every partition directory it predicts
+what the loader (storage/loader.py) does to it at an unclean start, and finds:
+
+    kind                      action          what happens on repair
+    temp-file                 delete          *.deleted, *.cleaned, an unfinished *.swap: removed
+    swap                      complete-swap   a finished *.log.swap is renamed over its originals
+    swapped-original          delete          a segment file replaced by such a swap
+    orphan-index              delete          an index without its .log
+    corrupt-batch, torn-tail  truncate        the segment is cut at the first bad byte; the cut
+                                              bytes are first copied to quarantine
+    after-truncation          quarantine      a segment after a truncated one: recovery deletes
+                                              it, after it got a second name in quarantine
+    missing-index, corrupt-index, untrimmed-index, missing-time-index, corrupt-time-index
+                              rebuild         indexes rebuilt from the segment
+    corrupt-checkpoint, corrupt-snapshot
+                              quarantine      the file is renamed <name>.corrupt.<ms>
+    stale-snapshot            quarantine      producer state above the log end after recovery
+                                              (Kafka deletes it): renamed <name>.stale.<ms>
+    invalid-dir, not-loaded   none            reported only; the node does not load it either
+
+Repair (without ``--dry-run``), per partition that needs it: quarantine first, then open the
+partition with ``storage.log.Log.open`` as after an unclean shutdown (no recovery point, so every
+segment is re-validated and every index rebuilt), close it, and check it again. Quarantine never
+deletes. Truncated tails are copied to ``<partition>/<segment>.log.<ms>.truncated`` (the bytes
+from the truncation position, which the report names); dropped segments get a second name the
+same way (a hard link: the loader's delete leaves the bytes); unreadable checkpoints and
+snapshots become ``<name>.corrupt.<ms>``. The loader ignores all of these names.
+``<DIR>/recovery-report.json`` (and ``--report FILE``) records what was found and done.
+``--dry-run`` changes nothing on disk: it takes a shared ``flock`` on an existing ``.lock``
+instead of the node's exclusive lock, and writes only ``--report FILE``.
+
+Exit codes: 0 healthy or repaired; 1 repairs needed (``--dry-run``) or a repair failed; 2 usage
+errors, or the directory is locked by a running node.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import re
+import shutil
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from cluster.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
+from cluster.tools.output import human_bytes, json_line
+
+if TYPE_CHECKING:
+    from cluster.tools.dump_log import LogCheck
+    from storage.clock import Clock
+
+REPORT_NAME = "recovery-report.json"
+REPORT_VERSION = 1
+TRUNCATE, DELETE, COMPLETE_SWAP, REBUILD, QUARANTINE, NONE = (
+    "truncate", "delete", "complete-swap", "rebuild", "quarantine", "none")
+_QUARANTINED = re.compile(r"(\.\d+\.truncated|\.(corrupt|stale)\.\d+)$")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "recover", help="check and repair a log directory offline (the node must be stopped)",
+        description="Check every partition of a log directory (temp files, batch CRCs and "
+                    "offsets, indexes, checkpoints) and repair it the way the loader recovers "
+                    "after a crash, moving every byte it drops to quarantine first.")
+    parser.add_argument("directory", metavar="DIR", type=Path, help="the log directory")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="only report what would be repaired; change nothing")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--report", type=Path, metavar="FILE",
+                        help=f"also write the report to FILE (besides DIR/{REPORT_NAME})")
+    parser.set_defaults(handler=run)
+
+
+# ---- findings ----------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One thing found: ``file`` relative to the log directory, ``position`` a byte in it."""
+
+    kind: str
+    file: str
+    message: str
+    action: str
+    position: int | None = None
+    bytes: int = 0
+    records: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "file": self.file, "position": self.position,
+                "message": self.message, "action": self.action, "bytes": self.bytes,
+                "records": self.records}
+
+
+@dataclass
+class PartitionCheck:
+    """What checking one partition directory found, and (after a repair) what was done."""
+
+    name: str
+    path: Path
+    segments: int = 0
+    bytes: int = 0
+    records: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    repair: dict[str, Any] | None = None
+
+    @property
+    def needs_repair(self) -> bool:
+        return any(f.action != NONE for f in self.findings)
+
+    @property
+    def status(self) -> str:
+        if self.repair is not None:
+            return "repaired" if self.repair.get("verified") else "failed"
+        return "needs-repair" if self.needs_repair else "healthy"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"partition": self.name, "status": self.status, "segments": self.segments,
+                "bytes": self.bytes, "records": self.records,
+                "findings": [f.to_json() for f in self.findings], "repair": self.repair}
+
+
+@dataclass
+class DirCheck:
+    directory: Path
+    partitions: list[PartitionCheck] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)     # the directory's own files
+    skipped: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def needs_repair(self) -> bool:
+        return (any(f.action != NONE for f in self.findings)
+                or any(p.needs_repair for p in self.partitions))
+
+    def all_findings(self) -> Iterator[tuple[str, Finding]]:
+        yield from (("", f) for f in self.findings)
+        for partition in self.partitions:
+            yield from ((partition.name, f) for f in partition.findings)
+
+
+# ---- checking ----------------------------------------------------------------------------------
+def count_segments(path: Path) -> int:
+    from storage import files
+
+    return sum(1 for n in os.listdir(path) if files.is_segment_file(n)
+               and files.strip_temp_suffix(Path(n)).suffix == files.LOG_SUFFIX
+               and not n.endswith((files.CLEANED_SUFFIX, files.DELETED_SUFFIX)))
+
+
+def check_directory(directory: Path, advance: Callable[[str], None],
+                    max_message_bytes: int) -> DirCheck:
+    """Check the directory's checkpoints and every partition (``advance`` per segment)."""
+    from storage import files
+    from storage.errors import InvalidTopicError
+
+    result = DirCheck(directory)
+    for name in (files.RECOVERY_POINT_CHECKPOINT, files.LOG_START_OFFSET_CHECKPOINT,
+                 files.CLEANER_OFFSET_CHECKPOINT, files.REPLICATION_OFFSET_CHECKPOINT):
+        _check_checkpoint(directory, directory / name, result.findings)
+    for entry in sorted(p for p in directory.iterdir() if p.is_dir()):
+        try:
+            parsed = files.parse_partition_dir(entry.name)
+        except InvalidTopicError as error:
+            result.findings.append(Finding("invalid-dir", entry.name, f"{error}; the node does "
+                                           "not load it, recover leaves it alone", NONE))
+            continue
+        if parsed.is_delete:
+            result.skipped.append({"directory": entry.name, "reason": "queued for deletion"})
+        elif parsed.kind or entry.name != str(parsed.topic_partition):
+            why = (f"a {parsed.kind} directory" if parsed.kind
+                   else f"not the canonical name {parsed.topic_partition}")
+            result.findings.append(Finding("not-loaded", entry.name, f"{why}; the node does not "
+                                           "load it, recover leaves it alone", NONE))
+        else:
+            result.partitions.append(check_partition(directory, entry, advance,
+                                                     max_message_bytes))
+    return result
+
+
+def _check_checkpoint(directory: Path, path: Path, findings: list[Finding]) -> None:
+    from cluster.tools.dump_log import read_checkpoint
+    from storage.errors import CheckpointError
+
+    if not path.is_file():
+        return
+    try:
+        read_checkpoint(path)
+    except CheckpointError as error:
+        line = int(getattr(error, "line_number", 1) or 1)
+        lines = path.read_bytes().splitlines(keepends=True)
+        findings.append(Finding("corrupt-checkpoint", str(path.relative_to(directory)),
+                                f"{error}; the node would read it as empty", QUARANTINE,
+                                position=sum(len(x) for x in lines[:line - 1])))
+
+
+def check_partition(directory: Path, path: Path, advance: Callable[[str], None],
+                    max_message_bytes: int) -> PartitionCheck:
+    """Predict the loader's passes on ``path`` (see the module docstring), read-only."""
+    from cluster.tools.dump_log import parse_producer_snapshot, read_only
+    from storage import files
+
+    check = PartitionCheck(path.name, path)
+    rel = lambda p: str(p.relative_to(directory))                  # noqa: E731
+    names = sorted(n for n in os.listdir(path) if files.is_segment_file(n))
+    findings = check.findings
+    gone: set[str] = set()
+    # pass 1: temporary files
+    cleaned = [files.offset_from_file_name(n) for n in names if n.endswith(files.CLEANED_SUFFIX)]
+    min_cleaned = min(cleaned, default=None)
+    swaps: list[str] = []
+    for n in names:
+        offset = files.offset_from_file_name(n)
+        if _QUARANTINED.search(n):
+            findings.append(Finding("quarantined", rel(path / n), "kept aside by an earlier "
+                                    "recover; the loader ignores it", NONE))
+            continue
+        if n.endswith(files.DELETED_SUFFIX):
+            why = "scheduled for deletion before the shutdown"
+        elif n.endswith(files.CLEANED_SUFFIX):
+            why = "unfinished cleaner output; the segments it would replace are intact"
+        elif n.endswith(files.SWAP_SUFFIX) and min_cleaned is not None and offset >= min_cleaned:
+            why = "an unfinished swap (cleaner output at or below it is unfinished)"
+        elif n.endswith(files.SWAP_SUFFIX) and not n.endswith(files.LOG_SUFFIX + files.SWAP_SUFFIX):
+            why = "an index of a swapped segment; it is rebuilt from the segment"
+        elif n.endswith(files.SWAP_SUFFIX):
+            swaps.append(n)
+            continue
+        else:
+            continue
+        gone.add(n)
+        findings.append(Finding("temp-file", rel(path / n), why, DELETE,
+                                bytes=(path / n).stat().st_size))
+    # passes 2 and 3: finished swaps replace the segments in their offset range
+    logs: dict[int, Path] = {}
+    swapped: set[int] = set()
+    if swaps:
+        ranges = [_offset_range(path / n, read_only) for n in swaps]
+        low, high = min(r[0] for r in ranges), max(r[1] for r in ranges)
+        for n in names:
+            offset = files.offset_from_file_name(n)
+            if (n not in gone and not n.endswith(files.TEMP_SUFFIXES) and low <= offset < high
+                    and n.endswith((files.LOG_SUFFIX, *files.INDEX_SUFFIXES))):
+                gone.add(n)
+                findings.append(Finding("swapped-original", rel(path / n), "replaced by a "
+                                        f"finished swap covering offsets {low}..{high - 1}",
+                                        DELETE))
+        for n, (base, _) in zip(swaps, ranges):
+            final = files.strip_temp_suffix(path / n)
+            findings.append(Finding("swap", rel(path / n), f"a finished swap; renamed to "
+                                    f"{final.name}", COMPLETE_SWAP))
+            logs[base] = path / n
+            swapped.add(base)
+    for n in names:
+        if n.endswith(files.LOG_SUFFIX) and n not in gone and not _QUARANTINED.search(n):
+            logs.setdefault(files.offset_from_file_name(n), path / n)
+    for n in names:
+        if (n.endswith(files.INDEX_SUFFIXES) and n not in gone
+                and files.offset_from_file_name(n) not in logs):
+            findings.append(Finding("orphan-index", rel(path / n), "an index without its .log; "
+                                    "the loader deletes it", DELETE))
+    # passes 4 and 5: every segment re-validated; recovery deletes the segments after a cut
+    truncated_at: int | None = None
+    log_end: int | None = None              # the log end offset after recovery
+    for base in sorted(logs):
+        segment = logs[base]
+        result = _check_segment(directory, path, base, segment, base in swapped,
+                                max_message_bytes, findings, truncated_at is not None)
+        check.segments += 1
+        check.bytes += result.size
+        check.records += result.records
+        if truncated_at is None:
+            log_end = base if result.last_offset is None else result.last_offset + 1
+            if result.problem is not None:
+                truncated_at = base
+        advance(f"{path.name}/{segment.name}")
+    for n in names:
+        if n.endswith(files.SNAPSHOT_SUFFIX):
+            offset = files.offset_from_file_name(n)
+            try:
+                parse_producer_snapshot(bytes(read_only(path / n)))
+            except ValueError as error:
+                findings.append(Finding("corrupt-snapshot", rel(path / n), str(error),
+                                        QUARANTINE, position=0))
+                continue
+            if log_end is not None and offset > log_end:
+                findings.append(Finding("stale-snapshot", rel(path / n), f"producer state as of "
+                                        f"offset {offset}, above the log end {log_end} after "
+                                        "recovery: it describes records that are gone",
+                                        QUARANTINE))
+    _check_checkpoint(directory, path / "leader-epoch-checkpoint", findings)
+    return check
+
+
+def _offset_range(path: Path, read_only: Callable[[Path], Any]) -> tuple[int, int]:
+    """[base, next offset) of a swap file, by its batch headers (as the loader reads it)."""
+    from storage import files
+    from storage.records import scan_batches
+
+    base = files.offset_from_file_name(path.name)
+    scan = scan_batches(read_only(path))
+    return base, int(scan.last_offsets[-1]) + 1 if len(scan) else base
+
+
+def _check_segment(directory: Path, path: Path, base: int, segment: Path, swapped: bool,
+                   max_message_bytes: int, findings: list[Finding],
+                   after_truncation: bool) -> LogCheck:
+    from cluster.tools.dump_log import (check_log, check_offset_index, check_time_index,
+                                        read_only)
+    from storage import files
+
+    name = str(segment.relative_to(directory))
+    result = check_log(segment, read_only(segment), base, max_message_bytes=max_message_bytes,
+                       name=name)
+    if after_truncation:
+        findings.append(Finding("after-truncation", name, "follows a truncated segment: "
+                                "recovery deletes it", QUARANTINE, position=0, bytes=result.size,
+                                records=result.records + result.dropped_records))
+        return result
+    if result.problem is not None:
+        torn = "torn write" in result.problem.message
+        findings.append(Finding(
+            "torn-tail" if torn else "corrupt-batch", name,
+            f"{result.problem.message}; recovery truncates {result.truncated_bytes} bytes "
+            f"({result.dropped_batches} batches, {result.dropped_records} records with readable "
+            f"headers)", TRUNCATE, position=result.problem.position,
+            bytes=result.truncated_bytes, records=result.dropped_records))
+    if swapped or result.problem is not None:
+        return result          # its indexes are rebuilt anyway
+    for index_path, label, checker in (
+            (files.index_file(path, base), "index", check_offset_index),
+            (files.time_index_file(path, base), "time-index", check_time_index)):
+        index_name = str(index_path.relative_to(directory))
+        if not index_path.is_file():
+            findings.append(Finding(f"missing-{label}", index_name, "missing; rebuilt from the "
+                                    "segment", REBUILD))
+            continue
+        problems, warnings = checker(index_name, read_only(index_path), base, result)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            findings.append(Finding(f"corrupt-{label}", index_name,
+                                    problems[0].message + more, REBUILD,
+                                    position=problems[0].position))
+        elif warnings and label == "index":
+            findings.append(Finding("untrimmed-index", index_name, warnings[0], REBUILD))
+    return result
+
+
+# ---- repairing ---------------------------------------------------------------------------------
+def repair_partition(directory: Path, check: PartitionCheck, clock: Clock,
+                     max_message_bytes: int) -> None:
+    """Quarantine, recover with the storage loader, check again; fills ``check.repair``."""
+    from storage.config import LogConfig
+    from storage.durable import fsync_dir
+    from storage.log import Log
+
+    stamp = clock.milliseconds()
+    quarantined: list[dict[str, Any]] = []
+    for finding in check.findings:
+        source = directory / finding.file
+        if finding.action == TRUNCATE:
+            target = source.with_name(f"{_final_name(source)}.{stamp}.truncated")
+            _copy_tail(source, finding.position or 0, target)
+        elif finding.action == QUARANTINE and finding.kind == "after-truncation":
+            # a second name for the file: the loader deletes the segment as it always does
+            # (so what it does stays exactly the recovery that was predicted) and the bytes stay
+            target = source.with_name(f"{_final_name(source)}.{stamp}.truncated")
+            _link_or_copy(source, target)
+        elif finding.action == QUARANTINE:
+            reason = "stale" if finding.kind == "stale-snapshot" else "corrupt"
+            target = source.with_name(f"{source.name}.{reason}.{stamp}")
+            os.replace(source, target)
+        else:
+            continue
+        quarantined.append({"file": finding.file, "position": finding.position,
+                            "movedTo": str(target.relative_to(directory)),
+                            "bytes": target.stat().st_size})
+    fsync_dir(check.path)
+    segment_work = any(f.action in (TRUNCATE, DELETE, COMPLETE_SWAP, REBUILD)
+                       or f.kind == "after-truncation" for f in check.findings)
+    loaded: dict[str, Any] = {}
+    if segment_work:
+        # log_start_offset=0: a checkpointed start above the new end must not empty the log here
+        log = Log.open(check.path, LogConfig(max_message_bytes=max_message_bytes),
+                       log_start_offset=0)
+        try:
+            result = log.load_result
+            loaded = {"truncatedBytes": result.truncated_bytes,
+                      "recoveredSegments": result.recovered_segments,
+                      "rebuiltIndexes": result.rebuilt_indexes,
+                      "loaderDeletedFiles": result.deleted_temp_files,   # temp files, orphans
+                      "completedSwaps": result.completed_swaps,
+                      "logEndOffset": result.log_end_offset}
+        finally:
+            log.close()
+    after = check_partition(directory, check.path, lambda _name: None, max_message_bytes)
+    check.repair = {
+        **loaded, "truncatedRecords": sum(f.records for f in check.findings
+                                          if f.action == TRUNCATE or f.kind == "after-truncation"),
+        "quarantined": quarantined, "verified": not after.needs_repair,
+        "remaining": [f.to_json() for f in after.findings if f.action != NONE]}
+
+
+def _final_name(path: Path) -> str:
+    from storage import files
+
+    return files.strip_temp_suffix(path).name
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:                 # a filesystem without hard links
+        _copy_tail(source, 0, target)
+
+
+def _copy_tail(source: Path, position: int, target: Path) -> None:
+    """Copy ``source[position:]`` to a new file ``target`` and make it durable."""
+    with open(source, "rb") as src, open(target, "xb") as dst:
+        src.seek(position)
+        shutil.copyfileobj(src, dst, 1 << 20)
+        dst.flush()
+        os.fsync(dst.fileno())
+
+
+# ---- the subcommand ----------------------------------------------------------------------------
+@contextmanager
+def _exclusive(directory: Path) -> Iterator[None]:
+    """The node's own lock (node.lock): a running node, or another recover, makes this fail."""
+    from node.errors import LogDirLockedError
+    from node.lock import DirLock
+
+    try:
+        held = DirLock.acquire(directory)
+    except LogDirLockedError as error:
+        raise UsageError(f"{error}; stop the node before running recover") from None
+    try:
+        yield
+    finally:
+        held.release()
+
+
+@contextmanager
+def _shared(directory: Path) -> Iterator[None]:
+    """A shared ``flock`` on an existing ``.lock``, which writes nothing: it fails while a node
+    (an exclusive ``flock``, even one in this process) holds the directory, and keeps a node from
+    starting meanwhile. Without a ``.lock`` no node ever ran here."""
+    from node.lock import read_holder_pid
+    from storage.files import LOCK_FILE
+
+    try:
+        fd = os.open(directory / LOCK_FILE, os.O_RDONLY)
+    except FileNotFoundError:
+        yield
+        return
+    except OSError as error:
+        raise UsageError(f"cannot read {directory / LOCK_FILE}: {error.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = read_holder_pid(directory)
+            holder = f"process {pid}" if pid is not None else "another process"
+            raise UsageError(f"log directory {directory} is locked by {holder}; stop the node "
+                             "before running recover") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def run(args: argparse.Namespace, clock: Clock | None = None) -> int:
+    from cluster.tools.output import progress_bar
+    from storage.clock import SYSTEM_CLOCK
+    from storage.config import LogConfig
+
+    clock = clock or SYSTEM_CLOCK
+    directory = Path(os.path.abspath(args.directory))
+    if not directory.is_dir():
+        raise UsageError(f"{args.directory} is not a directory")
+    if any(n.endswith(".log") for n in os.listdir(directory)):
+        raise UsageError(f"{args.directory} holds segment files: it is a partition directory; "
+                         "pass the log directory that contains it")
+    max_message_bytes = LogConfig().max_message_bytes
+    started = clock.milliseconds()
+    with (_shared if args.dry_run else _exclusive)(directory):
+        partitions = [p for p in sorted(directory.iterdir()) if p.is_dir()]
+        total = sum(count_segments(p) for p in partitions if not p.name.endswith("-delete"))
+        with progress_bar(total, f"checking {directory.name}") as steps:
+            result = check_directory(directory, lambda name: steps.advance(name),
+                                     max_message_bytes)
+        if not args.dry_run:
+            todo = [p for p in result.partitions if p.needs_repair]
+            _repair_dir_files(directory, result, clock)
+            with progress_bar(len(todo), "repairing") as steps:
+                for partition in todo:
+                    try:
+                        repair_partition(directory, partition, clock, max_message_bytes)
+                    except Exception as error:  # noqa: BLE001 - one bad partition never stops
+                        partition.repair = {"verified": False,      # the others; reported
+                                            "error": f"{type(error).__name__}: {error}",
+                                            "remaining": []}
+                    steps.advance(partition.name)
+        report = build_report(result, dry_run=args.dry_run, started_ms=started,
+                              finished_ms=clock.milliseconds())
+        if not args.dry_run:
+            _write_report(directory / REPORT_NAME, report)
+    if args.report is not None:
+        _write_report(Path(args.report), report)
+    if args.json:
+        sys.stdout.write(json_line(report) + "\n")
+    else:
+        print_report(report)
+    status = report["status"]
+    return EXIT_OK if status in ("healthy", "repaired") else EXIT_PROBLEMS
+
+
+def _repair_dir_files(directory: Path, result: DirCheck, clock: Clock) -> None:
+    """Move the directory's unreadable checkpoints aside (the node then reads them as empty)."""
+    from storage.durable import fsync_dir
+
+    stamp = clock.milliseconds()
+    for i, finding in enumerate(result.findings):
+        if finding.action == QUARANTINE:
+            source = directory / finding.file
+            target = source.with_name(f"{source.name}.corrupt.{stamp}")
+            os.replace(source, target)
+            result.findings[i] = Finding(finding.kind, finding.file,
+                                         f"{finding.message}; moved to {target.name}",
+                                         finding.action, finding.position)
+    fsync_dir(directory)
+
+
+def build_report(result: DirCheck, *, dry_run: bool, started_ms: int,
+                 finished_ms: int) -> dict[str, Any]:
+    """The report document (also ``recovery-report.json``)."""
+    partitions = result.partitions
+    findings = [f for _, f in result.all_findings()]
+    if dry_run or not result.needs_repair:
+        status = "needs-repair" if result.needs_repair else "healthy"
+    else:
+        status = "repaired" if all(p.status != "failed" for p in partitions) else "failed"
+    return {
+        "version": REPORT_VERSION, "logDir": str(result.directory), "dryRun": dry_run,
+        "status": status, "startedMs": started_ms, "finishedMs": finished_ms,
+        "summary": {
+            "partitions": len(partitions),
+            "partitionsNeedingRepair": sum(p.needs_repair for p in partitions),
+            "segments": sum(p.segments for p in partitions),
+            "bytes": sum(p.bytes for p in partitions),
+            "truncatedBytes": sum(f.bytes for f in findings if f.action == TRUNCATE)
+            + sum(f.bytes for f in findings if f.kind == "after-truncation"),
+            "truncatedRecords": sum(f.records for f in findings if f.action == TRUNCATE)
+            + sum(f.records for f in findings if f.kind == "after-truncation"),
+            "indexesToRebuild": sum(f.action == REBUILD for f in findings),
+            "tempFiles": sum(f.kind == "temp-file" for f in findings),
+            "quarantine": sum(f.action in (TRUNCATE, QUARANTINE) for f in findings)},
+        "findings": [f.to_json() for f in result.findings],
+        "skipped": result.skipped,
+        "partitions": [p.to_json() for p in partitions]}
+
+
+def _write_report(path: Path, report: dict[str, Any]) -> None:
+    from storage.durable import atomic_write
+
+    atomic_write(path, (json_line(report) + "\n").encode("utf-8"))
+
+
+def print_report(report: dict[str, Any]) -> None:
+    from cluster.tools.output import console, print_table
+
+    out = console()
+    rows = [(p["partition"], f["file"], f["position"], f["message"], f["action"])
+            for p in [{"partition": "", "findings": report["findings"]}, *report["partitions"]]
+            for f in p["findings"]]
+    if rows:
+        state = "dry run: nothing changed" if report["dryRun"] else "repaired"
+        print_table(out, f"{report['logDir']}: {len(rows)} findings ({state})",
+                    ("partition", "file", "position", "problem", "action"), rows,
+                    wrap=("problem",))
+    s = report["summary"]
+    out.print(f"{report['logDir']}: {report['status']}: {s['partitions']} partitions, "
+              f"{s['segments']} segments, {human_bytes(s['bytes'])} checked", markup=False)
+    if s["truncatedBytes"] or s["indexesToRebuild"] or s["tempFiles"] or s["quarantine"]:
+        words = (("would truncate", "rebuild", "remove", "quarantine") if report["dryRun"]
+                 else ("truncated", "rebuilt", "removed", "quarantined"))
+        out.print(f"{words[0]} {s['truncatedBytes']} bytes ({s['truncatedRecords']} records), "
+                  f"{words[1]} {s['indexesToRebuild']} damaged or missing indexes, {words[2]} "
+                  f"{s['tempFiles']} temporary files, {words[3]} {s['quarantine']} files",
+                  markup=False)
+    for skipped in report["skipped"]:
+        out.print(f"skipped {skipped['directory']}: {skipped['reason']}", markup=False)
+    for partition in report["partitions"]:
+        for moved in (partition["repair"] or {}).get("quarantined", []):
+            out.print(f"kept {moved['file']} from position {moved['position']} in "
+                      f"{moved['movedTo']}", markup=False)
+        if partition["status"] == "failed":
+            repair = partition["repair"]
+            why = repair.get("error") or json_line(repair["remaining"])
+            out.print(f"{partition['partition']}: not repaired: {why}", markup=False,
+                      style="bold red")
+    if not report["dryRun"]:
+        out.print(f"report: {Path(report['logDir']) / REPORT_NAME}", markup=False)

@@ -1,0 +1,102 @@
+"""The ``strata`` entry point: subcommands from the registry, exit codes, ``python -m cluster.cli``
+in a real subprocess, and a startup that loads neither ray nor numba."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from cluster import cli
+from cluster.tools import UsageError
+from storage.records import Record, build_batch
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_module(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_help_lists_every_registered_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert exit_info.value.code == 0
+    assert "dump-log" in out and "recover" in out
+
+
+def test_a_module_in_the_registry_adds_its_subcommand(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    module = types.ModuleType("tests_fake_command")
+
+    def run(args: argparse.Namespace) -> int:
+        if args.fail:
+            raise UsageError("nothing to greet")
+        print(f"hello {args.name}")
+        return 0
+
+    def register(subparsers: argparse._SubParsersAction) -> None:
+        parser = subparsers.add_parser("hello", help="say hello")
+        parser.add_argument("name")
+        parser.add_argument("--fail", action="store_true")
+        parser.set_defaults(handler=run)
+
+    module.register = register          # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "tests_fake_command", module)
+    monkeypatch.setattr(cli, "COMMANDS", (*cli.COMMANDS, "tests_fake_command"))
+    assert cli.main(["hello", "ada"]) == 0
+    assert capsys.readouterr().out == "hello ada\n"
+    assert cli.main(["hello", "ada", "--fail"]) == 2
+    assert capsys.readouterr().err == "strata hello: error: nothing to greet\n"
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["no-such-command"])
+    assert exit_info.value.code == 2
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([])
+    assert exit_info.value.code == 2
+    assert cli.main(["dump-log"]) == 2
+    assert "strata dump-log: error: no files given" in capsys.readouterr().err
+
+
+def test_python_m_cluster_cli_dumps_a_segment_in_a_subprocess(tmp_path: Path) -> None:
+    segment = tmp_path / "00000000000000000000.log"
+    segment.write_bytes(build_batch([Record(b"k", b"v", 1000)], partition_leader_epoch=0))
+    result = run_module("-m", "cluster.cli", "dump-log", "--print-data-log", str(segment))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == ("| offset: 0 CreateTime: 1000 keySize: 1 "
+                                              "valueSize: 1 sequence: -1 headerKeys: [] key: k "
+                                              "payload: v")
+    result = run_module("-m", "cluster.cli", "dump-log", "--verify", str(segment) + ".missing")
+    assert result.returncode == 2 and "not a file" in result.stderr
+
+
+def test_startup_imports_neither_ray_nor_numba() -> None:
+    probe = ("import sys\n"
+             "from cluster import cli\n"
+             "cli.build_parser()\n"
+             "heavy = {'ray', 'pyspark', 'numba', 'storage', 'node'}\n"
+             "print(sorted({m.split('.')[0] for m in sys.modules} & heavy))\n")
+    result = run_module("-c", probe)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]", (
+        "a subcommand module imports heavy packages at module level; import them inside its "
+        "run() (see cluster/cli.py)")
+    result = run_module("-m", "cluster.cli", "--help")
+    assert result.returncode == 0 and "dump-log" in result.stdout
+
+
+def test_the_console_script_runs_when_installed() -> None:
+    script = Path(sys.executable).with_name("strata")
+    if not script.exists():
+        pytest.skip("the strata console script is not installed (run scripts/setup)")
+    result = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and "recover" in result.stdout

@@ -1,0 +1,107 @@
+"""The cluster subcommands' pure parts, without Ray: Kafka's log-dirs document, produce's line
+parsing and partitioning, JSON of snapshots. The whole path runs in test_cli_cluster.py."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+
+import pytest
+
+from cluster.commands import jsonable, parse_config, topic_partition
+from cluster.commands.consume import _record_json, _record_text
+from cluster.commands.log_dirs import STORAGE_ERROR, describe
+from cluster.commands.produce import _chunks, _parse, _route
+from cluster.partitioner import partitions_for_keys
+from cluster.status import WorkerSlot
+from cluster.tools import UsageError
+from storage.files import TopicPartition
+from storage.records import Record
+
+ROWS = [
+    {"kind": "log_dir", "log_dir": "/b", "online": True, "disk_total_bytes": 100,
+     "disk_free_bytes": 40},
+    {"kind": "log_dir", "log_dir": "/a", "online": False, "offline_reason": "EIO on x.log",
+     "disk_total_bytes": 100, "disk_free_bytes": 40},
+    {"kind": "log_dir", "log_dir": "/c", "online": True, "disk_total_bytes": 7,
+     "disk_free_bytes": 3},
+    {"kind": "partition", "log_dir": "/b", "topic": "t", "partition": 10, "size_bytes": 5,
+     "dirty_ratio": 0.5},
+    {"kind": "partition", "log_dir": "/b", "topic": "t", "partition": 2, "size_bytes": 9,
+     "dirty_ratio": 0.0},
+    {"kind": "partition", "log_dir": "/b", "topic": "u", "partition": 0, "size_bytes": 1,
+     "dirty_ratio": 0.0},
+    {"kind": "cleaner", "log_dir": "/b"},
+]
+
+
+def test_log_dirs_describe_is_kafkas_document_with_bytes_and_dirty_ratio() -> None:
+    document = describe(ROWS, {"/a": "h1", "/b": "h1", "/c": "h2"})
+    assert document["version"] == 1
+    assert [b["broker"] for b in document["brokers"]] == [0, 1]      # one per host
+    h1 = document["brokers"][0]["logDirs"]
+    assert [d["logDir"] for d in h1] == ["/a", "/b"]
+    offline, online = h1
+    assert offline["error"] == STORAGE_ERROR and offline["offlineReason"] == "EIO on x.log"
+    assert offline["partitions"] == []
+    assert online["error"] is None and "offlineReason" not in online
+    assert (online["totalBytes"], online["usableBytes"]) == (100, 40)
+    assert online["partitions"] == [
+        {"partition": "t-2", "size": 9, "offsetLag": 0, "isFuture": False, "dirtyRatio": 0.0},
+        {"partition": "t-10", "size": 5, "offsetLag": 0, "isFuture": False, "dirtyRatio": 0.5},
+        {"partition": "u-0", "size": 1, "offsetLag": 0, "isFuture": False, "dirtyRatio": 0.0}]
+    only_u = describe(ROWS, {"/a": "h1", "/b": "h1", "/c": "h2"}, {"u"})
+    assert [p["partition"] for p in only_u["brokers"][0]["logDirs"][1]["partitions"]] == ["u-0"]
+    json.dumps(document)
+
+
+def test_produce_parses_key_tab_value_lines_and_refuses_a_line_without_separator() -> None:
+    lines = list(_chunks(io.BytesIO(b"k1\tv1\nk2\tNULL\r\n\tempty key\nlast\tno newline"),
+                         1 << 20))
+    assert len(lines) == 1 and lines[0][-1] == (4, b"last\tno newline")
+    records = _parse(lines[0], b"\t", b"NULL", value_only=False)
+    assert [(r.key, r.value) for r in records] == [
+        (b"k1", b"v1"), (b"k2", None), (b"", b"empty key"), (b"last", b"no newline")]
+    assert [r.key for r in _parse([(1, b"a\tb")], b"\t", None, value_only=True)] == [None]
+    with pytest.raises(UsageError, match="line 7: no separator"):
+        _parse([(7, b"no tab here")], b"\t", None, value_only=False)
+
+
+def test_produce_reads_in_chunks_of_about_the_batch_size() -> None:
+    chunks = list(_chunks(io.BytesIO(b"".join(b"k\t%04d\n" % i for i in range(100))), 60))
+    assert sum(len(c) for c in chunks) == 100 and len(chunks) == 10
+    assert [n for c in chunks for n, _ in c] == list(range(1, 101))
+
+
+def test_produce_routes_keys_as_kafkas_default_partitioner_and_keyless_round_robin() -> None:
+    keyed = [Record(key=b"key%d" % i, value=b"v") for i in range(50)]
+    routed = _route(keyed, None, 4, chunk_index=0)
+    expected = partitions_for_keys([r.key for r in keyed], 4)
+    assert {p: [r.key for r in rs] for p, rs in routed.items()} == {
+        p: [r.key for r, e in zip(keyed, expected) if e == p] for p in set(int(e) for e in expected)}
+    keyless = [Record(key=None, value=b"v")] * 3
+    assert list(_route(keyless, None, 4, chunk_index=5)) == [1]
+    assert list(_route(keyed, 2, 4, chunk_index=0)) == [2]
+
+
+def test_consume_prints_the_produce_format_and_json_lines() -> None:
+    args = argparse.Namespace(value_only=False, print_offsets=True, separator="\t",
+                              null_marker="NULL")
+    record = Record(key=b"k", value=None, timestamp=5, offset=42, headers=(("h", b"\xff"),))
+    assert _record_text(3, record, args) == "3\t42\tk\tNULL"
+    assert _record_json(3, record) == {"partition": 3, "offset": 42, "timestamp": 5, "key": "k",
+                                       "value": None, "headers": [["h", {"base64": "/w=="}]]}
+
+
+def test_json_of_snapshots_and_argument_helpers() -> None:
+    slot = WorkerSlot(0, "w", "host", "idle", None, None)
+    assert jsonable({TopicPartition("t", 1): slot}) == {
+        "t-1": {"cleaner_id": 0, "name": "w", "host": "host", "state": "idle", "topic": None,
+                "partition": None}}
+    assert topic_partition("my-topic-12") == ("my-topic", 12)
+    with pytest.raises(UsageError):
+        topic_partition("nopartition")
+    assert parse_config(["a=1", " b = x=y "]) == {"a": "1", "b": "x=y"}
+    with pytest.raises(UsageError, match="KEY=VALUE"):
+        parse_config(["novalue"])

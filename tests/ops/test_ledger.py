@@ -1,0 +1,78 @@
+"""The verifier: it finds every kind of loss, so a drill cannot pass vacuously."""
+
+from __future__ import annotations
+
+from ops.drills.ledger import Ledger, LogRecord, verify
+
+
+def reader(logs: dict[tuple[str, int], list[tuple[int, bytes, bytes]]]):
+    return lambda topic, partition: [LogRecord(o, k, v) for o, k, v in
+                                     logs.get((topic, partition), [])]
+
+
+def acked_ledger() -> Ledger:
+    ledger = Ledger(compacted_topics=["kv"])
+    ledger.acknowledge("t", 0, 0, [(b"a", b"v0"), (b"b", b"v1")])
+    ledger.acknowledge("kv", 0, 0, [(b"k", b"old"), (b"k", b"new")])
+    return ledger
+
+
+def test_a_log_holding_every_acknowledged_record_verifies_clean() -> None:
+    result = verify(acked_ledger(), reader({("t", 0): [(0, b"a", b"v0"), (1, b"b", b"v1")],
+                                            ("kv", 0): [(1, b"k", b"new")]}))
+    assert result.ok and result.acknowledged == 4 and result.log_records == 3
+
+
+def test_an_acknowledged_record_missing_from_the_log_is_lost() -> None:
+    result = verify(acked_ledger(), reader({("t", 0): [(0, b"a", b"v0")],
+                                            ("kv", 0): [(1, b"k", b"new")]}))
+    assert not result.ok and result.lost == 1
+    assert result.examples["lost"][0]["offset"] == 1
+
+
+def test_the_latest_value_of_a_compacted_key_missing_is_lost() -> None:
+    result = verify(acked_ledger(), reader({("t", 0): [(0, b"a", b"v0"), (1, b"b", b"v1")],
+                                            ("kv", 0): [(0, b"k", b"old")]}))
+    assert result.lost == 1 and result.examples["lost"][0]["value"] == "new"
+
+
+def test_a_record_stored_twice_is_a_duplicate() -> None:
+    result = verify(acked_ledger(), reader({("t", 0): [(0, b"a", b"v0"), (1, b"b", b"v1"),
+                                                       (2, b"b", b"v1")],
+                                            ("kv", 0): [(1, b"k", b"new")]}))
+    assert not result.ok and result.duplicated == 1 and result.misplaced == 0
+
+
+def test_a_record_at_another_offset_is_misplaced_and_an_unknown_one_a_phantom() -> None:
+    result = verify(acked_ledger(), reader({("t", 0): [(0, b"a", b"v0"), (5, b"b", b"v1"),
+                                                       (6, b"z", b"never sent")],
+                                            ("kv", 0): [(1, b"k", b"new")]}))
+    assert result.misplaced == 1 and result.phantom == 1 and not result.ok
+
+
+def test_in_doubt_records_are_neither_loss_nor_phantoms_but_count_as_duplicates() -> None:
+    ledger = acked_ledger()
+    ledger.in_doubt("t", 0, [(b"c", b"maybe"), (b"d", b"maybe-not")])
+    logs = {("t", 0): [(0, b"a", b"v0"), (1, b"b", b"v1"), (2, b"c", b"maybe")],
+            ("kv", 0): [(1, b"k", b"new")]}
+    result = verify(ledger, reader(logs))
+    assert result.ok and result.in_doubt_present == 1 and result.in_doubt_absent == 1
+    logs[("t", 0)].append((3, b"c", b"maybe"))
+    assert verify(ledger, reader(logs)).duplicated == 1
+
+
+def test_a_later_in_doubt_value_present_excuses_a_compacted_away_latest() -> None:
+    ledger = acked_ledger()
+    ledger.in_doubt("kv", 0, [(b"k", b"newest")])
+    result = verify(ledger, reader({("t", 0): [(0, b"a", b"v0"), (1, b"b", b"v1")],
+                                    ("kv", 0): [(7, b"k", b"newest")]}))
+    assert result.ok and result.lost == 0
+
+
+def test_an_acknowledgement_settles_a_doubt_and_excuse_spares_destroyed_records() -> None:
+    ledger = Ledger()
+    ledger.in_doubt("t", 0, [(b"a", b"v0")])
+    ledger.acknowledge("t", 0, 0, [(b"a", b"v0")])
+    assert ledger.doubtful() == [] and ledger.summary()["acknowledged_records"] == 1
+    result = verify(ledger, reader({}), excuse=lambda r: r.offset == 0)
+    assert result.ok and result.excused == 1

@@ -1,0 +1,57 @@
+"""Fixtures of the Spark tests: ONE local SparkSession for the whole session (a JVM costs 6-9 s),
+whose Python workers join the session's Ray head (``RAY_ADDRESS`` is set for the JVM only), and
+the cluster fixtures of tests/cluster."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import pytest
+
+from tests.cluster.conftest import start_cluster, wait_for  # noqa: F401 - fixtures
+
+TASK_ATTEMPTS = 2          # local[2,N]: N attempts per task, so a failed task is retried once
+
+
+@pytest.fixture(scope="session")
+def spark(ray_session: str) -> Iterator[Any]:
+    from cluster.spark.session import local_session
+
+    session = local_session(ray_address=ray_session, master=f"local[2,{TASK_ATTEMPTS}]",
+                            app_name="strata-tests", config={"spark.driver.memory": "512m"})
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture
+def strata(spark: Any, start_cluster: Any) -> Any:
+    """A fresh 3-directory cluster; ``strata.read(topic)`` / ``strata.write(df, topic)`` use
+    its namespace."""
+    cluster = start_cluster(dirs=3, cleaners=1)
+    return _Strata(spark, cluster)
+
+
+class _Strata:
+    def __init__(self, spark: Any, cluster: Any) -> None:
+        self.spark = spark
+        self.cluster = cluster
+        self.namespace = cluster.namespace
+
+    def write(self, df: Any, topic: str, **options: Any) -> None:
+        writer = df.write.format("strata").option("topic", topic) \
+            .option("namespace", self.namespace).mode("append")
+        for key, value in options.items():
+            writer = writer.option(key, str(value))
+        writer.save()
+
+    def read(self, topic: str, **options: Any) -> Any:
+        reader = self.spark.read.format("strata").option("topic", topic) \
+            .option("namespace", self.namespace)
+        for key, value in options.items():
+            reader = reader.option(key, str(value))
+        return reader.load()
+
+    def stats(self) -> Any:
+        return self.spark.read.format("strata-stats").option("namespace", self.namespace).load()

@@ -1,0 +1,253 @@
+"""The ``strata`` and ``strata-stats`` data sources against a real local Ray cluster and a real
+SparkSession: round trips, the compaction oracle in Spark SQL, statistics, exactly-once writes
+under a task retry, and bad input."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import functions as F
+
+from cluster.partitioner import partitions_for_keys
+from tests.spark.conftest import wait_for
+
+COMPACT = {"cleanup.policy": "compact", "segment.bytes": 64 * 1024,
+           "min.cleanable.dirty.ratio": 0.01}
+T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def test_write_then_read_back_equals_the_input(strata) -> None:
+    spark = strata.spark
+    strata.cluster.create_topic("orders", partitions=3)
+    rows = []
+    for i in range(3000):
+        rows.append((f"k{i % 700}" if i % 11 else None,
+                     None if i % 13 == 0 else f"value-{i}".encode(),
+                     (i % 3) if i % 5 == 0 else None,
+                     T0 + dt.timedelta(milliseconds=i),
+                     [("h", b"x%d" % i)] if i % 7 == 0 else []))
+    df = spark.createDataFrame(rows, "key STRING, value BINARY, partition INT, timestamp "
+                               "TIMESTAMP, headers ARRAY<STRUCT<key: STRING, value: BINARY>>")
+    strata.write(df.repartition(2), "orders", batchBytes=4096)
+
+    got = strata.read("orders").collect()
+    assert len(got) == len(rows)
+    expected = sorted(((k, v, ts, tuple(h)) for k, v, _, ts, h in rows), key=repr)
+    actual = sorted(((None if r.key is None else r.key.decode(), r.value,
+                     r.timestamp.replace(tzinfo=dt.timezone.utc),
+                     tuple((h.key, h.value) for h in r.headers)) for r in got), key=repr)
+    assert actual == expected
+    by_value = {r.value: r for r in got if r.value is not None}
+    for key, value, partition, _, _ in rows:
+        if value is None:
+            continue
+        row = by_value[value]
+        if partition is not None:
+            assert row.partition == partition
+        elif key is not None:
+            assert row.partition == int(partitions_for_keys([key.encode()], 3)[0])
+    offsets = sorted((r.partition, r.offset) for r in got)
+    for p in range(3):
+        mine = [o for q, o in offsets if q == p]
+        assert mine == list(range(len(mine)))
+
+
+def test_other_columns_are_packed_into_msgpack_and_decoded_back(strata) -> None:
+    spark = strata.spark
+    strata.cluster.create_topic("prices", partitions=2)
+    df = spark.range(500).selectExpr("cast(id as string) as key", "id * 1.5 as price",
+                                     "cast(id as int) as qty", "concat('n', id) as name")
+    strata.write(df, "prices")
+    read = strata.read("prices", valueFormat="msgpack",
+                       valueSchema="price DOUBLE, qty INT, name STRING")
+    assert read.columns == ["topic", "partition", "offset", "timestamp", "key", "price", "qty",
+                            "name", "headers"]
+    got = sorted((r.key.decode(), r.price, r.qty, r.name) for r in read.collect())
+    assert got == sorted((str(i), i * 1.5, i, f"n{i}") for i in range(500))
+
+
+def test_starting_offsets_skip_what_came_before(strata) -> None:
+    strata.cluster.create_topic("t", partitions=2)
+    strata.write(strata.spark.range(100).selectExpr("cast(id as string) as key",
+                                                    "cast(id as string) as value"), "t")
+    ends = [strata.cluster.offsets("t", p)[1] for p in range(2)]
+    latest = strata.read("t", startingOffsets="latest")
+    assert latest.count() == 0
+    some = strata.read("t", startingOffsets='{"t": {"0": %d}}' % (ends[0] - 3))
+    assert some.count() == 3 + ends[1]
+
+
+def test_compacted_read_equals_the_latest_per_key_oracle(strata) -> None:
+    spark = strata.spark
+    c = strata.cluster
+    c.create_topic("state", partitions=3, config=COMPACT)
+    source = (spark.range(20_000)
+              .selectExpr("id as seq", "concat('k', cast(id % 500 as string)) as key",
+                          "case when id % 17 = 0 then null else concat('v', cast(id as string)) "
+                          "end as value")
+              .repartition(2, "key").sortWithinPartitions("seq"))
+    strata.write(source.select("key", "value"), "state", batchBytes=8192)
+    for p in range(3):
+        c.trigger_clean("state", p, roll=True, wait=True)
+    sizes = {r["partition"]: r["size_bytes"] for r in c.stats()
+             if r["kind"] == "partition" and r["topic"] == "state"}
+    assert sum(sizes.values()) < 20_000 * 10          # the dirty 20k records are gone
+
+    source.createOrReplaceTempView("source")
+    strata.read("state").createOrReplaceTempView("compacted")
+    oracle = spark.sql("""
+        SELECT key, value FROM (
+            SELECT key, value, row_number() OVER (PARTITION BY key ORDER BY seq DESC) AS n
+            FROM source) WHERE n = 1""")
+    compacted = spark.sql("SELECT cast(key AS STRING) AS key, cast(value AS STRING) AS value "
+                          "FROM compacted")
+    assert compacted.count() == compacted.select("key").distinct().count() == 500
+    assert oracle.exceptAll(compacted).count() == 0
+    assert compacted.exceptAll(oracle).count() == 0
+
+
+def test_stats_have_a_row_for_every_actor_and_partition(strata) -> None:
+    c = strata.cluster
+    c.create_topic("s", partitions=4, config=COMPACT)
+    strata.write(strata.spark.range(1000).selectExpr("cast(id % 10 as string) as key",
+                                                     "cast(id as string) as value"), "s")
+    c.trigger_clean("s", 0, roll=True, wait=True)
+    stats = strata.stats()
+    stats.createOrReplaceTempView("stats")
+    roles = {r.role: r.n for r in strata.spark.sql(
+        "SELECT role, count(*) AS n FROM stats GROUP BY role").collect()}
+    assert roles == {"coordinator": 1, "log_dir": 3, "cleaner": 1, "partition": 4}
+    actors = stats.where("role != 'partition'").collect()
+    assert all(r.pid and r.rss_bytes > 0 and r.cpu_seconds > 0 for r in actors)
+    assert {r.directory for r in actors if r.role == "log_dir"} == set(c.description.log_dirs)
+    partitions = stats.where("role = 'partition'").collect()
+    assert sum(r.log_end_offset for r in partitions) == 1000
+    assert all(r.cleanup_policy == "compact" and r.uncleanable is False for r in partitions)
+    cleaner = stats.where("role = 'cleaner'").first()
+    assert cleaner.cleans >= 1 and cleaner.last_clean_mb_per_sec > 0
+    assert 0 < cleaner.buffer_utilization <= 1
+
+
+def _fail_once_after_sending(namespace: str, topic: str):
+    """An RDD partition function: on the first attempt of Spark partition 0 it passes rows on
+    until the writer downstream has stored some of them, then raises."""
+
+    def run(rows):
+        import time
+
+        from pyspark import TaskContext
+
+        from cluster.spark.connection import connect
+
+        context = TaskContext.get()
+        failing = context.partitionId() == 0 and context.attemptNumber() == 0
+        for i, row in enumerate(rows):
+            yield row
+            if failing and i == 7000:
+                cluster = connect("auto", namespace)
+                layout = cluster.topic_layout(topic)
+                deadline = time.monotonic() + 60
+                while sum(e for _, e in cluster.end_offsets(layout).values()) == 0:
+                    if time.monotonic() > deadline:
+                        raise AssertionError("the writer stored nothing")
+                    time.sleep(0.05)
+                raise RuntimeError("injected failure after some batches were stored")
+    return run
+
+
+def test_a_retried_task_leaves_every_record_exactly_once(strata) -> None:
+    spark = strata.spark
+    strata.cluster.create_topic("once", partitions=3)
+    n = 40_000
+    df = spark.range(0, n, numPartitions=2).selectExpr(
+        "cast(id % 1000 as string) as key", "cast(id as string) as value")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
+    try:
+        flaky = df.rdd.mapPartitions(_fail_once_after_sending(strata.namespace, "once")) \
+            .toDF(df.schema)
+        strata.write(flaky, "once", batchBytes=4096)
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    got = strata.read("once").select(F.col("value").cast("string").alias("v"))
+    assert got.count() == n
+    assert got.distinct().count() == n
+
+
+# ---- bad input ------------------------------------------------------------------------------------
+def _count(strata, topic: str) -> int:
+    return sum(strata.cluster.offsets(topic, p)[1] for p in range(3))
+
+
+def test_a_compacted_topic_refuses_a_dataframe_without_key(strata) -> None:
+    strata.cluster.create_topic("c", partitions=3, config=COMPACT)
+    strata.write(strata.spark.range(100).selectExpr("cast(id as string) as key",
+                                                    "cast(id as string) as value"), "c")
+    with pytest.raises(Exception, match="compacted.*no key column"):
+        strata.write(strata.spark.range(10).selectExpr("cast(id as string) as value"), "c")
+    with pytest.raises(Exception, match="null key"):
+        strata.write(strata.spark.range(10).selectExpr(
+            "case when id = 5 then null else cast(id as string) end as key",
+            "cast(id as string) as value").coalesce(1), "c")
+    assert _count(strata, "c") == 100 and strata.read("c").count() == 100
+
+
+def test_an_unknown_topic_fails_naming_it(strata) -> None:
+    df = strata.spark.range(3).selectExpr("cast(id as string) as key",
+                                          "cast(id as string) as value")
+    with pytest.raises(Exception, match="has no topic nosuch"):
+        strata.write(df, "nosuch")
+    with pytest.raises(Exception, match="has no topic nosuch"):
+        strata.read("nosuch").collect()
+
+
+def test_a_value_over_max_message_bytes_fails_and_keeps_what_was_stored(strata) -> None:
+    strata.cluster.create_topic("small", partitions=3, config={"max.message.bytes": 10_000})
+    strata.write(strata.spark.range(100).selectExpr("cast(id as string) as key",
+                                                    "cast(id as string) as value"), "small")
+    big = strata.spark.range(10).selectExpr(
+        "cast(id as string) as key",
+        "case when id = 7 then repeat('x', 20000) else 'small' end as value").coalesce(1)
+    with pytest.raises(Exception, match="over max.message.bytes=10000 of topic small"):
+        strata.write(big, "small")
+    assert strata.read("small").where("cast(value as string) != 'small'").count() == 100
+
+
+def test_an_unreachable_cluster_fails_saying_so(strata) -> None:
+    df = strata.spark.range(3).selectExpr("cast(id as string) as key",
+                                          "cast(id as string) as value")
+    with pytest.raises(Exception, match="no Ray cluster answers at 127.0.0.1:1"):
+        strata.write(df, "orders", address="127.0.0.1:1")
+    with pytest.raises(Exception, match="no Strata cluster in namespace nobody"):
+        df.write.format("strata").option("topic", "t").option("namespace", "nobody") \
+            .mode("append").save()
+    with pytest.raises(Exception, match="no Strata cluster in namespace nobody"):
+        strata.spark.read.format("strata-stats").option("namespace", "nobody").load().collect()
+
+
+def test_arrow_columns_survive_a_round_trip_through_the_encoder_and_decoder() -> None:
+    from cluster.spark.decoding import arrow_batches
+    from cluster.spark.encoding import BatchEncoder, WritePlan
+    from storage.records import RecordBatch
+
+    plan = WritePlan(topic="t", address="auto", namespace="n", partitions=2, compact=False,
+                     max_message_bytes=1 << 20, batch_bytes=300, producer_nonce=5, has_key=True,
+                     has_value=True, packed_columns=(), has_partition=False, has_timestamp=False,
+                     has_headers=False)
+    keys = pa.array([b"a", None, b"ccc", b"d"] * 50)
+    values = pa.array([b"1", b"22", None, b"4444"] * 50)
+    encoder = BatchEncoder(plan, spark_partition=3, now_ms=1_700_000_000_000)
+    sent = list(encoder.batches([pa.RecordBatch.from_arrays([keys, values], ["key", "value"])]))
+    assert all(len(data) <= 300 for _, _, data in sent)
+    for partition in (0, 1):
+        batches = [RecordBatch(d) for _, p, d in sent if p == partition]
+        sequences = [b.base_sequence for b in batches]
+        counts = [b.records_count for b in batches]
+        assert sequences == [sum(counts[:i]) for i in range(len(counts))]
+        assert {b.producer_id for b in batches} == {(5 << 24) | 3}
+    decoded = [b for _, p, d in sent for b in arrow_batches([RecordBatch(d)], "t", p, 0, 10**9)]
+    got = sorted(zip(sum((b.column("key").to_pylist() for b in decoded), []),
+                     sum((b.column("value").to_pylist() for b in decoded), [])),
+                 key=repr)
+    assert got == sorted(zip(keys.to_pylist(), values.to_pylist()), key=repr)
