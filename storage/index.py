@@ -122,7 +122,7 @@ class _Index:
         max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
         writable: bool = True,
     ) -> None:
-        self._path = Path(path)
+        self._path = path if isinstance(path, Path) else Path(path)
         self._base_offset = base_offset
         self._max_index_size = max_index_size
         self._writable = writable

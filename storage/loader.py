@@ -86,9 +86,9 @@ class LogLoader:
         min_cleaned = min(cleaned_offsets) if cleaned_offsets else None
         swaps: list[Path] = []
         for name in names:
-            path = self.dir / name
-            if not files.is_segment_file(name):
+            if not name.endswith(files.TEMP_SUFFIXES) or not files.is_segment_file(name):
                 continue
+            path = self.dir / name
             if name.endswith(files.DELETED_SUFFIX) or name.endswith(files.CLEANED_SUFFIX):
                 self._unlink(path)
             elif name.endswith(files.SWAP_SUFFIX):

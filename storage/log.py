@@ -453,6 +453,7 @@ class Log:
             if not active.is_open_for_writes:
                 active.make_writable()
             active.truncate_to(target_offset)
+            active.size_indexes_for_appends()
             self._log_end_offset = active.read_next_offset()
             self._recovery_point = min(self._recovery_point, self._log_end_offset)
             self._log_start_offset = min(self._log_start_offset, target_offset)

@@ -159,6 +159,7 @@ class LogSegment:
         self._max_timestamp_and_offset: TimestampOffset | None = None   # loaded lazily
         self._rolling_based_timestamp: int | None = None
         self._next_offset: int | None = None
+        self._indexes_sized = True
 
     # ---- creation ----------------------------------------------------------------------------
     @classmethod
@@ -239,6 +240,7 @@ class LogSegment:
     # ---- append ------------------------------------------------------------------------------
     def should_roll(self, params: RollParams) -> bool:
         """Kafka's shouldRoll: size, time (with jitter), full index, or relative offset overflow."""
+        self.size_indexes_for_appends()
         time_waited = self._time_waited_for_roll(params.now_ms, params.max_timestamp_in_append)
         return (
             self._size > self.config.segment_bytes - params.bytes_in_append
@@ -274,6 +276,7 @@ class LogSegment:
         size = sum(len(p) for p in pieces)
         if size == 0:
             return
+        self.size_indexes_for_appends()
         position = self._size
         if self._size == 0:
             self._rolling_based_timestamp = largest_timestamp
@@ -342,8 +345,13 @@ class LogSegment:
                                         self.config.segment_index_bytes, writable=True)
         self.time_index = TimeIndex(self.time_index.path, self.base_offset,
                                     self.config.segment_index_bytes, writable=True)
-        self.offset_index.resize(self.config.segment_index_bytes)
-        self.time_index.resize(self.config.segment_index_bytes)
+        self._indexes_sized = False   # grown to the maximum at the first append, not at load
+
+    def size_indexes_for_appends(self) -> None:
+        if not self._indexes_sized:
+            self.offset_index.resize(self.config.segment_index_bytes)
+            self.time_index.resize(self.config.segment_index_bytes)
+            self._indexes_sized = True
 
     # ---- read --------------------------------------------------------------------------------
     def read_bytes(self, position: int, size: int) -> bytes:
