@@ -104,7 +104,7 @@ class Cleaner:
         groups = group_segments_by_size(log.segments_in_range(0, end_offset),
                                         log.config.segment_bytes, log.config.segment_index_bytes,
                                         end_offset)
-        producers = self._last_batches_of_producers(log) if groups else {}
+        producers = _LastBatches(lambda: self._last_batches_of_producers(log))
         for group in groups:
             self.clean_segments(log, group, now, stats, legacy_horizon, end_offset, producers)
         stats.buffer_utilization = self.offset_map.utilization
@@ -191,7 +191,7 @@ class Cleaner:
     # ---- cleaning ----------------------------------------------------------------------------
     def clean_segments(self, log: Log, group: Sequence[LogSegment], now_ms: int,
                        stats: CleanerStats, legacy_horizon: int, upper_bound: int,
-                       last_batch_of_producer: dict[int, int]) -> None:
+                       last_batch_of_producer: _LastBatches) -> None:
         """Clean one group into one ``.cleaned`` segment and swap it in."""
         cleaned = log.create_cleaned_segment(group[0].base_offset)
         try:
@@ -222,10 +222,10 @@ class Cleaner:
 
     def _clean_into(self, log: Log, source: LogSegment, dest: LogSegment, now_ms: int,
                     stats: CleanerStats, retain_legacy_deletes: bool, upper_bound: int,
-                    last_batch_of_producer: dict[int, int]) -> None:
+                    last_batch_of_producer: _LastBatches) -> None:
         delete_retention = log.config.delete_retention_ms
         for _position, chunk, scan in self._chunks(log, source, 0):
-            pieces: list[bytes] = []
+            pieces: list[bytes | bytearray | memoryview] = []
             max_ts, max_ts_offset, last_offset = -1, -1, -1
             for pos, size, magic in zip(scan.positions.tolist(), scan.sizes.tolist(),
                                         scan.magics.tolist()):
@@ -249,9 +249,9 @@ class Cleaner:
     def _filter_batch(self, log: Log, chunk: bytes, pos: int, size: int, header: BatchHeader,
                       now_ms: int, stats: CleanerStats, retain_legacy_deletes: bool,
                       delete_retention: int, upper_bound: int,
-                      last_batch_of_producer: dict[int, int]) -> tuple[bytes, int, int] | None:
+                      last_batch_of_producer: _LastBatches) -> tuple[bytes | bytearray | memoryview, int, int] | None:
         """The retained form of one batch: (bytes, records kept, max timestamp), or None."""
-        raw = chunk[pos:pos + size]
+        raw = memoryview(chunk)[pos:pos + size]   # no copy: pieces are written with writev
         if header.is_control:
             return raw, max(header.records_count, 0), header.max_timestamp
         records = _Records.of(chunk, pos, size, header, log)
@@ -284,14 +284,14 @@ class Cleaner:
         if needs_horizon or header.magic < 2:
             return self._rebuild(raw, header, keep, offsets, now_ms + delete_retention
                                  if needs_horizon else None)
-        body = np.empty(int(records.rec_end[-1] - records.rec_start[0]) + 16, dtype=np.uint8)
+        body = np.empty(int(records.rec_end[-1] - records.rec_start[0]), dtype=np.uint8)
         n = gather_records(records.buf, records.rec_start, records.rec_end, keep, body)
         max_ts = header.max_timestamp if header.timestamp_type == 1 else int(
             header.base_timestamp + records.ts_delta[keep].max())
-        data = _rewrite_batch(raw, header, body[:n].tobytes(), kept, max_ts)
+        data = _rewrite_batch(raw, header, memoryview(body)[:n], kept, max_ts)
         return data, kept, max_ts
 
-    def _rebuild(self, raw: bytes, header: BatchHeader, keep: np.ndarray, offsets: np.ndarray,
+    def _rebuild(self, raw: memoryview, header: BatchHeader, keep: np.ndarray, offsets: np.ndarray,
                  delete_horizon_ms: int | None) -> tuple[bytes, int, int]:
         """Re-encode the kept records (tombstone horizon, or a legacy batch becoming v2)."""
         keep_offsets = set(offsets[keep].tolist())
@@ -309,6 +309,20 @@ class Cleaner:
             offset_deltas=[r.offset - base for r in kept],
             last_offset_delta=header.last_offset - base)
         return data, len(kept), max(r.timestamp for r in kept)
+
+
+class _LastBatches:
+    """Producer id -> offset of its last batch, computed on the first question: only a batch
+    that loses every record asks, so a clean of a log without such batches never pays the scan."""
+
+    def __init__(self, compute: Callable[[], dict[int, int]]) -> None:
+        self._compute = compute
+        self._found: dict[int, int] | None = None
+
+    def get(self, producer_id: int) -> int | None:
+        if self._found is None:
+            self._found = self._compute()
+        return self._found.get(producer_id)
 
 
 @dataclass(slots=True)
@@ -378,19 +392,22 @@ def _header(chunk: bytes, pos: int, size: int, magic: int) -> BatchHeader:
     return RecordBatch(chunk[pos:pos + size]).header
 
 
-def _rewrite_batch(raw: bytes, header: BatchHeader, body: bytes, count: int, max_ts: int) -> bytes:
+def _rewrite_batch(raw: memoryview, header: BatchHeader, body: memoryview, count: int,
+                   max_ts: int) -> bytearray:
     """The batch with a new record body, count and max timestamp; offsets, producer fields and the
-    base timestamp unchanged; compressed again with its codec."""
+    base timestamp unchanged; compressed again with its codec. One copy of the body."""
     if header.compression != Compression.NONE:
-        body = compression.compress(Compression(header.compression), body)
+        body = memoryview(compression.compress(Compression(header.compression), bytes(body)))
     fields = list(BATCH_HEADER.unpack_from(raw, 0))
     fields[1] = HEADER_SIZE - LOG_OVERHEAD + len(body)     # batch length
     fields[4] = 0                                           # crc, set below
     fields[8] = max_ts                                      # max timestamp
     fields[12] = count                                      # records count
-    out = bytearray(BATCH_HEADER.pack(*fields) + body)
+    out = bytearray(HEADER_SIZE + len(body))
+    BATCH_HEADER.pack_into(out, 0, *fields)
+    out[HEADER_SIZE:] = body
     _CRC.pack_into(out, _CRC_POSITION, crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
-    return bytes(out)
+    return out
 
 
 def _empty_batch(header: BatchHeader) -> bytes:
