@@ -44,7 +44,8 @@ from storage.records import Record, build_batch, iter_batches
 
 DEFAULT_BATCH_BYTES = 1 << 20
 DEFAULT_WINDOW = 4
-_RECORD_OVERHEAD = 24
+_RECORD_OVERHEAD = 36   # a record's varints and attributes, at most
+_BATCH_OVERHEAD = 61    # the v2 batch header
 
 
 @dataclass(frozen=True)
@@ -181,10 +182,21 @@ class Cluster:
     def produce(self, topic: str, partition: int, records: Iterable[Record | bytes], *,
                 flush: bool = False, batch_bytes: int = DEFAULT_BATCH_BYTES) -> ProduceResult:
         """Append ``records`` (``Record``s, encoded here, or already-encoded v2 batches) to one
-        partition, in order."""
+        partition, in order. Batches are kept within the topic's ``segment.bytes`` and
+        ``max.message.bytes``."""
+        limit = min(batch_bytes, self.batch_limit(topic))
         return self.produce_batches(((topic, partition, b) for b in
-                                     encode_batches(records, batch_bytes)), flush=flush,
+                                     encode_batches(records, limit)), flush=flush,
                                     batch_bytes=batch_bytes)
+
+    def batch_limit(self, topic: str) -> int:
+        """The largest batch ``topic`` accepts: ``min(segment.bytes, max.message.bytes)`` of its
+        effective config (cached per client)."""
+        cache = self.__dict__.setdefault("_batch_limits", {})
+        if topic not in cache:
+            config = self.topic_layout(topic).config
+            cache[topic] = min(config.segment_bytes, config.max_message_bytes)
+        return cache[topic]
 
     def produce_batches(self, items: Iterable[tuple[str, int, bytes]], *, flush: bool = False,
                         batch_bytes: int = DEFAULT_BATCH_BYTES,
@@ -213,17 +225,27 @@ class Cluster:
             flight.append((held, self._nodes[log_dir].submit("append_batches", batch, flush)))
             calls += 1
 
-        for topic, partition, data in items:
-            log_dir = self.partition_dir(topic, partition)
-            packing.setdefault(log_dir, []).append((topic, partition, data))
-            sizes[log_dir] = sizes.get(log_dir, 0) + len(data)
-            if sizes[log_dir] >= batch_bytes:
+        try:
+            for topic, partition, data in items:
+                log_dir = self.partition_dir(topic, partition)
+                packing.setdefault(log_dir, []).append((topic, partition, data))
+                sizes[log_dir] = sizes.get(log_dir, 0) + len(data)
+                if sizes[log_dir] >= batch_bytes:
+                    send(log_dir)
+            for log_dir in list(packing):
                 send(log_dir)
-        for log_dir in list(packing):
-            send(log_dir)
-        for flight in flights.values():
-            for _, pending in flight:
-                infos.extend(pending.result())
+            for flight in flights.values():
+                while flight:
+                    infos.extend(flight.pop(0)[1].result())
+        except BaseException:
+            # settle every call still in flight before raising, so none is left unawaited
+            for flight in flights.values():
+                for _, pending in flight:
+                    try:
+                        pending.result()
+                    except BaseException:   # noqa: BLE001 - the first error is the one raised
+                        pass
+            raise
         if not infos:
             return ProduceResult(-1, -1, 0, 0, 0)
         return ProduceResult(min(i.first_offset for i in infos),
@@ -438,20 +460,24 @@ def _sample_process(_actor: object, interval_s: float) -> dict[str, Any]:
 
 
 def encode_batches(records: Iterable[Record | bytes], batch_bytes: int) -> Iterator[bytes]:
-    """Encoded v2 batches of about ``batch_bytes``; pre-encoded batches pass through."""
+    """Encoded v2 batches of at most about ``batch_bytes`` (a batch closes before a record that
+    would take it past the limit; a single larger record makes a batch of its own, which the log
+    refuses with a clear error); pre-encoded batches pass through."""
     pending: list[Record] = []
-    size = 0
+    size = _BATCH_OVERHEAD
     for item in records:
         if isinstance(item, (bytes, bytearray, memoryview)):
             if pending:
                 yield build_batch(pending)
-                pending, size = [], 0
+                pending, size = [], _BATCH_OVERHEAD
             yield bytes(item)
             continue
-        pending.append(item)
-        size += _RECORD_OVERHEAD + len(item.key or b"") + len(item.value or b"")
-        if size >= batch_bytes:
+        record_size = _RECORD_OVERHEAD + len(item.key or b"") + len(item.value or b"") + sum(
+            len(k) + len(v or b"") + 10 for k, v in item.headers)
+        if pending and size + record_size > batch_bytes:
             yield build_batch(pending)
-            pending, size = [], 0
+            pending, size = [], _BATCH_OVERHEAD
+        pending.append(item)
+        size += record_size
     if pending:
         yield build_batch(pending)

@@ -205,7 +205,19 @@ def stop_head_process(session_dir: str, gcs_address: str, *, grace_s: float = 3.
             proc.kill()
         except psutil.Error:
             pass
+    _forget_current_cluster(session_dir, gcs_address)
     return len(procs)
+
+
+def _forget_current_cluster(session_dir: str, gcs_address: str) -> None:
+    """Remove ``ray_current_cluster`` when it names the head just stopped (as ``ray stop`` does),
+    so a later ``ray.init()`` starts a new cluster instead of trying to join a dead one."""
+    marker = Path(session_dir).parent / "ray_current_cluster"
+    try:
+        if marker.read_text().strip() == gcs_address:
+            marker.unlink()
+    except OSError:
+        pass
 
 
 def _running(proc: Any) -> bool:

@@ -62,7 +62,7 @@ def ray_session():
 
     if ray.is_initialized():
         pytest.fail("Ray is already initialised in this process")
-    context = ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING",
+    context = ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING",
                        log_to_driver=False, _metrics_export_port=RAY_METRICS_PORT,
                        _system_config={"metrics_report_interval_ms": 1000})
     try:

@@ -150,8 +150,9 @@ def _send(cluster: Any, topic: str, by_partition: dict[int, list[Any]],
           args: argparse.Namespace, totals: dict[str, Any]) -> None:
     from cluster.client import encode_batches
 
+    limit = min(args.batch_bytes, cluster.batch_limit(topic))
     items = [(topic, p, batch) for p, records in sorted(by_partition.items())
-             for batch in encode_batches(records, args.batch_bytes)]
+             for batch in encode_batches(records, limit)]
     result = cluster.produce_batches(items, flush=args.flush, batch_bytes=args.batch_bytes)
     totals["records"] += result.records
     totals["batches"] += result.batches
