@@ -568,19 +568,21 @@ def _materialize(data: bytes, fields: np.ndarray, header: BatchHeader) -> list[R
         timestamps = [base_timestamp + d for d in ts_deltas]
     return [
         Record(None if kl < 0 else data[kp:kp + kl], None if vl < 0 else data[vp:vp + vl], ts,
-               _decode_headers(data, hp, hc) if hc else (), base_offset + od)
+               decode_headers(data, hp, hc) if hc else (), base_offset + od)
         for od, ts, kp, kl, vp, vl, hp, hc in zip(offset_deltas, timestamps, key_pos, key_len,
                                                   value_pos, value_len, headers_pos, header_count)
     ]
 
 
-def _decode_headers(data: bytes, pos: int, count: int) -> tuple[tuple[str, bytes | None], ...]:
-    """Headers already bounds-checked by the kernel. Keys decode with ``surrogateescape`` so that
-    any bytes round-trip through a rebuild unchanged."""
+def decode_headers(data: bytes, pos: int, count: int, errors: str = "surrogateescape"
+                   ) -> tuple[tuple[str, bytes | None], ...]:
+    """``count`` record headers at ``pos``, already bounds-checked by the kernel. Keys decode with
+    ``surrogateescape`` by default so that any bytes round-trip through a rebuild unchanged
+    (``errors="replace"`` for display and Arrow columns)."""
     headers = []
     for _ in range(count):
         key_len, pos = decode_varint(data, pos)
-        key = data[pos:pos + key_len].decode("utf-8", "surrogateescape")
+        key = data[pos:pos + key_len].decode("utf-8", errors)
         pos += key_len
         value_len, pos = decode_varint(data, pos)
         if value_len < 0:

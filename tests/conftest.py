@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import pytest
 
@@ -69,3 +70,30 @@ def ray_session():
         yield context.address_info["address"]
     finally:
         ray.shutdown()
+
+
+class Immutable:
+    """``chattr +i``: even root can no longer write the file or create in the directory."""
+
+    def __init__(self) -> None:
+        self.marked: list[Path] = []
+
+    def __call__(self, path: Path) -> None:
+        result = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
+        if result.returncode != 0:
+            pytest.skip(f"chattr +i does not work here: {result.stderr.strip()}")
+        self.marked.append(path)
+
+    def clear(self) -> None:
+        while self.marked:
+            subprocess.run(["chattr", "-i", str(self.marked.pop())], capture_output=True)
+
+
+@pytest.fixture
+def immutable() -> Iterator[Immutable]:
+    """Marks paths immutable (lost write permission); cleared at teardown at the latest."""
+    if shutil.which("chattr") is None:
+        pytest.skip("chattr is not installed")
+    marks = Immutable()
+    yield marks
+    marks.clear()

@@ -34,7 +34,7 @@ from storage.records import (
     TIMESTAMP_TYPE_MASK,
     Compression,
     RecordBatch,
-    decode_varint,
+    decode_headers,
 )
 
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
@@ -116,18 +116,7 @@ def _binary(buf: np.ndarray, positions: np.ndarray, lengths: np.ndarray) -> pa.A
 
 
 def _decode_headers(data: bytes, pos: int, count: int) -> list[Header]:
-    headers: list[Header] = []
-    for _ in range(count):
-        key_len, pos = decode_varint(data, pos)
-        key = data[pos:pos + key_len].decode("utf-8", "replace")
-        pos += key_len
-        value_len, pos = decode_varint(data, pos)
-        if value_len < 0:
-            headers.append((key, None))
-        else:
-            headers.append((key, data[pos:pos + value_len]))
-            pos += value_len
-    return headers
+    return list(decode_headers(data, pos, count, errors="replace"))
 
 
 # ---- values as msgpack maps ----------------------------------------------------------------------

@@ -6,18 +6,16 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
-import subprocess
 import urllib.request
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import ray
 
 from cluster import Cluster
 from cluster.naming import COORDINATOR_NAME
+from tests.conftest import Immutable
 from storage.errors import LogDirOfflineError
 from storage.records import Record
 from tests.cluster.conftest import wait_for
@@ -53,32 +51,6 @@ def metric(name: str, **labels: str) -> list[float]:
     names = {f"ray_{name}", f"ray_{name}_total"}
     return [v for n, tags, v in scrape()
             if n in names and all(tags.get(k) == want for k, want in labels.items())]
-
-
-class Immutable:
-    """``chattr +i`` (tests/node/test_offline.py): writes to the file fail with EPERM."""
-
-    def __init__(self) -> None:
-        self.marked: list[Path] = []
-
-    def __call__(self, path: Path) -> None:
-        result = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
-        if result.returncode != 0:
-            pytest.skip(f"chattr +i does not work here: {result.stderr.strip()}")
-        self.marked.append(path)
-
-    def clear(self) -> None:
-        while self.marked:
-            subprocess.run(["chattr", "-i", str(self.marked.pop())], capture_output=True)
-
-
-@pytest.fixture
-def immutable() -> Iterator[Immutable]:
-    if shutil.which("chattr") is None:
-        pytest.skip("chattr is not installed")
-    marks = Immutable()
-    yield marks
-    marks.clear()
 
 
 def coordinator_pid(cluster: Cluster) -> int:

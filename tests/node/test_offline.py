@@ -5,12 +5,10 @@ nothing flushed is lost and a reopen after the fault is fixed recovers."""
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import pytest
 
@@ -19,6 +17,7 @@ from storage.clock import FakeClock
 from storage.config import LogConfig
 from storage.records import Record, build_batch
 from storage.scheduler import FakeScheduler
+from tests.conftest import Immutable
 from tests.node.conftest import FAST_TASKS, OpenDir
 
 # One segment larger than the file system (no roll while filling) and a sparse index whose first
@@ -43,33 +42,6 @@ def assert_every_call_fails(d: LogDir, log, reason: str) -> None:
         with pytest.raises(LogDirOfflineError) as failure:
             call()
         assert reason in str(failure.value)
-
-
-class Immutable:
-    """``chattr +i``: even root can no longer write the file or create in the directory."""
-
-    def __init__(self) -> None:
-        self.marked: list[Path] = []
-
-    def __call__(self, path: Path) -> None:
-        result = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
-        if result.returncode != 0:
-            pytest.skip(f"chattr +i does not work here: {result.stderr.strip()}")
-        self.marked.append(path)
-
-    def clear(self) -> None:
-        while self.marked:
-            subprocess.run(["chattr", "-i", str(self.marked.pop())], capture_output=True)
-
-
-@pytest.fixture
-def immutable() -> Iterator[Immutable]:
-    """Marks paths immutable; cleared at teardown at the latest."""
-    if shutil.which("chattr") is None:
-        pytest.skip("chattr is not installed")
-    marks = Immutable()
-    yield marks
-    marks.clear()
 
 
 def test_disk_full_takes_the_directory_offline_and_a_reopen_recovers(
