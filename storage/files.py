@@ -195,3 +195,12 @@ def parse_partition_dir(name: str) -> PartitionDir:
         except InvalidTopicError as err:
             raise InvalidTopicError(f"directory {name!r}: {err.message}", directory=name) from err
     return PartitionDir(TopicPartition(topic, int(partition_text)), kind)
+
+
+def topic_partition_of(directory: Path) -> TopicPartition:
+    """The partition a log directory holds; a directory that is not ``<topic>-<partition>`` (a bare
+    log opened in a test) is partition 0 of its own name."""
+    try:
+        return parse_partition_dir(directory.name).topic_partition
+    except InvalidTopicError:
+        return TopicPartition(directory.name, 0)

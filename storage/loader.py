@@ -48,6 +48,7 @@ class LoadResult:
     rebuilt_indexes: int
     deleted_temp_files: int
     completed_swaps: int
+    clean_shutdown: bool = False   # loaded after a clean shutdown: nothing was re-validated
 
 
 class LogLoader:
@@ -224,7 +225,8 @@ class LogLoader:
         recovery_point = log_end if self.had_clean_shutdown else min(self.recovery_point, log_end)
         log_start = max(self.log_start_offset_checkpoint, segments[0].base_offset)
         return LoadResult(segments, log_start, log_end, recovery_point, truncated, recovered,
-                          self._rebuilt, self._deleted_temp, self._completed_swaps)
+                          self._rebuilt, self._deleted_temp, self._completed_swaps,
+                          self.had_clean_shutdown)
 
     def _unlink(self, path: Path) -> None:
         try:

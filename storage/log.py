@@ -103,8 +103,7 @@ class Log:
         self.config = config
         self.clock = clock
         self._scheduler = scheduler
-        # a directory that is not <topic>-<partition> (a bare log in a test) is partition 0 of its name
-        self.topic_partition = _parse_dir(directory) or files.TopicPartition(directory.name, 0)
+        self.topic_partition = files.topic_partition_of(directory)
         self._lock = threading.RLock()
         self._segments: dict[int, LogSegment] = {s.base_offset: s for s in load.segments}
         self._bases: list[int] = sorted(self._segments)
@@ -117,7 +116,7 @@ class Log:
         self.load_result = load
         self._closed = False
         self.producer_state = ProducerStateManager(directory)
-        self._rebuild_producer_state(had_clean_shutdown=load.recovered_segments == 0)
+        self._rebuild_producer_state(had_clean_shutdown=load.clean_shutdown)
         self.on_offsets_changed: Callable[[Log], None] | None = None
 
     # ---- opening -----------------------------------------------------------------------------
@@ -134,8 +133,7 @@ class Log:
         directory = Path(path)
         config = config or LogConfig()
         directory.mkdir(parents=True, exist_ok=True)
-        is_delete = _parse_dir(directory) is not None and directory.name.endswith(
-            files.DELETE_DIR_SUFFIX)
+        is_delete = directory.name.endswith(files.DELETE_DIR_SUFFIX)
         loader = LogLoader(directory, config,
                            recovery_point=recovery_point if recovery_point is not None else 0,
                            log_start_offset=log_start_offset,
@@ -742,13 +740,6 @@ def _batch_spans(view: memoryview) -> list[tuple[int, int]] | None:
     if int.from_bytes(view[8:LOG_OVERHEAD], "big", signed=True) + LOG_OVERHEAD == len(view):
         return [(0, len(view))]
     return None
-
-
-def _parse_dir(directory: Path) -> files.TopicPartition | None:
-    try:
-        return files.parse_partition_dir(directory.name).topic_partition
-    except StorageError:
-        return None
 
 
 def _with_log_append_time(batch: memoryview, now_ms: int) -> bytes:

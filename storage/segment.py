@@ -145,10 +145,7 @@ class LogSegment:
         self.clock = clock
         self.rolling_jitter_ms = rolling_jitter_ms
         self.log_path = files.log_file(directory, base_offset, suffix)
-        self.offset_index = OffsetIndex(files.index_file(directory, base_offset, suffix), base_offset,
-                                        config.segment_index_bytes, writable=writable)
-        self.time_index = TimeIndex(files.time_index_file(directory, base_offset, suffix), base_offset,
-                                    config.segment_index_bytes, writable=writable)
+        self._open_indexes(writable)
         self._write_fd: int | None = None
         try:
             self._size = os.stat(self.log_path).st_size
@@ -327,24 +324,26 @@ class LogSegment:
                 os.ftruncate(fd, self._size)
         self.make_read_only()
 
+    def _open_indexes(self, writable: bool) -> None:
+        """(Re)create the lazy index objects for the current directory and suffix."""
+        size = self.config.segment_index_bytes
+        self.offset_index = OffsetIndex(files.index_file(self.dir, self.base_offset, self.suffix),
+                                        self.base_offset, size, writable=writable)
+        self.time_index = TimeIndex(files.time_index_file(self.dir, self.base_offset, self.suffix),
+                                    self.base_offset, size, writable=writable)
+
     def make_read_only(self) -> None:
         """Close the writer and reopen the indexes read-only (lazily)."""
         self._close_writer()
         self.offset_index.close()
         self.time_index.close()
-        self.offset_index = OffsetIndex(self.offset_index.path, self.base_offset,
-                                        self.config.segment_index_bytes, writable=False)
-        self.time_index = TimeIndex(self.time_index.path, self.base_offset,
-                                    self.config.segment_index_bytes, writable=False)
+        self._open_indexes(writable=False)
 
     def make_writable(self) -> None:
-        """Reopen the indexes writable and sized to the maximum (the active segment after load)."""
+        """Reopen the indexes writable (the active segment after load)."""
         self.offset_index.close()
         self.time_index.close()
-        self.offset_index = OffsetIndex(self.offset_index.path, self.base_offset,
-                                        self.config.segment_index_bytes, writable=True)
-        self.time_index = TimeIndex(self.time_index.path, self.base_offset,
-                                    self.config.segment_index_bytes, writable=True)
+        self._open_indexes(writable=True)
         self._indexes_sized = False   # grown to the maximum at the first append, not at load
 
     def size_indexes_for_appends(self) -> None:
@@ -568,12 +567,7 @@ class LogSegment:
         self.release()
         self.dir = directory
         self.log_path = files.log_file(directory, self.base_offset, self.suffix)
-        self.offset_index = OffsetIndex(files.index_file(directory, self.base_offset, self.suffix),
-                                        self.base_offset, self.config.segment_index_bytes,
-                                        writable=False)
-        self.time_index = TimeIndex(files.time_index_file(directory, self.base_offset, self.suffix),
-                                    self.base_offset, self.config.segment_index_bytes,
-                                    writable=False)
+        self._open_indexes(writable=False)
 
     def delete_files(self) -> None:
         self.close()

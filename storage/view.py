@@ -37,9 +37,7 @@ class LogView:
         self.clock = clock
         self._swap = swap
         self._segments = segments
-        parsed = files.parse_partition_dir(directory.name).topic_partition \
-            if _parses(directory.name) else files.TopicPartition(directory.name, 0)
-        self.topic_partition = parsed
+        self.topic_partition = files.topic_partition_of(directory)
 
     @classmethod
     def open(cls, path: Path | str, config: LogConfig, swap: SwapFn, *,
@@ -143,11 +141,3 @@ def _next_base(view: LogView, segment: LogSegment) -> int:
 
 def _no_swap(_base: int, _old: list[int]) -> None:
     raise StorageError("a read-only view cannot swap segments")
-
-
-def _parses(name: str) -> bool:
-    try:
-        files.parse_partition_dir(name)
-        return True
-    except StorageError:
-        return False
