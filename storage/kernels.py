@@ -4,7 +4,8 @@ Every kernel is ``@numba.njit(cache=True, nogil=True)`` and works on 1-D ``uint8
 
 * ``scan_batch_headers``  walk the batch headers of a segment (recovery, index rebuild, reads)
 * ``walk_records``        locate every field of every record of one v2 batch (decode)
-* ``validate_records``    check every record of one v2 batch without materialising it (append)
+* ``validate_records``    check every record of one v2 batch without materialising it
+* ``validate_batch``      check a producer batch, header and records, in one call (append)
 * ``encode_records``      write the record bodies of one v2 batch from columns (build)
 * ``read_varint`` / ``read_varlong`` / ``write_varint`` / ``write_varlong``  zig-zag varints
 
@@ -78,11 +79,27 @@ ERR_RECORD_SIZE = 18         # record: the fields do not add up to the declared 
 ERR_TRAILING_BYTES = 19      # batch: bytes left after recordsCount records
 ERR_OFFSET_DELTA = 20        # validate: offsetDelta of record i is not i
 ERR_NULL_KEY = 21            # validate: a record without key while keys are required
+# validate_batch: the batch-level checks of a producer batch, in the order LogValidator makes them
+ERR_APPEND_SHORT = 22        # fewer bytes than a header up to the magic
+ERR_APPEND_LENGTH = 23       # batchLength below 14, or not the bytes given
+ERR_APPEND_MAGIC = 24        # magic is not 2 (value: the magic)
+ERR_APPEND_HEADER = 25       # smaller than the 61-byte v2 header
+ERR_APPEND_TOO_LARGE = 26    # above max.message.bytes
+ERR_APPEND_CRC = 27          # stored CRC is not the computed one
+ERR_APPEND_CODEC = 28        # compression codec above zstd
+ERR_APPEND_CONTROL = 29      # a control batch (clients may not write them)
+ERR_APPEND_OFFSET_RANGE = 30 # lastOffsetDelta < 0
+ERR_APPEND_COUNT = 31        # recordsCount <= 0
+ERR_APPEND_COUNT_RANGE = 32  # recordsCount != lastOffsetDelta + 1
+ERR_APPEND_SEQUENCE = 33     # a producer id without a base sequence
+ERR_APPEND_COUNT_FIT = 34    # more records than the records' bytes can hold
+COMPRESSED = 35              # validate_batch: header valid, records compressed: decompress them
 
 # ---- primitive readers -------------------------------------------------------------------------
 @numba.njit(inline="always", cache=True, nogil=True)
 def _u8(buf, pos):
-    return np.int64(buf[pos])
+    # an unsigned index: numba then skips its negative-index wraparound (callers check bounds)
+    return np.int64(buf[np.uint64(pos)])
 
 
 @numba.njit(cache=True, nogil=True)
@@ -116,11 +133,19 @@ def read_int64(buf, pos):
     return v
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(inline="always", cache=True, nogil=True)
 def read_varint(buf, pos, end):
     """Zig-zag varint (int32) at ``pos``: ``(value, next_pos)``, ``next_pos == -1`` when the bytes
     end before the varint does or it is longer than 5 bytes (Kafka's ``ByteUtils.readVarint``:
     bits beyond 32 of the fifth byte are dropped, as Java's int arithmetic drops them)."""
+    if pos + 1 < end:                              # fast path: one or two bytes
+        b = _u8(buf, pos)
+        if b < 0x80:
+            return (b >> 1) ^ -(b & 1), np.int64(pos + 1)
+        c = _u8(buf, pos + 1)
+        if c < 0x80:
+            two = (b & 0x7F) | (c << 7)
+            return (two >> 1) ^ -(two & 1), np.int64(pos + 2)
     raw = np.int64(0)
     shift = 0
     while True:
@@ -138,10 +163,14 @@ def read_varint(buf, pos, end):
     return (raw >> 1) ^ -(raw & 1), np.int64(pos)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(inline="always", cache=True, nogil=True)
 def read_varlong(buf, pos, end):
     """Zig-zag varlong (int64) at ``pos``: ``(value, next_pos)``, ``next_pos == -1`` when the
     bytes end first or it is longer than 10 bytes (Kafka's ``ByteUtils.readVarlong``)."""
+    if pos < end:                                  # fast path: one byte
+        b = _u8(buf, pos)
+        if b < 0x80:
+            return (b >> 1) ^ -(b & 1), np.int64(pos + 1)
     raw = np.int64(0)
     shift = 0
     while True:
@@ -288,80 +317,118 @@ def scan_batch_headers(buf, start, end, out):
         pos += size
 
 
-# ---- one record --------------------------------------------------------------------------------
-@numba.njit(cache=True, nogil=True)
-def _read_record(buf, pos, end):
-    """Parse the record at ``pos`` (which must end by ``end``). Returns ``(status, next_pos,
-    timestamp_delta, offset_delta, key_pos, key_len, value_pos, value_len, headers_pos,
-    header_count)``; on error ``next_pos`` is the position of the record."""
-    z = np.int64(0)
-    length, body = read_varint(buf, pos, end)
-    if body < 0 or length < 0 or length > end - body:
-        return ERR_RECORD_LENGTH, pos, z, z, z, z, z, z, z, z
-    stop = body + length
-    p = body + 1                                   # attributes: unused by Kafka, not checked
-    if p > stop:
-        return ERR_RECORD_OVERFLOW, pos, z, z, z, z, z, z, z, z
-    ts_delta, p = read_varlong(buf, p, stop)
-    if p < 0:
-        return ERR_VARINT, pos, z, z, z, z, z, z, z, z
-    offset_delta, p = read_varint(buf, p, stop)
-    if p < 0:
-        return ERR_VARINT, pos, z, z, z, z, z, z, z, z
-    key_len, p = read_varint(buf, p, stop)
-    if p < 0:
-        return ERR_VARINT, pos, z, z, z, z, z, z, z, z
-    if key_len < -1:
-        return ERR_KEY_LENGTH, pos, z, z, z, z, z, z, z, z
-    key_pos = p
-    if key_len > 0:
-        if key_len > stop - p:
-            return ERR_RECORD_OVERFLOW, pos, z, z, z, z, z, z, z, z
-        p += key_len
-    value_len, p = read_varint(buf, p, stop)
-    if p < 0:
-        return ERR_VARINT, pos, z, z, z, z, z, z, z, z
-    if value_len < -1:
-        return ERR_VALUE_LENGTH, pos, z, z, z, z, z, z, z, z
-    value_pos = p
-    if value_len > 0:
-        if value_len > stop - p:
-            return ERR_RECORD_OVERFLOW, pos, z, z, z, z, z, z, z, z
-        p += value_len
-    header_count, p = read_varint(buf, p, stop)
-    if p < 0:
-        return ERR_VARINT, pos, z, z, z, z, z, z, z, z
-    if header_count < 0 or header_count > stop - p:
-        return ERR_HEADER_COUNT, pos, z, z, z, z, z, z, z, z
-    headers_pos = p
-    for _ in range(header_count):
-        hk_len, p = read_varint(buf, p, stop)
-        if p < 0:
-            return ERR_VARINT, pos, z, z, z, z, z, z, z, z
-        if hk_len < 0:
-            return ERR_HEADER_KEY_LENGTH, pos, z, z, z, z, z, z, z, z
-        if hk_len > stop - p:
-            return ERR_RECORD_OVERFLOW, pos, z, z, z, z, z, z, z, z
-        p += hk_len
-        hv_len, p = read_varint(buf, p, stop)
-        if p < 0:
-            return ERR_VARINT, pos, z, z, z, z, z, z, z, z
-        if hv_len < -1:
-            return ERR_HEADER_VALUE_LENGTH, pos, z, z, z, z, z, z, z, z
-        if hv_len > 0:
-            if hv_len > stop - p:
-                return ERR_RECORD_OVERFLOW, pos, z, z, z, z, z, z, z, z
-            p += hv_len
-    if p != stop:
-        return ERR_RECORD_SIZE, pos, z, z, z, z, z, z, z, z
-    return (OK, p, ts_delta, offset_delta, key_pos, key_len, value_pos, value_len, headers_pos,
-            header_count)
-
-
+# ---- the records of one batch ------------------------------------------------------------------
 # rows of the ``out`` table filled by walk_records
 REC_OFFSET_DELTA, REC_TIMESTAMP_DELTA, REC_KEY_POS, REC_KEY_LEN, REC_VALUE_POS = 0, 1, 2, 3, 4
 REC_VALUE_LEN, REC_HEADERS_POS, REC_HEADER_COUNT, REC_START, REC_END = 5, 6, 7, 8, 9
 RECORD_ROWS = 10
+
+
+@numba.njit(cache=True, nogil=True)
+def _walk(buf, start, end, count, out, validate, require_keys):
+    """The one record parser: walk the ``count`` records that must fill ``buf[start:end]``.
+
+    Fills column i of ``out`` with record i's ``REC_*`` fields when ``out`` has columns; with
+    ``validate`` also checks ``offsetDelta == i`` and (``require_keys``) a key on every record, and
+    tracks the first maximum timestamp delta. One fused loop with the varint readers inlined: a
+    per-record helper returning its fields as a tuple costs twice the time.
+
+    Returns ``(status, index, error_pos, error_value, max_timestamp_delta,
+    offset_delta_of_max_timestamp, has_null_key)`` as ``validate_records`` documents.
+    """
+    fill = out.shape[1] > 0
+    pos = np.int64(start)
+    max_delta = np.int64(-(2 ** 63))
+    offset_of_max = np.int64(-1)
+    has_null_key = False
+    z = np.int64(0)
+    for i in range(count):
+        length, body = read_varint(buf, pos, end)
+        if body < 0 or length < 0 or length > end - body:
+            return ERR_RECORD_LENGTH, i, pos, z, max_delta, offset_of_max, has_null_key
+        stop = body + length
+        p = body + 1                               # attributes: unused by Kafka, not checked
+        if p > stop:
+            return ERR_RECORD_OVERFLOW, i, pos, z, max_delta, offset_of_max, has_null_key
+        ts_delta, p = read_varlong(buf, p, stop)
+        if p < 0:
+            return ERR_VARINT, i, pos, z, max_delta, offset_of_max, has_null_key
+        offset_delta, p = read_varint(buf, p, stop)
+        if p < 0:
+            return ERR_VARINT, i, pos, z, max_delta, offset_of_max, has_null_key
+        key_len, p = read_varint(buf, p, stop)
+        if p < 0:
+            return ERR_VARINT, i, pos, z, max_delta, offset_of_max, has_null_key
+        if key_len < -1:
+            return ERR_KEY_LENGTH, i, pos, z, max_delta, offset_of_max, has_null_key
+        key_pos = p
+        if key_len > 0:
+            if key_len > stop - p:
+                return ERR_RECORD_OVERFLOW, i, pos, z, max_delta, offset_of_max, has_null_key
+            p += key_len
+        value_len, p = read_varint(buf, p, stop)
+        if p < 0:
+            return ERR_VARINT, i, pos, z, max_delta, offset_of_max, has_null_key
+        if value_len < -1:
+            return ERR_VALUE_LENGTH, i, pos, z, max_delta, offset_of_max, has_null_key
+        value_pos = p
+        if value_len > 0:
+            if value_len > stop - p:
+                return ERR_RECORD_OVERFLOW, i, pos, z, max_delta, offset_of_max, has_null_key
+            p += value_len
+        header_count, p = read_varint(buf, p, stop)
+        if p < 0:
+            return ERR_VARINT, i, pos, z, max_delta, offset_of_max, has_null_key
+        if header_count < 0 or header_count > stop - p:
+            return ERR_HEADER_COUNT, i, pos, z, max_delta, offset_of_max, has_null_key
+        headers_pos = p
+        for _ in range(header_count):
+            hk_len, p = read_varint(buf, p, stop)
+            if p < 0:
+                return ERR_VARINT, i, pos, z, max_delta, offset_of_max, has_null_key
+            if hk_len < 0:
+                return ERR_HEADER_KEY_LENGTH, i, pos, z, max_delta, offset_of_max, has_null_key
+            if hk_len > stop - p:
+                return ERR_RECORD_OVERFLOW, i, pos, z, max_delta, offset_of_max, has_null_key
+            p += hk_len
+            hv_len, p = read_varint(buf, p, stop)
+            if p < 0:
+                return ERR_VARINT, i, pos, z, max_delta, offset_of_max, has_null_key
+            if hv_len < -1:
+                return ERR_HEADER_VALUE_LENGTH, i, pos, z, max_delta, offset_of_max, has_null_key
+            if hv_len > 0:
+                if hv_len > stop - p:
+                    return ERR_RECORD_OVERFLOW, i, pos, z, max_delta, offset_of_max, has_null_key
+                p += hv_len
+        if p != stop:
+            return ERR_RECORD_SIZE, i, pos, z, max_delta, offset_of_max, has_null_key
+        if validate:
+            if offset_delta != i:
+                return (ERR_OFFSET_DELTA, i, pos, offset_delta, max_delta, offset_of_max,
+                        has_null_key)
+            if key_len < 0:
+                has_null_key = True
+                if require_keys:
+                    return (ERR_NULL_KEY, i, pos, offset_delta, max_delta, offset_of_max,
+                            has_null_key)
+            if ts_delta > max_delta:
+                max_delta = ts_delta
+                offset_of_max = offset_delta
+        if fill:
+            out[REC_OFFSET_DELTA, i] = offset_delta
+            out[REC_TIMESTAMP_DELTA, i] = ts_delta
+            out[REC_KEY_POS, i] = key_pos
+            out[REC_KEY_LEN, i] = key_len
+            out[REC_VALUE_POS, i] = value_pos
+            out[REC_VALUE_LEN, i] = value_len
+            out[REC_HEADERS_POS, i] = headers_pos
+            out[REC_HEADER_COUNT, i] = header_count
+            out[REC_START, i] = pos
+            out[REC_END, i] = stop
+        pos = stop
+    if pos != end:
+        return ERR_TRAILING_BYTES, count, pos, z, max_delta, offset_of_max, has_null_key
+    return OK, count, pos, z, max_delta, offset_of_max, has_null_key
 
 
 @numba.njit(cache=True, nogil=True)
@@ -374,62 +441,79 @@ def walk_records(buf, start, end, out):
     ``ERR_TRAILING_BYTES`` when bytes remain after the last record, a record ``ERR_*`` code (with
     the record's position) otherwise.
     """
-    pos = start
-    count = out.shape[1]
-    for i in range(count):
-        (status, nxt, ts_delta, offset_delta, key_pos, key_len, value_pos, value_len, headers_pos,
-         header_count) = _read_record(buf, pos, end)
-        if status != OK:
-            return i, status, pos
-        out[REC_OFFSET_DELTA, i] = offset_delta
-        out[REC_TIMESTAMP_DELTA, i] = ts_delta
-        out[REC_KEY_POS, i] = key_pos
-        out[REC_KEY_LEN, i] = key_len
-        out[REC_VALUE_POS, i] = value_pos
-        out[REC_VALUE_LEN, i] = value_len
-        out[REC_HEADERS_POS, i] = headers_pos
-        out[REC_HEADER_COUNT, i] = header_count
-        out[REC_START, i] = pos
-        out[REC_END, i] = nxt
-        pos = nxt
-    if pos != end:
-        return count, ERR_TRAILING_BYTES, pos
-    return count, OK, pos
+    status, index, where, _value, _max, _at, _null = _walk(buf, start, end, out.shape[1], out,
+                                                           False, False)
+    return index, status, where
 
 
 @numba.njit(cache=True, nogil=True)
 def validate_records(buf, start, end, count, require_keys):
     """Check the ``count`` records that must fill ``buf[start:end]`` exactly, as Kafka's
     ``LogValidator`` does for a producer batch: structure, ``offsetDelta == i``, and a key on every
-    record when ``require_keys``. Nothing is allocated.
+    record when ``require_keys``. Nothing is materialised.
 
     Returns ``(status, index, error_pos, error_value, max_timestamp_delta,
     offset_delta_of_max_timestamp, has_null_key)``: on error ``index`` is the record's index,
     ``error_pos`` its position and ``error_value`` its offset delta (for ``ERR_OFFSET_DELTA`` and
     ``ERR_NULL_KEY``). The max timestamp delta is the first maximum (Kafka compares with ``>``).
     """
-    pos = start
-    max_delta = np.int64(-(2 ** 63))
-    offset_of_max = np.int64(-1)
-    has_null_key = False
-    for i in range(count):
-        (status, nxt, ts_delta, offset_delta, key_pos, key_len, value_pos, value_len, headers_pos,
-         header_count) = _read_record(buf, pos, end)
-        if status != OK:
-            return status, i, pos, np.int64(0), max_delta, offset_of_max, has_null_key
-        if offset_delta != i:
-            return ERR_OFFSET_DELTA, i, pos, offset_delta, max_delta, offset_of_max, has_null_key
-        if key_len < 0:
-            has_null_key = True
-            if require_keys:
-                return ERR_NULL_KEY, i, pos, offset_delta, max_delta, offset_of_max, has_null_key
-        if ts_delta > max_delta:
-            max_delta = ts_delta
-            offset_of_max = offset_delta
-        pos = nxt
-    if pos != end:
-        return ERR_TRAILING_BYTES, count, pos, np.int64(0), max_delta, offset_of_max, has_null_key
-    return OK, count, pos, np.int64(0), max_delta, offset_of_max, has_null_key
+    return _walk(buf, start, end, count, np.empty((RECORD_ROWS, 0), dtype=np.int64), True,
+                 require_keys)
+
+
+@numba.njit(cache=True, nogil=True)
+def validate_batch(buf, computed_crc, max_message_bytes, require_keys):
+    """Check one producer-encoded v2 batch that fills ``buf`` exactly: its header in the order of
+    Kafka's ``LogValidator`` (sizes, magic, ``max.message.bytes``, the CRC against
+    ``computed_crc``, codec, control flag, offset range against the count, producer sequence), then
+    every record as ``validate_records`` does. One call per append, so that the header checks
+    cost no Python.
+
+    Returns ``validate_records``' tuple; the ``ERR_APPEND_*`` codes for a refused header (the
+    caller reads the header again for its message), or ``COMPRESSED`` when the header is valid and
+    the records must be decompressed and checked with ``validate_records``.
+    """
+    z = np.int64(0)
+    no_max = np.int64(-(2 ** 63))
+    no_offset = np.int64(-1)
+    size = buf.shape[0]
+    if size < HEADER_SIZE_UP_TO_MAGIC:
+        return ERR_APPEND_SHORT, z, z, z, no_max, no_offset, False
+    length = read_int32(buf, V2_LENGTH_OFFSET)
+    if length < LEGACY_RECORD_OVERHEAD_V0 or length + LOG_OVERHEAD != size:
+        return ERR_APPEND_LENGTH, z, V2_LENGTH_OFFSET, length, no_max, no_offset, False
+    magic = _u8(buf, MAGIC_OFFSET)
+    if magic != 2:
+        return ERR_APPEND_MAGIC, z, MAGIC_OFFSET, magic, no_max, no_offset, False
+    if size < V2_HEADER_SIZE:
+        return ERR_APPEND_HEADER, z, z, z, no_max, no_offset, False
+    if size > max_message_bytes:
+        return ERR_APPEND_TOO_LARGE, z, z, z, no_max, no_offset, False
+    if read_uint32(buf, V2_CRC_OFFSET) != computed_crc:
+        return ERR_APPEND_CRC, z, V2_CRC_OFFSET, z, no_max, no_offset, False
+    attributes = read_int16(buf, V2_ATTRIBUTES_OFFSET)
+    codec = attributes & 0x07
+    if codec > 4:
+        return ERR_APPEND_CODEC, z, V2_ATTRIBUTES_OFFSET, codec, no_max, no_offset, False
+    if attributes & 0x20:
+        return ERR_APPEND_CONTROL, z, V2_ATTRIBUTES_OFFSET, z, no_max, no_offset, False
+    last_offset_delta = read_int32(buf, V2_LAST_OFFSET_DELTA_OFFSET)
+    count = read_int32(buf, V2_RECORDS_COUNT_OFFSET)
+    if last_offset_delta < 0:
+        return ERR_APPEND_OFFSET_RANGE, z, z, z, no_max, no_offset, False
+    if count <= 0:
+        return ERR_APPEND_COUNT, z, z, z, no_max, no_offset, False
+    if count != last_offset_delta + 1:
+        return ERR_APPEND_COUNT_RANGE, z, z, z, no_max, no_offset, False
+    if (read_int64(buf, V2_PRODUCER_ID_OFFSET) >= 0
+            and read_int32(buf, V2_BASE_SEQUENCE_OFFSET) < 0):
+        return ERR_APPEND_SEQUENCE, z, z, z, no_max, no_offset, False
+    if codec != 0:
+        return COMPRESSED, z, z, z, no_max, no_offset, False
+    if count > (size - V2_HEADER_SIZE) // MIN_RECORD_SIZE:
+        return ERR_APPEND_COUNT_FIT, z, z, z, no_max, no_offset, False
+    return _walk(buf, V2_HEADER_SIZE, size, count, np.empty((RECORD_ROWS, 0), dtype=np.int64),
+                 True, require_keys)
 
 
 # ---- columnar encoding -------------------------------------------------------------------------
@@ -493,6 +577,9 @@ def encode_records(out, pos, key_data, key_lens, value_data, value_lens, header_
 def as_input(buf: object) -> np.ndarray:
     """A read-only 1-D ``uint8`` view of any buffer (bytes, bytearray, memoryview, mmap, ndarray),
     without copying; the one array type every kernel is compiled for."""
+    if type(buf) is bytes or (type(buf) is memoryview and buf.readonly and buf.format == "B"
+                              and buf.ndim == 1 and buf.c_contiguous):
+        return np.frombuffer(buf, dtype=np.uint8)     # already read-only: the append fast path
     if isinstance(buf, np.ndarray):
         arr = np.asarray(buf)
         if arr.dtype != np.uint8 or arr.ndim != 1 or not arr.flags.c_contiguous:
@@ -521,6 +608,7 @@ def warm_up() -> None:
     records = as_input(out[:end].tobytes())
     walk_records(records, V2_HEADER_SIZE, end, np.empty((RECORD_ROWS, n), dtype=np.int64))
     validate_records(records, V2_HEADER_SIZE, end, n, True)
+    validate_batch(records, 0, 1 << 20, True)
     scan_batch_headers(records, 0, end, np.empty((SCAN_ROWS, 1), dtype=np.int64))
     read_varint(records, 0, end)
     read_varlong(records, 0, end)

@@ -40,14 +40,19 @@ import struct
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator, NamedTuple, Sequence
 
 import crc32c
 import numpy as np
 
 from storage import compression as compressors
 from storage import kernels, legacy
-from storage.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    RecordTooLargeError,
+    StorageError,
+)
 
 
 class Compression(enum.IntEnum):
@@ -219,9 +224,10 @@ def _decode(buf: bytes | memoryview, pos: int, max_bytes: int, mask: int) -> tup
 
 
 # ---- batch header ------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
-    """The 13 header fields of a v2 batch, in order (synthesized for a magic 0/1 entry)."""
+class BatchHeader(NamedTuple):
+    """The 13 header fields of a v2 batch, in order (synthesized for a magic 0/1 entry).
+
+    A NamedTuple: one is built per batch appended or scanned, at a sixth of a dataclass's cost."""
 
     base_offset: int
     batch_length: int
@@ -241,7 +247,7 @@ class BatchHeader:
     def parse(cls, buf: bytes | bytearray | memoryview, position: int = 0) -> BatchHeader:
         """The header of the batch at ``position``. A v2 header needs only its 61 bytes; a legacy
         entry must be complete (a compressed wrapper is decompressed for its base offset)."""
-        view = _byte_view(buf)
+        view = byte_view(buf)
         if len(view) - position < HEADER_SIZE_UP_TO_MAGIC:
             raise CorruptRecordError(f"{len(view) - position} bytes at position {position} are "
                                      f"fewer than a batch header", position=position)
@@ -314,7 +320,8 @@ def _compression(attributes: int, base_offset: int) -> Compression:
     return Compression(codec)
 
 
-def _byte_view(buf: object) -> memoryview:
+def byte_view(buf: object) -> memoryview:
+    """A flat unsigned-byte view of any buffer, without copying."""
     view = buf if isinstance(buf, memoryview) else memoryview(buf)  # type: ignore[arg-type]
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
@@ -333,7 +340,7 @@ class RecordBatch:
 
     def __init__(self, buffer: memoryview | bytes, position: int = -1,
                  path: Path | None = None) -> None:
-        view = _byte_view(buffer)
+        view = byte_view(buffer)
         self._position = position
         self._path = path
         self._message: legacy.LegacyMessage | None = None
@@ -600,7 +607,7 @@ def iter_batches(buf: bytes | memoryview, start: int = 0, *, path: Path | None =
     when at most 17 bytes remain or the next batch is incomplete; raise ``CorruptRecordError``
     (naming ``path`` and ``base_position + pos``) when a batchLength is below 14, or a complete
     batch is not a batch (unknown magic, v2 smaller than its header)."""
-    view = _byte_view(buf)
+    view = byte_view(buf)
     end = len(view)
     pos = start
     while end - pos > HEADER_SIZE_UP_TO_MAGIC:
@@ -905,9 +912,9 @@ def _write_header(target: bytearray | np.ndarray, total: int, base_offset: int,
 
 
 # ---- validating a producer batch ---------------------------------------------------------------
-@dataclass(frozen=True)
-class AppendValidation:
-    """What ``validate_for_append`` learned about one batch (offset deltas are relative)."""
+class AppendValidation(NamedTuple):
+    """What ``validate_for_append`` learned about one batch (offset deltas are relative; a
+    NamedTuple: one is built per appended batch, cheaper than a dataclass)."""
 
     records_count: int
     last_offset_delta: int
@@ -933,9 +940,48 @@ def validate_for_append(buf: memoryview, *, require_keys: bool, max_message_byte
     the bytes do not hold). ``InvalidRecordError``: a well-formed batch the log refuses (magic 0/1,
     a control batch, offset range vs records count, offsetDelta != index, a missing key when
     ``require_keys``, a producer id without sequence). ``RecordTooLargeError``: size above
-    ``max_message_bytes``. Compressed batches are decompressed; per-record work is one kernel call.
+    ``max_message_bytes``. An uncompressed batch is one CRC and one kernel call (header and
+    records); a compressed one is decompressed and its records checked by a second call.
     """
-    view = _byte_view(buf)
+    view = byte_view(buf)
+    size = len(view)
+    computed = crc32c.crc32c(view[ATTRIBUTES_OFFSET:]) if size > ATTRIBUTES_OFFSET else 0
+    status, index, where, value, max_delta, offset_of_max, has_null_key = kernels.validate_batch(
+        kernels.as_input(view), computed, max_message_bytes, bool(require_keys))
+    records_bytes = size - HEADER_SIZE
+    if status == kernels.COMPRESSED:
+        codec = view[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK
+        try:
+            raw = compressors.decompress(codec, view[HEADER_SIZE:],
+                                         max_size=max_decompressed_bytes)
+        except CorruptRecordError as err:
+            raise CorruptRecordError(f"batch of {size} bytes from {path}: {err.message}",
+                                     path=path, position=HEADER_SIZE) from err
+        records_bytes = len(raw)
+        count = _INT32.unpack_from(view, RECORDS_COUNT_OFFSET)[0]
+        if count > records_bytes // kernels.MIN_RECORD_SIZE:
+            status = kernels.ERR_APPEND_COUNT_FIT
+        else:
+            status, index, where, value, max_delta, offset_of_max, has_null_key = \
+                kernels.validate_records(kernels.as_input(raw), 0, records_bytes, count,
+                                         bool(require_keys))
+    if status != kernels.OK:
+        raise _append_refusal(view, status, index, where, value, computed, records_bytes,
+                              max_message_bytes, path)
+    header = BatchHeader(*BATCH_HEADER.unpack_from(view, 0))
+    if header.attributes & TIMESTAMP_TYPE_MASK:
+        max_timestamp, offset_of_max = header.max_timestamp, 0
+    else:
+        max_timestamp = header.base_timestamp + max_delta
+    return AppendValidation(header.records_count, header.last_offset_delta, max_timestamp,
+                            offset_of_max, has_null_key, size, header)
+
+
+def _append_refusal(view: memoryview, status: int, index: int, where: int, value: int,
+                    computed_crc: int, records_bytes: int, max_message_bytes: int,
+                    path: Path | None) -> StorageError:
+    """The typed error, naming the batch and the position, for a refusal of ``validate_batch`` or
+    ``validate_records``."""
     size = len(view)
 
     def corrupt(problem: str, **fields: object) -> CorruptRecordError:
@@ -946,71 +992,48 @@ def validate_for_append(buf: memoryview, *, require_keys: bool, max_message_byte
         return InvalidRecordError(f"batch of {size} bytes from {path}: {problem}", path=path,
                                   **fields)
 
-    if size < HEADER_SIZE_UP_TO_MAGIC:
-        raise corrupt(f"fewer than {HEADER_SIZE_UP_TO_MAGIC} bytes", position=0)
-    (length,) = _INT32.unpack_from(view, SIZE_OFFSET)
-    if length < LEGACY_RECORD_OVERHEAD_V0 or length + LOG_OVERHEAD != size:
-        raise corrupt(f"batch length field {length} does not match the {size} bytes given",
-                      position=SIZE_OFFSET)
-    magic = view[MAGIC_OFFSET]
-    if magic != MAGIC:
-        if magic in (0, 1):
-            raise invalid(f"magic {magic} batches cannot be appended, only magic 2")
-        raise corrupt(f"unknown magic {magic}", position=MAGIC_OFFSET)
-    if size < HEADER_SIZE:
-        raise corrupt(f"smaller than the {HEADER_SIZE}-byte v2 header", position=0)
-    if size > max_message_bytes:
-        raise RecordTooLargeError(
+    if status == kernels.ERR_APPEND_SHORT:
+        return corrupt(f"fewer than {HEADER_SIZE_UP_TO_MAGIC} bytes", position=0)
+    if status == kernels.ERR_APPEND_LENGTH:
+        return corrupt(f"batch length field {value} does not match the {size} bytes given",
+                       position=SIZE_OFFSET)
+    if status == kernels.ERR_APPEND_MAGIC:
+        if value in (0, 1):
+            return invalid(f"magic {value} batches cannot be appended, only magic 2")
+        return corrupt(f"unknown magic {value}", position=MAGIC_OFFSET)
+    if status == kernels.ERR_APPEND_HEADER:
+        return corrupt(f"smaller than the {HEADER_SIZE}-byte v2 header", position=0)
+    if status == kernels.ERR_APPEND_TOO_LARGE:
+        return RecordTooLargeError(
             f"the record batch of {size} bytes from {path} exceeds max.message.bytes="
             f"{max_message_bytes}", path=path, size=size, max_message_bytes=max_message_bytes)
     header = BatchHeader(*BATCH_HEADER.unpack_from(view, 0))
-    computed = crc32c.crc32c(view[ATTRIBUTES_OFFSET:])
-    if computed != header.crc:
-        raise corrupt(f"record is corrupt (stored crc {header.crc:#010x}, computed crc "
-                      f"{computed:#010x})", stored_crc=header.crc, computed_crc=computed,
-                      position=CRC_OFFSET)
-    codec = header.attributes & COMPRESSION_MASK
-    if codec > Compression.ZSTD:
-        raise corrupt(f"unknown compression codec {codec}", position=ATTRIBUTES_OFFSET)
-    if header.is_control:
-        raise invalid("clients are not allowed to write control records")
-    count = header.records_count
-    if header.last_offset_delta < 0:
-        raise invalid(f"invalid offset range: last offset delta {header.last_offset_delta}")
-    if count <= 0:
-        raise invalid(f"invalid reported count for record batch: {count}")
-    if count != header.last_offset_delta + 1:
-        raise invalid(f"inconsistent batch offset range [0, {header.last_offset_delta}] and "
-                      f"count of records {count}")
-    if header.producer_id >= 0 and header.base_sequence < 0:
-        raise invalid(f"invalid sequence number {header.base_sequence} in record batch with "
-                      f"producerId {header.producer_id}")
-    if codec == Compression.NONE:
-        data, start = kernels.as_input(view), HEADER_SIZE
-    else:
-        try:
-            raw = compressors.decompress(codec, view[HEADER_SIZE:],
-                                         max_size=max_decompressed_bytes)
-        except CorruptRecordError as err:
-            raise corrupt(err.message, position=HEADER_SIZE) from err
-        data, start = kernels.as_input(raw), 0
-    if count > (len(data) - start) // kernels.MIN_RECORD_SIZE:
-        raise corrupt(f"records count {count} cannot fit in {len(data) - start} bytes")
-    status, index, where, delta, max_delta, offset_of_max, has_null_key = \
-        kernels.validate_records(data, start, len(data), count, bool(require_keys))
+    if status == kernels.ERR_APPEND_CRC:
+        return corrupt(f"record is corrupt (stored crc {header.crc:#010x}, computed crc "
+                       f"{computed_crc:#010x})", stored_crc=header.crc, computed_crc=computed_crc,
+                       position=CRC_OFFSET)
+    if status == kernels.ERR_APPEND_CODEC:
+        return corrupt(f"unknown compression codec {value}", position=ATTRIBUTES_OFFSET)
+    if status == kernels.ERR_APPEND_CONTROL:
+        return invalid("clients are not allowed to write control records")
+    if status == kernels.ERR_APPEND_OFFSET_RANGE:
+        return invalid(f"invalid offset range: last offset delta {header.last_offset_delta}")
+    if status == kernels.ERR_APPEND_COUNT:
+        return invalid(f"invalid reported count for record batch: {header.records_count}")
+    if status == kernels.ERR_APPEND_COUNT_RANGE:
+        return invalid(f"inconsistent batch offset range [0, {header.last_offset_delta}] and "
+                       f"count of records {header.records_count}")
+    if status == kernels.ERR_APPEND_SEQUENCE:
+        return invalid(f"invalid sequence number {header.base_sequence} in record batch with "
+                       f"producerId {header.producer_id}")
+    if status == kernels.ERR_APPEND_COUNT_FIT:
+        return corrupt(f"records count {header.records_count} cannot fit in {records_bytes} "
+                       f"bytes")
     if status == kernels.ERR_NULL_KEY:
-        raise invalid(f"Compacted topic cannot accept message without key (record at offset "
-                      f"delta {delta})", offset_delta=int(delta), record_index=int(index))
+        return invalid(f"Compacted topic cannot accept message without key (record at offset "
+                       f"delta {value})", offset_delta=value, record_index=index)
     if status == kernels.ERR_OFFSET_DELTA:
-        raise invalid(f"inner record {index} does not have incremental offsets: offset delta "
-                      f"{delta}, expected {index}", offset_delta=int(delta),
-                      record_index=int(index))
-    if status != kernels.OK:
-        raise corrupt(f"record {index} at byte {where}: {_VALIDATION_ERRORS[status]}",
-                      record_index=int(index), position=int(where))
-    if header.attributes & TIMESTAMP_TYPE_MASK:
-        max_timestamp, offset_of_max = header.max_timestamp, 0
-    else:
-        max_timestamp = header.base_timestamp + int(max_delta)
-    return AppendValidation(count, header.last_offset_delta, max_timestamp, int(offset_of_max),
-                            bool(has_null_key), size, header)
+        return invalid(f"inner record {index} does not have incremental offsets: offset delta "
+                       f"{value}, expected {index}", offset_delta=value, record_index=index)
+    return corrupt(f"record {index} at byte {where}: {_VALIDATION_ERRORS[status]}",
+                   record_index=index, position=where)

@@ -76,9 +76,9 @@ def parse_config(pairs: list[str] | None) -> dict[str, str]:
 
 
 def jsonable(value: Any) -> Any:
-    """Plain JSON values of snapshots: dataclasses become objects, a ``TopicPartition`` its
-    ``topic-partition`` name, enums their value, bytes text (or ``{"base64": ...}`` when they are
-    not UTF-8)."""
+    """Plain JSON values of snapshots: dataclasses and NamedTuples become objects, a
+    ``TopicPartition`` its ``topic-partition`` name, enums their value, bytes text (or
+    ``{"base64": ...}`` when they are not UTF-8)."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, enum.Enum):
@@ -87,6 +87,8 @@ def jsonable(value: Any) -> Any:
         return str(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):   # a NamedTuple: an object too
+        return {name: jsonable(getattr(value, name)) for name in value._fields}
     if isinstance(value, Mapping):
         return {str(jsonable(k)): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):

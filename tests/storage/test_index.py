@@ -618,3 +618,28 @@ def test_index_written_by_kafka_passes_sanity_check(
         (timestamp, relative), = parsed["last"]  # type: ignore[misc]
         assert index.last_entry() == TimestampOffset(timestamp, base_offset + relative)
     index.release()
+
+
+def test_an_append_backs_the_pages_ahead_with_written_zeros(tmp_path: Path) -> None:
+    # a write through the map into a hole would be SIGBUS on a full disk; the index writes zeros
+    # ahead with pwrite (ENOSPC surfaces there), in 64 KiB steps, and entries beyond stay zero
+    index = OffsetIndex(index_file(tmp_path, 0), 0, 1024 * 1024)
+    index.append(5, 100)
+    allocated = os.stat(index.path).st_blocks * 512
+    assert 64 * 1024 <= allocated < 1024 * 1024
+    data = index.path.read_bytes()
+    assert data[:8] == struct.pack(">ii", 5, 100) and data[8:64 * 1024] == bytes(64 * 1024 - 8)
+    index.close()
+
+
+def test_time_index_skips_a_timestamp_not_above_the_last_even_when_full(tmp_path: Path) -> None:
+    times = new_time_index(tmp_path, max_entries=3)
+    times.maybe_append(10, BASE_OFFSET + 1)
+    times.maybe_append(20, BASE_OFFSET + 2, skip_full_check=True)
+    times.maybe_append(30, BASE_OFFSET + 3, skip_full_check=True)   # the reserved last slot
+    times.maybe_append(30, BASE_OFFSET + 4, skip_full_check=True)   # not above: nothing to add
+    assert times.entries == 3
+    with pytest.raises(IndexFullError):
+        times.maybe_append(40, BASE_OFFSET + 5, skip_full_check=True)
+    with pytest.raises(InvalidOffsetError):
+        times.maybe_append(50, BASE_OFFSET + 2, skip_full_check=True)

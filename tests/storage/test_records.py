@@ -625,6 +625,57 @@ def test_validate_rejects_an_unknown_codec() -> None:
         _validate(_recrc(data))
 
 
+def _patched(fmt: str, offset: int, value: int, *, codec: Compression = Compression.NONE,
+             recrc: bool = True) -> bytearray:
+    data = bytearray(build_batch(_records(3), compression=codec))
+    struct.pack_into(fmt, data, offset, value)
+    return _recrc(data) if recrc else data
+
+
+def _short_v2_batch() -> bytearray:
+    data = bytearray(40)
+    struct.pack_into(">i", data, records.SIZE_OFFSET, len(data) - records.LOG_OVERHEAD)
+    data[MAGIC_OFFSET] = 2
+    return data
+
+
+def _overcounted_compressed_batch() -> bytearray:
+    """A gzip batch of 3 records whose count and last offset delta claim 10,000 records."""
+    data = bytearray(build_batch(_records(3), compression=Compression.GZIP))
+    struct.pack_into(">i", data, records.LAST_OFFSET_DELTA_OFFSET, 9_999)
+    struct.pack_into(">i", data, records.RECORDS_COUNT_OFFSET, 10_000)
+    return _recrc(data)
+
+
+@pytest.mark.parametrize("make, error, message, position", [
+    (lambda: build_batch(_records(1))[:16], CorruptRecordError, "fewer than 17 bytes", 0),
+    (lambda: _patched(">i", records.SIZE_OFFSET, 10, recrc=False), CorruptRecordError,
+     "batch length field 10 does not match", records.SIZE_OFFSET),
+    (lambda: _patched(">b", MAGIC_OFFSET, 0, recrc=False), InvalidRecordError,
+     "magic 0 batches cannot be appended", None),
+    (lambda: _patched(">b", MAGIC_OFFSET, 3, recrc=False), CorruptRecordError, "unknown magic 3",
+     MAGIC_OFFSET),
+    (_short_v2_batch, CorruptRecordError, "smaller than the 61-byte v2 header", 0),
+    (lambda: _patched(">i", records.LAST_OFFSET_DELTA_OFFSET, -1), InvalidRecordError,
+     r"invalid offset range: last offset delta -1", None),
+    (lambda: _patched(">i", records.RECORDS_COUNT_OFFSET, 0), InvalidRecordError,
+     "invalid reported count for record batch: 0", None),
+    (lambda: _patched(">q", kernels.V2_PRODUCER_ID_OFFSET, 5, codec=Compression.LZ4),
+     InvalidRecordError, "invalid sequence number -1 in record batch with producerId 5", None),
+    (lambda: _patched(">h", ATTRIBUTES_OFFSET, records.CONTROL_MASK), InvalidRecordError,
+     "not allowed to write control records", None),
+    (_overcounted_compressed_batch, CorruptRecordError, "records count 10000 cannot fit in", None),
+])
+def test_validate_names_each_header_refusal_and_its_position(
+        make: Any, error: type[Exception], message: str, position: int | None) -> None:
+    with pytest.raises(error, match=message) as caught:
+        _validate(make())
+    assert type(caught.value) is error
+    assert caught.value.path == Path("/p/0.log")
+    if position is not None:
+        assert caught.value.position == position
+
+
 # ---- real Kafka logs ---------------------------------------------------------------------------
 def _expected_logs() -> list[tuple[str, str, dict[str, Any]]]:
     expected = json.loads((FIXTURES / "EXPECTED.json").read_text())
