@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from storage.config import LONG_MAX
 from storage.errors import InvalidConfigError
+from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 DEFAULT_RETENTION_CHECK_INTERVAL_MS = 5 * 60 * 1000
 DEFAULT_FLUSH_SCHEDULER_INTERVAL_MS = LONG_MAX
@@ -19,6 +20,7 @@ DEFAULT_FLUSH_OFFSET_CHECKPOINT_INTERVAL_MS = 60_000
 DEFAULT_FLUSH_START_OFFSET_CHECKPOINT_INTERVAL_MS = 60_000
 DEFAULT_INITIAL_TASK_DELAY_MS = 30_000
 DEFAULT_RECOVERY_THREADS_PER_DATA_DIR = 2
+DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS = 10 * 60 * 1000
 
 KEYS: dict[str, str] = {
     "log.retention.check.interval.ms": "log_retention_check_interval_ms",
@@ -28,6 +30,8 @@ KEYS: dict[str, str] = {
         "log_flush_start_offset_checkpoint_interval_ms",
     "log.initial.task.delay.ms": "log_initial_task_delay_ms",
     "num.recovery.threads.per.data.dir": "num_recovery_threads_per_data_dir",
+    "producer.id.expiration.ms": "producer_id_expiration_ms",
+    "producer.id.expiration.check.interval.ms": "producer_id_expiration_check_interval_ms",
 }
 _MINIMUM = {
     "log.retention.check.interval.ms": 1,
@@ -36,6 +40,8 @@ _MINIMUM = {
     "log.flush.start.offset.checkpoint.interval.ms": 1,
     "log.initial.task.delay.ms": 0,   # Kafka's is internal and positive; 0 is for tests
     "num.recovery.threads.per.data.dir": 1,
+    "producer.id.expiration.ms": 1,
+    "producer.id.expiration.check.interval.ms": 1,
 }
 
 
@@ -54,6 +60,9 @@ class LogDirConfig:
         DEFAULT_FLUSH_START_OFFSET_CHECKPOINT_INTERVAL_MS)
     log_initial_task_delay_ms: int = DEFAULT_INITIAL_TASK_DELAY_MS
     num_recovery_threads_per_data_dir: int = DEFAULT_RECOVERY_THREADS_PER_DATA_DIR
+    producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
+    producer_id_expiration_check_interval_ms: int = (
+        DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS)
 
     def __post_init__(self) -> None:
         for key, name in KEYS.items():

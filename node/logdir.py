@@ -42,7 +42,13 @@ from node.keys import LogMap, PartitionId
 from node.loading import PartitionToLoad, RecoveryPool, create_and_validate, scan
 from node.lock import DirLock
 from node.stats import InvalidDir, LoadProgress, LogDirStats, all_partition_stats, disk_usage
-from node.tasks import GuardedScheduler, PeriodicTasks, apply_retention, flush_dirty
+from node.tasks import (
+    GuardedScheduler,
+    PeriodicTasks,
+    apply_retention,
+    expire_producers,
+    flush_dirty,
+)
 from storage import files
 from storage.checkpoint import CleanShutdownFile
 from storage.clock import SYSTEM_CLOCK, Clock
@@ -163,7 +169,8 @@ class LogDir:
                                  recovery_point=recovery_points.get(tp, 0),
                                  log_start_offset=log_start_offsets.get(tp, 0),
                                  had_clean_shutdown=self.had_clean_shutdown, clock=self.clock,
-                                 scheduler=self._scheduler)
+                                 scheduler=self._scheduler,
+                                 producer_id_expiration_ms=self.config.producer_id_expiration_ms)
             opened.health = self._health
             return opened
 
@@ -199,7 +206,8 @@ class LogDir:
             PeriodicTasks(self._scheduler, self.config).start(
                 retention=self.cleanup_logs, flush=self.flush_dirty_logs,
                 recovery_points=self.checkpoint_recovery_points,
-                log_start_offsets=self.checkpoint_log_start_offsets)
+                log_start_offsets=self.checkpoint_log_start_offsets,
+                expire_producers=self.remove_expired_producers)
             for due in dues:
                 self._arm_delete(due)
 
@@ -284,7 +292,8 @@ class LogDir:
             path.mkdir(exist_ok=True)
             fsync_dir(self.path)
             created = DirLog.open(path, self.config_for(topic), recovery_point=0, clock=self.clock,
-                                  scheduler=self._scheduler)
+                                  scheduler=self._scheduler,
+                                  producer_id_expiration_ms=self.config.producer_id_expiration_ms)
             created.health = self._health
             self._logs[tp] = created
             log.info("created log %s in %s", tp, self.path)
@@ -354,6 +363,13 @@ class LogDir:
         with self._io("flush"):
             return flush_dirty(self._snapshot(), self.clock.milliseconds(),
                                self._scheduler.record_failure)
+
+    def remove_expired_producers(self) -> int:
+        """Forget, in every log, the producers idle for ``producer.id.expiration.ms``; returns
+        how many."""
+        with self._io("producer expiration"):
+            return expire_producers(self._snapshot(), self.clock.milliseconds(),
+                                    self._scheduler.record_failure)
 
     def checkpoint_recovery_points(self) -> bool:
         """Write every log's recovery point; returns False when nothing changed since the last."""

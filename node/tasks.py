@@ -6,6 +6,8 @@
   ``log.flush.offset.checkpoint.interval.ms``;
 * ``kafka-log-start-offset-checkpoint``: ``LogDir.checkpoint_log_start_offsets`` every
   ``log.flush.start.offset.checkpoint.interval.ms``;
+* ``PeriodicProducerExpirationCheck``: ``LogDir.remove_expired_producers`` every
+  ``producer.id.expiration.check.interval.ms`` (Kafka arms one per log; one per directory here);
 * ``kafka-delete-logs``: ``LogDir.delete_queued_logs``, once per queued log when its
   ``file.delete.delay.ms`` is over.
 
@@ -105,8 +107,8 @@ class GuardedScheduler:
 
 
 class PeriodicTasks:
-    """Starts Kafka's four periodic log-manager tasks for one directory (the delete task is armed
-    per queued log by ``LogDir``)."""
+    """Starts Kafka's periodic log-manager tasks and the producer expiration check for one
+    directory (the delete task is armed per queued log by ``LogDir``)."""
 
     def __init__(self, scheduler: GuardedScheduler, config: LogDirConfig) -> None:
         self._scheduler = scheduler
@@ -114,7 +116,8 @@ class PeriodicTasks:
 
     def start(self, *, retention: Callable[[], object], flush: Callable[[], object],
               recovery_points: Callable[[], object],
-              log_start_offsets: Callable[[], object]) -> None:
+              log_start_offsets: Callable[[], object],
+              expire_producers: Callable[[], object]) -> None:
         c = self._config
         delay = c.log_initial_task_delay_ms
         self._scheduler.schedule_periodic("kafka-log-retention", retention, delay,
@@ -125,6 +128,10 @@ class PeriodicTasks:
                                           c.log_flush_offset_checkpoint_interval_ms)
         self._scheduler.schedule_periodic("kafka-log-start-offset-checkpoint", log_start_offsets,
                                           delay, c.log_flush_start_offset_checkpoint_interval_ms)
+        # Kafka's first check comes one interval after the log opens, not the initial delay
+        interval = c.producer_id_expiration_check_interval_ms
+        self._scheduler.schedule_periodic("PeriodicProducerExpirationCheck", expire_producers,
+                                          interval, interval)
 
 
 
@@ -157,6 +164,15 @@ def flush_dirty(logs: Sequence[Log], now_ms: int, on_failure: OnFailure) -> int:
             _per_log("flush", log_, log_.flush, on_failure)
             flushed += 1
     return flushed
+
+
+def expire_producers(logs: Sequence[Log], now_ms: int, on_failure: OnFailure) -> int:
+    """Kafka's removeExpiredProducers on every log; returns the producers forgotten."""
+    removed = 0
+    for log_ in logs:
+        removed += _per_log("producer expiration", log_,
+                            lambda target=log_: target.remove_expired_producers(now_ms), on_failure)
+    return removed
 
 
 def _per_log(task: str, log_: Log, fn: Callable[[], int | None], on_failure: OnFailure) -> int:

@@ -36,7 +36,11 @@ from storage.errors import (
     StorageError,
 )
 from storage.loader import LogLoader, LoadResult
-from storage.producer_state import ProducerStateManager, SequenceCheck
+from storage.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ProducerStateManager,
+    SequenceCheck,
+)
 from storage.records import (
     ATTRIBUTES_OFFSET,
     HEADER_SIZE,
@@ -99,7 +103,8 @@ class Log:
     """One partition's log. Open with ``Log.open``; see the module docstring for the contract."""
 
     def __init__(self, directory: Path, config: LogConfig, load: LoadResult, *, clock: Clock,
-                 scheduler: Scheduler | None) -> None:
+                 scheduler: Scheduler | None,
+                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
         self.dir = directory
         self.config = config
         self.clock = clock
@@ -116,7 +121,7 @@ class Log:
         self._indexed: list[int] = []   # closed segments whose indexes are loaded, oldest first
         self.load_result = load
         self._closed = False
-        self.producer_state = ProducerStateManager(directory)
+        self.producer_state = ProducerStateManager(directory, producer_id_expiration_ms)
         self._rebuild_producer_state(had_clean_shutdown=load.clean_shutdown)
         self.on_offsets_changed: Callable[[Log], None] | None = None
 
@@ -125,11 +130,13 @@ class Log:
     def open(cls, path: Path | str, config: LogConfig | None = None, *,
              recovery_point: int | None = None, log_start_offset: int = 0,
              had_clean_shutdown: bool = False, clock: Clock = SYSTEM_CLOCK,
-             scheduler: Scheduler | None = None) -> Log:
+             scheduler: Scheduler | None = None,
+             producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> Log:
         """Create the directory or load and recover what is in it.
 
         Without a ``recovery_point`` the last shutdown counts as unclean and every segment is
         re-validated; with one, only segments from it on are (and none after a clean shutdown).
+        ``producer_id_expiration_ms`` is the broker's ``producer.id.expiration.ms``.
         """
         directory = Path(path)
         config = config or LogConfig()
@@ -140,7 +147,8 @@ class Log:
                            log_start_offset=log_start_offset,
                            had_clean_shutdown=had_clean_shutdown and recovery_point is not None,
                            clock=clock, is_delete_dir=is_delete)
-        return cls(directory, config, loader.load(), clock=clock, scheduler=scheduler)
+        return cls(directory, config, loader.load(), clock=clock, scheduler=scheduler,
+                   producer_id_expiration_ms=producer_id_expiration_ms)
 
     # ---- offsets and sizes -------------------------------------------------------------------
     @property
@@ -247,7 +255,7 @@ class Log:
             next_offset = self._log_end_offset
             first_offset = next_offset
             max_ts, offset_of_max_ts, records, size = -1, next_offset, 0, 0
-            appended: list[tuple[BatchHeader, int]] = []
+            appended: list[tuple[BatchHeader, int, int]] = []   # header, base offset, max ts
             duplicates: list[SequenceCheck] = []
             for batch, check in checks:
                 header = check.header
@@ -256,10 +264,9 @@ class Log:
                                                          header.base_sequence, check.records_count)
                     if sequence.duplicate or any(
                             h.producer_id == header.producer_id
-                            and h.base_sequence == header.base_sequence for h, _ in appended):
+                            and h.base_sequence == header.base_sequence for h, _, _ in appended):
                         duplicates.append(sequence)
                         continue
-                    appended.append((header, next_offset))
                 pieces.append(_OFFSET.pack(next_offset))
                 if log_append_time >= 0:
                     pieces.append(_with_log_append_time(batch, log_append_time))
@@ -267,6 +274,8 @@ class Log:
                 else:
                     pieces.append(batch[8:])
                     batch_max_ts = check.max_timestamp
+                if header is not None and header.producer_id >= 0:
+                    appended.append((header, next_offset, batch_max_ts))
                 if batch_max_ts > max_ts:
                     max_ts = batch_max_ts
                     offset_of_max_ts = next_offset + check.last_offset_delta
@@ -282,11 +291,10 @@ class Log:
                                                   self.clock.milliseconds()))
             segment.append(last_offset, max_ts, offset_of_max_ts, pieces, size)
             self._log_end_offset = next_offset
-            for header, base in appended:
+            for header, base, batch_max_ts in appended:
                 self.producer_state.update(
                     header.producer_id, header.producer_epoch, header.base_sequence,
-                    header.last_sequence, base, base + header.last_offset_delta,
-                    header.max_timestamp)
+                    header.last_sequence, base, base + header.last_offset_delta, batch_max_ts)
             self._unflushed_messages += records
             info = LogAppendInfo(first_offset, last_offset, max_ts, offset_of_max_ts, records,
                                  len(pieces) // 2, size, log_append_time, self._log_start_offset)
@@ -326,6 +334,15 @@ class Log:
             self.producer_state.take_snapshot(new_base)
             self._schedule("flush-log", lambda: self.flush(new_base), 0)
             return segment
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Forget the producers idle for ``producer.id.expiration.ms`` (Kafka's
+        PeriodicProducerExpirationCheck); returns how many were removed."""
+        with self._lock:
+            if self._closed:
+                return 0
+            now = self.clock.milliseconds() if now_ms is None else now_ms
+            return self.producer_state.remove_expired_producers(now)
 
     # ---- flush -------------------------------------------------------------------------------
     def flush(self, offset: int | None = None) -> None:
@@ -676,7 +693,7 @@ class Log:
         if had_clean_shutdown and not state.snapshot_files():
             state.map_end_offset = end
             return
-        start = state.load_latest_snapshot(end)
+        start = state.load_latest_snapshot(end, self.clock.milliseconds())
         for segment in self.segments_in_range(start, end):
             position = segment.offset_index.lookup(start).position if segment.base_offset < start \
                 else 0

@@ -18,6 +18,12 @@ Snapshot file ``<offset>.snapshot`` (state as of that offset, exclusive), all bi
 
 A snapshot is written at every roll (named by the new segment's base offset) and at a clean close;
 loading takes the newest valid snapshot at or below the log end and replays the batches after it.
+
+A producer whose last batch is ``producer.id.expiration.ms`` or more older than now is forgotten
+(Kafka's ``removeExpiredProducers``, run by a periodic task of the log directory, and the same rule
+when a snapshot is loaded), so the state stays bounded by the producers of the last day however
+many short-lived producers (one per Spark write task) have written. A retry from a forgotten
+producer is appended again, as in Kafka.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ _CRC_START = struct.calcsize(">hI")       # the CRC covers every byte from here
 _COUNT_POSITION = struct.calcsize(">hI")
 CACHED_BATCHES = 5                        # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 INT32_MAX = 2**31 - 1
+NO_TIMESTAMP = -1
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 24 * 60 * 60 * 1000   # producer.id.expiration.ms
 
 
 class OutOfOrderSequenceError(InvalidRecordError):
@@ -74,6 +82,11 @@ class ProducerEntry:
     def last_offset(self) -> int:
         return self.batches[-1].last_offset if self.batches else -1
 
+    @property
+    def last_timestamp(self) -> int:
+        """The max timestamp of the last batch (Kafka's ``lastTimestamp``), -1 when none."""
+        return self.batches[-1].timestamp if self.batches else NO_TIMESTAMP
+
 
 @dataclass(frozen=True, slots=True)
 class SequenceCheck:
@@ -91,8 +104,10 @@ def _next_seq(seq: int, delta: int) -> int:
 class ProducerStateManager:
     """Per-producer sequence state of one log. Not thread-safe; the owning ``Log`` holds its lock."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path,
+                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
         self.dir = directory
+        self.producer_id_expiration_ms = producer_id_expiration_ms
         self._producers: dict[int, ProducerEntry] = {}
         self.map_end_offset = 0   # state covers batches below this offset
 
@@ -140,6 +155,17 @@ class ProducerStateManager:
                                            timestamp))
         self.map_end_offset = max(self.map_end_offset, last_offset + 1)
 
+    # ---- expiration --------------------------------------------------------------------------
+    def is_expired(self, entry: ProducerEntry, now_ms: int) -> bool:
+        return now_ms - entry.last_timestamp >= self.producer_id_expiration_ms
+
+    def remove_expired_producers(self, now_ms: int) -> int:
+        """Forget every producer idle for ``producer.id.expiration.ms``; returns how many."""
+        expired = [pid for pid, entry in self._producers.items() if self.is_expired(entry, now_ms)]
+        for producer_id in expired:
+            del self._producers[producer_id]
+        return len(expired)
+
     def delete_snapshots_above(self, offset: int) -> None:
         """After a truncation: snapshots past the new log end describe batches that are gone."""
         for path in self.snapshot_files():
@@ -159,9 +185,10 @@ class ProducerStateManager:
         atomic_write(path, encode_snapshot(self._producers.values()), sync=False)
         return path
 
-    def load_latest_snapshot(self, below_or_at: int) -> int:
-        """Load the newest readable snapshot at or below ``below_or_at``; return its offset (0 if
-        none). Unreadable snapshots are deleted (the batches are replayed instead)."""
+    def load_latest_snapshot(self, below_or_at: int, now_ms: int) -> int:
+        """Load the newest readable snapshot at or below ``below_or_at``, without the producers
+        already expired at ``now_ms``; return its offset (0 if none). Unreadable snapshots are
+        deleted (the batches are replayed instead)."""
         self._producers.clear()
         for path in reversed(self.snapshot_files()):
             offset = files.offset_from_file_name(path.name)
@@ -176,7 +203,8 @@ class ProducerStateManager:
                 entry = ProducerEntry(producer_id, epoch)
                 entry.batches.append(BatchMetadata(_next_seq(last_seq, -offset_delta), last_seq,
                                                    last_offset - offset_delta, last_offset, ts))
-                self._producers[producer_id] = entry
+                if not self.is_expired(entry, now_ms):
+                    self._producers[producer_id] = entry
             self.map_end_offset = offset
             return offset
         self.map_end_offset = 0

@@ -20,7 +20,8 @@ OpenDir = Callable[..., LogDir]
 FAST_TASKS = LogDirConfig(log_initial_task_delay_ms=0, log_retention_check_interval_ms=1000,
                           log_flush_scheduler_interval_ms=1000,
                           log_flush_offset_checkpoint_interval_ms=1000,
-                          log_flush_start_offset_checkpoint_interval_ms=1000)
+                          log_flush_start_offset_checkpoint_interval_ms=1000,
+                          producer_id_expiration_check_interval_ms=1000)
 
 
 @pytest.fixture

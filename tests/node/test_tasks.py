@@ -1,5 +1,5 @@
 """The periodic tasks of a log directory, driven by a fake clock and scheduler (LogManagerTest's
-retention, flush and checkpoint scenarios)."""
+retention, flush and checkpoint scenarios, and the producer expiration check)."""
 
 from __future__ import annotations
 
@@ -225,3 +225,23 @@ def test_a_delete_delay_of_long_max_never_breaks_the_scheduler(tmp_path: Path) -
         while flushed.recovery_point < 1 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert flushed.recovery_point == 1
+
+
+def test_producer_expiration_check_forgets_idle_producers_every_interval(
+        open_dir: OpenDir, clock: FakeClock, scheduler: FakeScheduler) -> None:
+    day, interval = 24 * 60 * 60 * 1000, 60_000
+    d = open_dir(config=LogDirConfig(producer_id_expiration_ms=day,
+                                     producer_id_expiration_check_interval_ms=interval))
+    log = d.get_or_create_log("t", 0)
+    for producer_id in (7, 8):
+        log.append_batch(build_batch([Record(key=b"k", value=b"v", timestamp=clock.milliseconds())],
+                                     producer_id=producer_id, producer_epoch=0, base_sequence=0))
+        clock.advance(interval)
+    clock.advance(day - 2 * interval)
+    scheduler.tick()
+    assert set(log.producer_state.producers) == {8}    # 7 wrote a day ago, 8 a minute later
+    clock.advance(interval)
+    scheduler.tick()
+    assert log.producer_state.producers == {}
+    assert LogDirConfig.from_properties({"producer.id.expiration.ms": "5"}) \
+        .producer_id_expiration_ms == 5

@@ -1,5 +1,6 @@
 """Idempotent appends: per-producer sequence state drops retried batches, refuses gaps and fenced
-epochs, and survives a clean close (snapshot) and a kill (snapshot + replay)."""
+epochs, survives a clean close (snapshot) and a kill (snapshot + replay), and forgets producers idle
+for ``producer.id.expiration.ms``."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from storage.clock import FakeClock
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError
 from storage.log import Log
@@ -21,12 +23,18 @@ from storage.records import Record, build_batch
 from tests.conftest import FIXTURES
 
 
-def batch(pid: int, epoch: int, seq: int, n: int = 3) -> bytes:
-    return build_batch([Record(key=b"k%d" % (seq + i), value=b"v", timestamp=1) for i in range(n)],
+NOW = 1_700_000_000_000
+DAY = 24 * 60 * 60 * 1000
+
+
+def batch(pid: int, epoch: int, seq: int, n: int = 3, timestamp: int = NOW) -> bytes:
+    return build_batch([Record(key=b"k%d" % (seq + i), value=b"v", timestamp=timestamp)
+                        for i in range(n)],
                        producer_id=pid, producer_epoch=epoch, base_sequence=seq)
 
 
 def open_log(path: Path, **kwargs: object) -> Log:
+    kwargs.setdefault("clock", FakeClock(NOW))
     return Log.open(path, LogConfig(segment_bytes=4096), **kwargs)
 
 
@@ -124,7 +132,7 @@ def test_snapshot_round_trip(tmp_path: Path) -> None:
     assert decode_snapshot(path.read_bytes(), path) == [(5, 2, 14, 104, 4, 1234),
                                                         (9, 0, 0, 105, 0, 1300)]
     other = ProducerStateManager(tmp_path)
-    assert other.load_latest_snapshot(200) == 106
+    assert other.load_latest_snapshot(200, now_ms=1300) == 106
     assert other.check(5, 2, 10, 5).duplicate
 
 
@@ -137,3 +145,41 @@ def test_snapshots_past_the_log_end_are_removed_at_load(tmp_path: Path) -> None:
     reopened = open_log(tmp_path / "p-0")
     assert not stale.exists()
     assert reopened.append_batch(batch(7, 0, 0)).duplicate   # rebuilt by replay instead
+
+
+# ---- producer.id.expiration.ms (Kafka's ProducerStateManagerTest expiration cases) ---------------
+def test_producer_idle_for_the_expiration_is_forgotten_and_its_retry_appended(
+        tmp_path: Path) -> None:
+    clock = FakeClock(NOW)
+    log = open_log(tmp_path / "p-0", clock=clock, producer_id_expiration_ms=DAY)
+    log.append_batch(batch(7, 0, 0))
+    log.append_batch(batch(8, 0, 0, timestamp=NOW + 1000))
+    clock.advance(DAY - 1)
+    assert log.remove_expired_producers() == 0
+    assert log.append_batch(batch(7, 0, 0)).duplicate
+    clock.advance(1)                                 # producer 7's last batch is a day old now
+    assert log.remove_expired_producers() == 1
+    assert set(log.producer_state.producers) == {8}
+    retry = log.append_batch(batch(7, 0, 0))         # unknown again: appended, as in Kafka
+    assert not retry.duplicate and retry.first_offset == 6
+
+
+def test_expiration_uses_the_last_batch_timestamp_not_the_append_time(tmp_path: Path) -> None:
+    clock = FakeClock(NOW)
+    log = open_log(tmp_path / "p-0", clock=clock, producer_id_expiration_ms=DAY)
+    log.append_batch(batch(7, 0, 0, timestamp=NOW - DAY))   # stamped a day ago by the producer
+    assert log.remove_expired_producers() == 1
+
+
+def test_expired_producers_are_not_loaded_from_a_snapshot(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0", producer_id_expiration_ms=DAY)
+    log.append_batch(batch(7, 0, 0, timestamp=NOW - DAY + 10))
+    log.append_batch(batch(8, 0, 0, timestamp=NOW))
+    log.flush()
+    log.close()
+    later = FakeClock(NOW + 10)
+    reopened = open_log(tmp_path / "p-0", recovery_point=6, had_clean_shutdown=True, clock=later,
+                        producer_id_expiration_ms=DAY)
+    assert set(reopened.producer_state.producers) == {8}
+    assert reopened.append_batch(batch(8, 0, 0)).duplicate
+
