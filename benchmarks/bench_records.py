@@ -21,8 +21,8 @@ from storage.records import (
     build_batch,
     build_batch_columns,
     scan_batches,
-    validate_for_append,
 )
+from storage.validation import validate_for_append
 
 RECORDS_PER_BATCH = 1000
 KEY_BYTES = 16

@@ -52,10 +52,10 @@ from storage.records import (
     build_batch,
     byte_view,
     scan_batches,
-    validate_for_append,
 )
 from storage.scheduler import Scheduler, default_scheduler
 from storage.segment import LogSegment, RollParams
+from storage.validation import validate_for_append
 
 log = logging.getLogger(__name__)
 

@@ -47,12 +47,7 @@ import numpy as np
 
 from storage import compression as compressors
 from storage import kernels, legacy
-from storage.errors import (
-    CorruptRecordError,
-    InvalidRecordError,
-    RecordTooLargeError,
-    StorageError,
-)
+from storage.errors import CorruptRecordError, InvalidRecordError
 
 
 class Compression(enum.IntEnum):
@@ -541,7 +536,7 @@ class RecordBatch:
         if status != kernels.OK:
             raise self._corrupt(
                 f"base offset {self.header.base_offset}, record {read} at byte {where} of the "
-                f"records: {_RECORD_ERRORS[status]}", base_offset=self.header.base_offset,
+                f"records: {RECORD_ERRORS[status]}", base_offset=self.header.base_offset,
                 record_index=read)
         return fields
 
@@ -550,7 +545,7 @@ class RecordBatch:
                 f"size={self.size}, position={self._position})")
 
 
-_RECORD_ERRORS = {
+RECORD_ERRORS = {
     kernels.ERR_RECORD_LENGTH: "record length is unreadable, negative or past the end",
     kernels.ERR_VARINT: "a varint is longer than allowed",
     kernels.ERR_RECORD_OVERFLOW: "a field runs past the record's length",
@@ -909,131 +904,3 @@ def _write_header(target: bytearray | np.ndarray, total: int, base_offset: int,
         raise ValueError(f"a batch header field is out of range: {err}") from err
     crc = crc32c.crc32c(memoryview(target)[ATTRIBUTES_OFFSET:total])
     _UINT32.pack_into(target, CRC_OFFSET, crc)
-
-
-# ---- validating a producer batch ---------------------------------------------------------------
-class AppendValidation(NamedTuple):
-    """What ``validate_for_append`` learned about one batch (offset deltas are relative; a
-    NamedTuple: one is built per appended batch, cheaper than a dataclass)."""
-
-    records_count: int
-    last_offset_delta: int
-    max_timestamp: int
-    shallow_offset_of_max_timestamp: int   # offset delta of the first record with max_timestamp
-    has_null_key: bool
-    size: int
-    header: BatchHeader | None = None
-
-
-_VALIDATION_ERRORS = {
-    **_RECORD_ERRORS,
-    kernels.ERR_OFFSET_DELTA: "offset delta is not its index in the batch",
-}
-
-
-def validate_for_append(buf: memoryview, *, require_keys: bool, max_message_bytes: int,
-                        path: Path | None = None,
-                        max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES) -> AppendValidation:
-    """Validate ONE producer-encoded v2 batch as Kafka's ``LogValidator`` does for the broker.
-
-    ``CorruptRecordError``: damaged bytes (sizes, magic, CRC, a record's structure, a records count
-    the bytes do not hold). ``InvalidRecordError``: a well-formed batch the log refuses (magic 0/1,
-    a control batch, offset range vs records count, offsetDelta != index, a missing key when
-    ``require_keys``, a producer id without sequence). ``RecordTooLargeError``: size above
-    ``max_message_bytes``. An uncompressed batch is one CRC and one kernel call (header and
-    records); a compressed one is decompressed and its records checked by a second call.
-    """
-    view = byte_view(buf)
-    size = len(view)
-    computed = crc32c.crc32c(view[ATTRIBUTES_OFFSET:]) if size > ATTRIBUTES_OFFSET else 0
-    status, index, where, value, max_delta, offset_of_max, has_null_key = kernels.validate_batch(
-        kernels.as_input(view), computed, max_message_bytes, bool(require_keys))
-    records_bytes = size - HEADER_SIZE
-    if status == kernels.COMPRESSED:
-        codec = view[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK
-        try:
-            raw = compressors.decompress(codec, view[HEADER_SIZE:],
-                                         max_size=max_decompressed_bytes)
-        except CorruptRecordError as err:
-            raise CorruptRecordError(f"batch of {size} bytes from {path}: {err.message}",
-                                     path=path, position=HEADER_SIZE) from err
-        records_bytes = len(raw)
-        count = _INT32.unpack_from(view, RECORDS_COUNT_OFFSET)[0]
-        if count > records_bytes // kernels.MIN_RECORD_SIZE:
-            status = kernels.ERR_APPEND_COUNT_FIT
-        else:
-            status, index, where, value, max_delta, offset_of_max, has_null_key = \
-                kernels.validate_records(kernels.as_input(raw), 0, records_bytes, count,
-                                         bool(require_keys))
-    if status != kernels.OK:
-        raise _append_refusal(view, status, index, where, value, computed, records_bytes,
-                              max_message_bytes, path)
-    header = BatchHeader(*BATCH_HEADER.unpack_from(view, 0))
-    if header.attributes & TIMESTAMP_TYPE_MASK:
-        max_timestamp, offset_of_max = header.max_timestamp, 0
-    else:
-        max_timestamp = header.base_timestamp + max_delta
-    return AppendValidation(header.records_count, header.last_offset_delta, max_timestamp,
-                            offset_of_max, has_null_key, size, header)
-
-
-def _append_refusal(view: memoryview, status: int, index: int, where: int, value: int,
-                    computed_crc: int, records_bytes: int, max_message_bytes: int,
-                    path: Path | None) -> StorageError:
-    """The typed error, naming the batch and the position, for a refusal of ``validate_batch`` or
-    ``validate_records``."""
-    size = len(view)
-
-    def corrupt(problem: str, **fields: object) -> CorruptRecordError:
-        return CorruptRecordError(f"batch of {size} bytes from {path}: {problem}", path=path,
-                                  **fields)
-
-    def invalid(problem: str, **fields: object) -> InvalidRecordError:
-        return InvalidRecordError(f"batch of {size} bytes from {path}: {problem}", path=path,
-                                  **fields)
-
-    if status == kernels.ERR_APPEND_SHORT:
-        return corrupt(f"fewer than {HEADER_SIZE_UP_TO_MAGIC} bytes", position=0)
-    if status == kernels.ERR_APPEND_LENGTH:
-        return corrupt(f"batch length field {value} does not match the {size} bytes given",
-                       position=SIZE_OFFSET)
-    if status == kernels.ERR_APPEND_MAGIC:
-        if value in (0, 1):
-            return invalid(f"magic {value} batches cannot be appended, only magic 2")
-        return corrupt(f"unknown magic {value}", position=MAGIC_OFFSET)
-    if status == kernels.ERR_APPEND_HEADER:
-        return corrupt(f"smaller than the {HEADER_SIZE}-byte v2 header", position=0)
-    if status == kernels.ERR_APPEND_TOO_LARGE:
-        return RecordTooLargeError(
-            f"the record batch of {size} bytes from {path} exceeds max.message.bytes="
-            f"{max_message_bytes}", path=path, size=size, max_message_bytes=max_message_bytes)
-    header = BatchHeader(*BATCH_HEADER.unpack_from(view, 0))
-    if status == kernels.ERR_APPEND_CRC:
-        return corrupt(f"record is corrupt (stored crc {header.crc:#010x}, computed crc "
-                       f"{computed_crc:#010x})", stored_crc=header.crc, computed_crc=computed_crc,
-                       position=CRC_OFFSET)
-    if status == kernels.ERR_APPEND_CODEC:
-        return corrupt(f"unknown compression codec {value}", position=ATTRIBUTES_OFFSET)
-    if status == kernels.ERR_APPEND_CONTROL:
-        return invalid("clients are not allowed to write control records")
-    if status == kernels.ERR_APPEND_OFFSET_RANGE:
-        return invalid(f"invalid offset range: last offset delta {header.last_offset_delta}")
-    if status == kernels.ERR_APPEND_COUNT:
-        return invalid(f"invalid reported count for record batch: {header.records_count}")
-    if status == kernels.ERR_APPEND_COUNT_RANGE:
-        return invalid(f"inconsistent batch offset range [0, {header.last_offset_delta}] and "
-                       f"count of records {header.records_count}")
-    if status == kernels.ERR_APPEND_SEQUENCE:
-        return invalid(f"invalid sequence number {header.base_sequence} in record batch with "
-                       f"producerId {header.producer_id}")
-    if status == kernels.ERR_APPEND_COUNT_FIT:
-        return corrupt(f"records count {header.records_count} cannot fit in {records_bytes} "
-                       f"bytes")
-    if status == kernels.ERR_NULL_KEY:
-        return invalid(f"Compacted topic cannot accept message without key (record at offset "
-                       f"delta {value})", offset_delta=value, record_index=index)
-    if status == kernels.ERR_OFFSET_DELTA:
-        return invalid(f"inner record {index} does not have incremental offsets: offset delta "
-                       f"{value}, expected {index}", offset_delta=value, record_index=index)
-    return corrupt(f"record {index} at byte {where}: {_VALIDATION_ERRORS[status]}",
-                   record_index=index, position=where)

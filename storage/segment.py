@@ -29,7 +29,7 @@ from storage import files
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError, InvalidOffsetError, StorageError
-from storage.index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
+from storage.index import OffsetIndex, TimeIndex, TimestampOffset
 from storage.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, RecordBatch, scan_batches
 
 INT32_MAX = 2**31 - 1

@@ -32,8 +32,8 @@ from storage.records import (
     encode_varint,
     iter_batches,
     scan_batches,
-    validate_for_append,
 )
+from storage.validation import validate_for_append
 
 STORAGE_ERRORS = (CorruptRecordError, InvalidRecordError, RecordTooLargeError)
 TS = 1_700_000_000_000
