@@ -104,7 +104,7 @@ class Cleaner:
         groups = group_segments_by_size(log.segments_in_range(0, end_offset),
                                         log.config.segment_bytes, log.config.segment_index_bytes,
                                         end_offset)
-        producers = _LastBatches(lambda: self._last_batches_of_producers(log))
+        producers = _LastBatches(lambda: self._last_batches_of_producers(log, now))
         for group in groups:
             self.clean_segments(log, group, now, stats, legacy_horizon, end_offset, producers)
         stats.buffer_utilization = self.offset_map.utilization
@@ -208,17 +208,21 @@ class Cleaner:
             cleaned.delete_files()
             raise
 
-    def _last_batches_of_producers(self, log: Log) -> dict[int, int]:
-        """Producer id -> last offset of its last batch in the log: that batch keeps its place
-        (as an empty batch if need be) so the producer's sequence survives the clean."""
-        last: dict[int, int] = {}
+    def _last_batches_of_producers(self, log: Log, now_ms: int) -> dict[int, int]:
+        """Active producer id -> last offset of its last batch in the log: that batch keeps its
+        place (as an empty batch if need be) so the producer's sequence survives the clean. A
+        producer whose last batch is ``producer.id.expiration.ms`` old is no longer active."""
+        last: dict[int, tuple[int, int]] = {}
         for segment in log.segments():
             for _position, _chunk, scan in self._chunks(log, segment, 0):
                 with_producer = np.flatnonzero(scan.producer_ids >= 0)
-                for pid, offset in zip(scan.producer_ids[with_producer].tolist(),
-                                       scan.last_offsets[with_producer].tolist()):
-                    last[pid] = offset
-        return last
+                for pid, offset, timestamp in zip(scan.producer_ids[with_producer].tolist(),
+                                                  scan.last_offsets[with_producer].tolist(),
+                                                  scan.max_timestamps[with_producer].tolist()):
+                    last[pid] = (offset, timestamp)
+        expiration = self.config.producer_id_expiration_ms
+        return {pid: offset for pid, (offset, timestamp) in last.items()
+                if now_ms - timestamp < expiration}
 
     def _clean_into(self, log: Log, source: LogSegment, dest: LogSegment, now_ms: int,
                     stats: CleanerStats, retain_legacy_deletes: bool, upper_bound: int,

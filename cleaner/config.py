@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from storage.config import BROKER_SYNONYMS
 from storage.errors import InvalidConfigError
+from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 DEFAULT_NUM_THREADS = 1
 DEFAULT_DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024
@@ -41,6 +42,7 @@ KEYS: dict[str, str] = {
     "log.cleaner.enable": "enable_cleaner",
     "log.cleaner.uncleanable.retries": "uncleanable_retries",
     "log.cleaner.uncleanable.retry.backoff.ms": "uncleanable_retry_backoff_ms",
+    "producer.id.expiration.ms": "producer_id_expiration_ms",
 }
 _PREFIX = "log.cleaner."
 # log.cleaner.* keys that are broker defaults of topic settings: they belong to LogConfig
@@ -63,6 +65,9 @@ class CleanerConfig:
     """Failed cleans retried (after ``uncleanable_retry_backoff_ms``) before the partition is
     marked uncleanable; 0 gives Kafka's behaviour."""
     uncleanable_retry_backoff_ms: int = DEFAULT_UNCLEANABLE_RETRY_BACKOFF_MS
+    producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
+    """A producer whose last batch is this old is no longer active: its last batch loses the
+    place a clean keeps for an active producer's last batch (Kafka's ``activeProducers``)."""
 
     def __post_init__(self) -> None:
         _integer("log.cleaner.threads", self.num_threads, 1)
@@ -72,6 +77,7 @@ class CleanerConfig:
         _integer("log.cleaner.backoff.ms", self.backoff_ms, 0)
         _integer("log.cleaner.uncleanable.retries", self.uncleanable_retries, 0)
         _integer("log.cleaner.uncleanable.retry.backoff.ms", self.uncleanable_retry_backoff_ms, 0)
+        _integer("producer.id.expiration.ms", self.producer_id_expiration_ms, 1)
         if not isinstance(self.enable_cleaner, bool):
             raise InvalidConfigError(
                 f"log.cleaner.enable={self.enable_cleaner!r} is not a boolean",

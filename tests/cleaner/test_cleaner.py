@@ -205,6 +205,29 @@ def test_producer_last_batch_retained_as_empty(make_log: MakeLog, clock: FakeClo
     assert keys_in_log(log) == [1, 0, 2]
 
 
+def test_an_expired_producers_last_batch_is_not_retained(make_log: MakeLog,
+                                                         clock: FakeClock) -> None:
+    # Kafka keeps the last batch of *active* producers only: one idle for
+    # producer.id.expiration.ms has left the producer state, and its emptied batch goes
+    day = 24 * 60 * 60 * 1000
+    log = make_log()
+    cleaner = Cleaner(CleanerConfig(producer_id_expiration_ms=day), clock=clock,
+                      offset_map=OffsetMap(1024 * 24, 0.75))
+    now = clock.milliseconds()
+    log.append_batch(build_batch([kv(0, 0, ts=now - day)], producer_id=7, producer_epoch=0,
+                                 base_sequence=0))
+    log.append_batch(build_batch([kv(1, 1, ts=now - day + 1)], producer_id=8, producer_epoch=0,
+                                 base_sequence=0))
+    log.append([kv(0, 2, ts=now), kv(1, 3, ts=now)])
+    log.roll()
+    cleaner.clean(log, 0, now)
+    kept = [(b.producer_id, b.last_offset, b.records_count)
+            for b in log.read_raw(0, 1 << 20).batches()]
+    assert kept == [(8, 1, 0), (-1, 3, 2)]      # 7 expired a millisecond ago; 8 is still active
+    assert CleanerConfig.from_properties({"producer.id.expiration.ms": "5"}) \
+        .producer_id_expiration_ms == 5
+
+
 def test_segment_grouping(make_log: MakeLog, clock: FakeClock) -> None:
     log = make_log(segment_bytes=300, index_interval_bytes=1)
     for i in range(50):
