@@ -60,6 +60,12 @@ class InvalidOffsetError(StorageError):
     """
 
 
+class SegmentOffsetOverflowError(InvalidOffsetError):
+    """A valid batch of a segment whose offsets lie beyond ``base offset + 2**31 - 1`` (written by
+    brokers before Kafka 0.11, or by their cleaners). Recovery splits the segment instead of
+    truncating it (``storage.split``)."""
+
+
 class OffsetOutOfRangeError(StorageError):
     """A read from an offset below the log start offset or above the log end offset."""
 

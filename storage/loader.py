@@ -12,6 +12,9 @@ Every pass is safe to run again after a crash in the middle of it:
 5. After an unclean shutdown only, recover every segment from the recovery point on: re-validate every
    batch (CRC, offsets) and truncate at the first invalid byte; segments after a truncation are
    deleted (they were never flushed in order).
+
+A segment whose valid batches overflow its base offset (an old broker's) is split, not truncated,
+wherever recovery meets it (passes 4 and 5; see ``storage.split``).
 6. Offsets: log end offset from the last segment; a log end below the checkpointed log start offset
    empties the log; an empty directory gets a segment at the log start offset; the recovery point is
    the log end after a clean shutdown, else ``min(recovery point, log end)``; the active segment's
@@ -29,8 +32,9 @@ from storage import files
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
 from storage.durable import fsync_dir
-from storage.errors import CorruptIndexError, CorruptRecordError
+from storage.errors import CorruptIndexError, CorruptRecordError, SegmentOffsetOverflowError
 from storage.segment import LogSegment
+from storage.split import split_overflowed_segment
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +71,7 @@ class LogLoader:
         self._deleted_temp = 0
         self._completed_swaps = 0
         self._rebuilt = 0
+        self._truncated_rebuilding = 0   # bytes cut off while rebuilding indexes (pass 4)
 
     def load(self) -> LoadResult:
         swaps = self._pass1_remove_temp_files()
@@ -162,11 +167,31 @@ class LogLoader:
             if needs_rebuild:
                 for index in (segment.offset_index, segment.time_index):
                     index.delete_if_exists()
-                segment.recover(self.config.max_message_bytes)
-                segment.make_read_only()
+                truncated, recovered = self._recover(segment)
+                self._truncated_rebuilding += truncated
+                for done in recovered:
+                    done.make_read_only()
                 self._rebuilt += 1
-            segments.append(segment)
+                segments.extend(recovered)
+            else:
+                segments.append(segment)
         return segments
+
+    def _recover(self, segment: LogSegment) -> tuple[int, list[LogSegment]]:
+        """``segment.recover``; a segment whose offsets overflow its base is split first and the
+        parts recovered instead. Returns the bytes truncated and the segments now in its place."""
+        try:
+            return segment.recover(self.config.max_message_bytes), [segment]
+        except SegmentOffsetOverflowError as err:
+            log.warning("%s; splitting the segment", err)
+        parts, left_out = split_overflowed_segment(segment, self.config, clock=self.clock)
+        for i, part in enumerate(parts):
+            truncated = part.recover(self.config.max_message_bytes)
+            if truncated:
+                for later in parts[i + 1:]:
+                    later.delete_files()
+                return truncated + left_out, parts[:i + 1]
+        return left_out, parts
 
     def _quick_index_check(self, segment: LogSegment) -> None:
         """Cheap structural check from the file sizes; full checks happen in recovery."""
@@ -187,15 +212,20 @@ class LogLoader:
         for i, segment in enumerate(segments):
             if segment.base_offset <= self.recovery_point:
                 start = i
-        for i in range(start, len(segments)):
+        i = start
+        while i < len(segments):
             segment = segments[i]
             try:
-                truncated = segment.recover(self.config.max_message_bytes)
+                truncated, parts = self._recover(segment)
             except (CorruptRecordError, CorruptIndexError) as err:
                 log.warning("%s; truncating %s to its base offset", err, segment.log_path)
-                truncated = segment.truncate_fully()
-            segment.make_read_only()
-            recovered += 1
+                truncated, parts = segment.truncate_fully(), [segment]
+            segments[i:i + 1] = parts
+            i += len(parts) - 1
+            segment = segments[i]
+            for part in parts:
+                part.make_read_only()
+            recovered += len(parts)
             truncated_total += truncated
             if truncated > 0:
                 log.warning("recovery truncated %d invalid bytes from %s", truncated,
@@ -205,6 +235,7 @@ class LogLoader:
                     later.delete_files()
                 segments = segments[: i + 1]
                 break
+            i += 1
         return truncated_total, recovered, segments
 
     # ---- pass 6 ------------------------------------------------------------------------------
@@ -224,7 +255,8 @@ class LogLoader:
             segments[-1].rolling_jitter_ms = self.config.random_segment_jitter()
         recovery_point = log_end if self.had_clean_shutdown else min(self.recovery_point, log_end)
         log_start = max(self.log_start_offset_checkpoint, segments[0].base_offset)
-        return LoadResult(segments, log_start, log_end, recovery_point, truncated, recovered,
+        return LoadResult(segments, log_start, log_end, recovery_point,
+                          truncated + self._truncated_rebuilding, recovered,
                           self._rebuilt, self._deleted_temp, self._completed_swaps,
                           self.had_clean_shutdown)
 

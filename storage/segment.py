@@ -28,7 +28,12 @@ from typing import Iterator, NamedTuple
 from storage import files
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
-from storage.errors import CorruptRecordError, InvalidOffsetError, StorageError
+from storage.errors import (
+    CorruptRecordError,
+    InvalidOffsetError,
+    SegmentOffsetOverflowError,
+    StorageError,
+)
 from storage.index import OffsetIndex, TimeIndex, TimestampOffset
 from storage.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, RecordBatch, scan_batches
 
@@ -472,12 +477,17 @@ class LogSegment:
                     chunk = batch_size
                     continue
                 chunk = RECOVERY_CHUNK_BYTES
-                for pos, size, base, last, bts in zip(
+                for _pos, size, base, last, bts in zip(
                         scan.positions.tolist(), scan.sizes.tolist(), scan.base_offsets.tolist(),
                         scan.last_offsets.tolist(), scan.max_timestamps.tolist()):
-                    if base <= prev_last or last < base or not self.can_convert_to_relative_offset(last):
+                    if base <= prev_last or last < base:
                         stop = True
                         break
+                    if not self.can_convert_to_relative_offset(last):
+                        raise SegmentOffsetOverflowError(
+                            f"{self.log_path}: the batch at position {valid} ends at offset "
+                            f"{last}, beyond the segment's base {self.base_offset} + 2^31 - 1",
+                            path=str(self.log_path), position=valid, offset=last)
                     if bts > max_ts:
                         max_ts, max_ts_offset = bts, last
                     if valid - last_index_entry > self.config.index_interval_bytes:
