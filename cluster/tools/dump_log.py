@@ -26,6 +26,11 @@ Index mismatches, time-index errors and non-consecutive offsets go to stderr aft
 as Kafka prints them (newest first where Kafka prepends). ``--json`` prints one JSON document per
 file instead (see ``_batch_json``/``_record_json`` for the fields, named as in the text).
 
+``--offsets-decoder`` and ``--transaction-log-decoder`` print the records of ``__consumer_offsets``
+and ``__transaction_state`` as Kafka's options of those names do (``group_records``,
+``transaction_records``); with ``--json`` a record carries the decoded ``key`` and ``payload`` as
+objects (payload null for a tombstone), or ``decodeError`` with the line the text would print.
+
 ``--verify`` checks instead of dumping: every batch's CRC and offsets (the rules by which
 ``LogSegment.recover`` would truncate), every offset-index entry (a batch boundary, no earlier
 batch reaching its offset), every time-index entry (timestamps increasing, the batch holding its
@@ -48,7 +53,7 @@ import struct
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, TextIO
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TextIO, cast
 
 from cluster.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
 from cluster.tools.output import json_line
@@ -62,6 +67,8 @@ INT32_MAX = 2**31 - 1
 KAFKA_MAX_MESSAGE_SIZE = 5 * 1024 * 1024       # Kafka's --max-message-size default (index check)
 MAX_PROBLEMS_PER_FILE = 20
 DECODERS = ("string", "hex", "msgpack", "none")
+TOPIC_DECODERS = {"offsets": "cluster.tools.group_records",
+                  "transaction-log": "cluster.tools.transaction_records"}
 CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER",
                  4: "SNAPSHOT_FOOTER", 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
 OFFSET_CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
@@ -106,6 +113,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="how keys print (default string; implies --print-data-log)")
     parser.add_argument("--value-decoder", choices=DECODERS, default=None,
                         help="how values print (default string; implies --print-data-log)")
+    parser.add_argument("--offsets-decoder", action="store_true",
+                        help="print records as __consumer_offsets offset commits and group "
+                             "metadata (implies --print-data-log)")
+    parser.add_argument("--transaction-log-decoder", action="store_true",
+                        help="print records as __transaction_state transaction metadata "
+                             "(implies --print-data-log)")
     parser.add_argument("--json", action="store_true", help="one JSON document per file")
     parser.add_argument("--verify", action="store_true",
                         help="check CRCs, offsets, index and time index entries, snapshots and "
@@ -132,15 +145,19 @@ class DumpOptions:
     value_decoder: str = "string"
     json: bool = False
     verify: bool = False
+    topic_decoder: str | None = None       # a key of TOPIC_DECODERS
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> DumpOptions:
-        decoders_given = args.key_decoder is not None or args.value_decoder is not None
+        topic = ("offsets" if args.offsets_decoder else             # Kafka's precedence
+                 "transaction-log" if args.transaction_log_decoder else None)
+        decoders_given = (args.key_decoder is not None or args.value_decoder is not None
+                          or topic is not None)
         print_data = args.print_data_log or decoders_given       # as Kafka's decoder classes do
         return cls(print_data, args.deep_iteration or print_data, args.skip_record_metadata,
                    args.index_sanity_check, args.verify_index_only, args.max_bytes,
                    args.key_decoder or "string", args.value_decoder or "string", args.json,
-                   args.verify)
+                   args.verify, topic)
 
 
 @dataclass
@@ -310,6 +327,7 @@ class _RecordWalk:
     def __init__(self, name: str, opts: DumpOptions, out: TextIO, err: TextIO) -> None:
         self.name, self.opts, self.out, self.err = name, opts, out, err
         self.keys, self.values = decoder(opts.key_decoder), decoder(opts.value_decoder)
+        self.topic = topic_decoder(opts.topic_decoder)
         self.last_offset = -1
         self.gaps: list[tuple[int, int]] = []
         self.errors: list[str] = []
@@ -332,11 +350,12 @@ class _RecordWalk:
                 self.gaps.append((self.last_offset, record.offset))
             self.last_offset = record.offset
             if self.opts.json:
-                docs.append(_record_json(batch, record, self.opts, self.keys, self.values))
+                docs.append(_record_json(batch, record, self.opts, self.keys, self.values,
+                                         self.topic))
             else:
                 crc = legacy_crcs[i] if i < len(legacy_crcs) else None
                 self.out.write(_record_line(batch, record, self.opts, self.keys, self.values,
-                                            crc) + "\n")
+                                            crc, self.topic) + "\n")
         return docs
 
 
@@ -410,7 +429,8 @@ def _header_key(key: str) -> str:
 
 
 def _record_line(batch: RecordBatch, record: Record, opts: DumpOptions, key_decoder: Decoder,
-                 value_decoder: Decoder, legacy_crc: tuple[bool, int] | None) -> str:
+                 value_decoder: Decoder, legacy_crc: tuple[bool, int] | None,
+                 topic: TopicDecoder | None = None) -> str:
     line, prefix = "", "| "
     if not opts.skip_record_metadata:
         key_size = -1 if record.key is None else len(record.key)
@@ -426,20 +446,21 @@ def _record_line(batch: RecordBatch, record: Record, opts: DumpOptions, key_deco
         if batch.is_control:
             line += control_text(record)
     if opts.print_data_log and not batch.is_control:
-        if record.key is not None:
-            key = key_decoder(record.key)
-            if key is not None:
-                line += f"{prefix}key: {_as_text(key)}"
-                prefix = " "
-        if record.value is not None:
-            payload = value_decoder(record.value)
-            if payload is not None:
-                line += f" payload: {_as_text(payload)}"
+        if topic is not None:
+            key, payload = topic.format_record(record.key, record.value, record.offset)
+        else:
+            key = None if record.key is None else key_decoder(record.key)
+            payload = None if record.value is None else value_decoder(record.value)
+        if key is not None:
+            line += f"{prefix}key: {_as_text(key)}"
+            prefix = " "
+        if payload is not None:
+            line += f" payload: {_as_text(payload)}"
     return line
 
 
 def _record_json(batch: RecordBatch, record: Record, opts: DumpOptions, key_decoder: Decoder,
-                 value_decoder: Decoder) -> dict[str, Any]:
+                 value_decoder: Decoder, topic: TopicDecoder | None = None) -> dict[str, Any]:
     doc: dict[str, Any] = {"offset": record.offset}
     if not opts.skip_record_metadata:
         doc.update({"timestamp": record.timestamp,
@@ -449,7 +470,9 @@ def _record_json(batch: RecordBatch, record: Record, opts: DumpOptions, key_deco
                     "headerKeys": [_header_key(k) for k, _ in record.headers]})
         if batch.is_control:
             doc["control"] = control_json(record)
-    if opts.print_data_log and not batch.is_control:
+    if opts.print_data_log and not batch.is_control and topic is not None:
+        doc.update(topic.record_json(record.key, record.value, record.offset))
+    elif opts.print_data_log and not batch.is_control:
         if record.key is not None and (key := key_decoder(record.key)) is not None:
             doc["key"] = key
         if record.value is not None and (payload := value_decoder(record.value)) is not None:
@@ -486,6 +509,25 @@ def _legacy_crcs(batch: RecordBatch) -> list[tuple[bool, int]]:
 
 # ---- decoders ----------------------------------------------------------------------------------
 Decoder = Callable[[bytes], Any]
+
+
+class TopicDecoder(Protocol):
+    """How the records of an internal topic print: a module such as ``group_records``."""
+
+    def format_record(self, key: bytes | None, value: bytes | None,
+                      offset: int) -> tuple[str | None, str | None]: ...
+
+    def record_json(self, key: bytes | None, value: bytes | None,
+                    offset: int) -> dict[str, Any]: ...
+
+
+def topic_decoder(name: str | None) -> TopicDecoder | None:
+    """The decoder module of a ``TOPIC_DECODERS`` name, imported on first use."""
+    if name is None:
+        return None
+    import importlib
+
+    return cast("TopicDecoder", importlib.import_module(TOPIC_DECODERS[name]))
 
 
 def decoder(name: str) -> Decoder:
