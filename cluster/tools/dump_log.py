@@ -986,10 +986,12 @@ class Problem:
 @dataclass(frozen=True, eq=False)
 class LogCheck:
     """A segment file re-validated by the rules of ``LogSegment.recover``: every batch's CRC, base
-    offsets above the previous batch's last offset (and the segment's base offset), last offsets
-    within 32 bits of it. ``valid_bytes`` is where recovery truncates (``problem`` says why);
-    the arrays describe the batches before it. ``dropped_*`` count the batches after it whose
-    headers still read (their records are lost by the truncation)."""
+    offsets above the previous batch's last offset (and the segment's base offset).
+    ``valid_bytes`` is where recovery truncates (``problem`` says why); the arrays describe the
+    batches before it. ``dropped_*`` count the batches after it whose headers still read (their
+    records are lost by the truncation). ``overflow`` names the first valid batch whose last
+    offset is more than 2^31 - 1 above the segment's base: recovery splits the segment there
+    (``storage.split``) and loses nothing."""
 
     path: str
     size: int
@@ -1002,6 +1004,7 @@ class LogCheck:
     records: int
     dropped_batches: int
     dropped_records: int
+    overflow: Problem | None = None
 
     @property
     def truncated_bytes(self) -> int:
@@ -1038,8 +1041,6 @@ def check_log(path: Path | str, data: bytes | memoryview, base_offset: int | Non
     floor = np.iinfo(np.int64).min if base_offset is None else base_offset - 1
     previous = np.concatenate(([floor], last[:-1])) if len(last) else last
     bad = (base <= previous) | (last < base)
-    if base_offset is not None:
-        bad |= (last - base_offset) > INT32_MAX
     if max_message_bytes is not None:
         bad |= sizes > max(max_message_bytes, RECOVERY_CHUNK_BYTES)
     kept = int(np.argmax(bad)) if bad.any() else len(base)
@@ -1053,10 +1054,8 @@ def check_log(path: Path | str, data: bytes | memoryview, base_offset: int | Non
             why = (f"its base offset {b} is not above "
                    + ("the previous batch's last offset" if kept else "the segment's base "
                       "offset - 1") + f" {int(previous[kept])}")
-        elif int(sizes[kept]) > RECOVERY_CHUNK_BYTES and max_message_bytes is not None:
-            why = f"its {int(sizes[kept])} bytes exceed max.message.bytes={max_message_bytes}"
         else:
-            why = f"its last offset {lo} is too far above the segment base {base_offset}"
+            why = f"its {int(sizes[kept])} bytes exceed max.message.bytes={max_message_bytes}"
         problem = Problem(label, valid, f"batch at offsets {b}..{lo} is out of order: {why}")
     elif scan.error is not None and scan.error.startswith("CRC"):
         problem = Problem(label, valid, _crc_problem(data, valid))
@@ -1070,10 +1069,20 @@ def check_log(path: Path | str, data: bytes | memoryview, base_offset: int | Non
         rest = scan_batches(data, start=valid)
         dropped_batches = len(rest)
         dropped_records = int(np.clip(rest.records_counts, 0, None).sum())
+    overflow = None
+    if base_offset is not None:
+        beyond = np.flatnonzero(last[:kept] - base_offset > INT32_MAX)
+        if len(beyond):
+            at = int(beyond[0])
+            overflow = Problem(label, int(scan.positions[at]), (
+                f"batch at offsets {int(base[at])}..{int(last[at])} overflows the segment base "
+                f"{base_offset} by more than 2^31 - 1 (an old broker's segment): recovery splits "
+                f"the segment there"))
     counts = scan.records_counts[:kept]
     return LogCheck(label, size, valid, problem, scan.positions[:kept], base[:kept],
                     last[:kept], scan.max_timestamps[:kept],
-                    int(np.clip(counts, 0, None).sum()), dropped_batches, dropped_records)
+                    int(np.clip(counts, 0, None).sum()), dropped_batches, dropped_records,
+                    overflow)
 
 
 def _crc_problem(data: bytes | memoryview, position: int) -> str:
@@ -1240,7 +1249,7 @@ def verify_file(path: Path, name: str, opts: DumpOptions, trailers: Trailers,
     if kind in ("log", "kraft-snapshot"):
         base = _segment_base(path) if kind == "log" else None
         check = check_log(path, read_only(path), base, name=name)
-        problems += [check.problem] if check.problem else []
+        problems += [p for p in (check.overflow, check.problem) if p is not None]
         if opts.deep_iteration:
             problems += _deep_problems(path, name, check)
         doc = _log_check_json(check)

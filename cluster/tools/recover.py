@@ -13,6 +13,8 @@ what the loader (storage/loader.py) does to it at an unclean start, and finds:
                                               bytes are first copied to quarantine
     after-truncation          quarantine      a segment after a truncated one: recovery deletes
                                               it, after it got a second name in quarantine
+    offset-overflow           split           an old broker's segment whose offsets overflow its
+                                              base: split into segments that fit (nothing lost)
     missing-index, corrupt-index, untrimmed-index, missing-time-index, corrupt-time-index
                               rebuild         indexes rebuilt from the segment
     corrupt-checkpoint, corrupt-snapshot
@@ -58,8 +60,8 @@ if TYPE_CHECKING:
 
 REPORT_NAME = "recovery-report.json"
 REPORT_VERSION = 1
-TRUNCATE, DELETE, COMPLETE_SWAP, REBUILD, QUARANTINE, NONE = (
-    "truncate", "delete", "complete-swap", "rebuild", "quarantine", "none")
+TRUNCATE, DELETE, COMPLETE_SWAP, REBUILD, SPLIT, QUARANTINE, NONE = (
+    "truncate", "delete", "complete-swap", "rebuild", "split", "quarantine", "none")
 _QUARANTINED = re.compile(r"(\.\d+\.truncated|\.(corrupt|stale)\.\d+)$")
 
 
@@ -321,6 +323,9 @@ def _check_segment(directory: Path, path: Path, base: int, segment: Path, swappe
                                 "recovery deletes it", QUARANTINE, position=0, bytes=result.size,
                                 records=result.records + result.dropped_records))
         return result
+    if result.overflow is not None:
+        findings.append(Finding("offset-overflow", name, result.overflow.message, SPLIT,
+                                position=result.overflow.position))
     if result.problem is not None:
         torn = "torn write" in result.problem.message
         findings.append(Finding(
@@ -329,7 +334,7 @@ def _check_segment(directory: Path, path: Path, base: int, segment: Path, swappe
             f"({result.dropped_batches} batches, {result.dropped_records} records with readable "
             f"headers)", TRUNCATE, position=result.problem.position,
             bytes=result.truncated_bytes, records=result.dropped_records))
-    if swapped or result.problem is not None:
+    if swapped or result.problem is not None or result.overflow is not None:
         return result          # its indexes are rebuilt anyway
     for index_path, label, checker in (
             (files.index_file(path, base), "index", check_offset_index),
@@ -380,7 +385,7 @@ def repair_partition(directory: Path, check: PartitionCheck, clock: Clock,
                             "movedTo": str(target.relative_to(directory)),
                             "bytes": target.stat().st_size})
     fsync_dir(check.path)
-    segment_work = any(f.action in (TRUNCATE, DELETE, COMPLETE_SWAP, REBUILD)
+    segment_work = any(f.action in (TRUNCATE, DELETE, COMPLETE_SWAP, REBUILD, SPLIT)
                        or f.kind == "after-truncation" for f in check.findings)
     loaded: dict[str, Any] = {}
     if segment_work:

@@ -183,6 +183,32 @@ def test_a_finished_swap_is_completed_over_the_segments_it_replaces(
     log.close()
 
 
+def test_an_overflowing_segment_is_split_not_truncated(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from storage.records import build_batch
+
+    far = 2**31 + 10                               # beyond base 0 + Int.MaxValue
+    logs = build_logdir(tmp_path / "logs")
+    v0 = logs / "v-0"
+    v0.mkdir()
+    first = build_batch([Record(b"a", b"0", 1_000)], base_offset=0)
+    old_broker = first + build_batch([Record(b"b", b"1", 1_001)], base_offset=far)
+    (v0 / "00000000000000000000.log").write_bytes(old_broker)
+    code, report, _ = recover(capsys, logs, "--dry-run")
+    assert code == 1
+    assert ("offset-overflow", "v-0/00000000000000000000.log", len(first), "split") in \
+        findings(report)
+    assert not any(f[0] in ("corrupt-batch", "torn-tail") for f in findings(report))
+    assert main(["dump-log", "--verify", str(v0 / "00000000000000000000.log")]) == 1
+    assert "recovery splits the segment there" in capsys.readouterr().out
+    code, report, _ = recover(capsys, logs)
+    assert (code, report["status"]) == (0, "repaired")
+    log = Log.open(v0, CONFIG)
+    assert [(r.offset, r.value) for r in log.read()] == [(0, b"0"), (far, b"1")]
+    assert log.segment_base_offsets()[:2] == [0, far]
+    log.close()
+
+
 def test_recover_refuses_a_directory_a_running_node_holds(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     logs = build_logdir(tmp_path / "logs")
