@@ -134,18 +134,16 @@ def read_int64(buf, pos):
 
 
 @numba.njit(inline="always", cache=True, nogil=True)
-def read_varint(buf, pos, end):
-    """Zig-zag varint (int32) at ``pos``: ``(value, next_pos)``, ``next_pos == -1`` when the bytes
-    end before the varint does or it is longer than 5 bytes (Kafka's ``ByteUtils.readVarint``:
-    bits beyond 32 of the fifth byte are dropped, as Java's int arithmetic drops them)."""
+def _read_unsigned_varint(buf, pos, end, max_shift):
+    """The 7-bit groups of a varint at ``pos``, least significant first: ``(raw, next_pos)``,
+    ``next_pos == -1`` when the bytes end first or a group would shift past ``max_shift``."""
     if pos + 1 < end:                              # fast path: one or two bytes
         b = _u8(buf, pos)
         if b < 0x80:
-            return (b >> 1) ^ -(b & 1), np.int64(pos + 1)
+            return b, np.int64(pos + 1)
         c = _u8(buf, pos + 1)
         if c < 0x80:
-            two = (b & 0x7F) | (c << 7)
-            return (two >> 1) ^ -(two & 1), np.int64(pos + 2)
+            return (b & 0x7F) | (c << 7), np.int64(pos + 2)
     raw = np.int64(0)
     shift = 0
     while True:
@@ -155,37 +153,29 @@ def read_varint(buf, pos, end):
         pos += 1
         raw |= (b & 0x7F) << shift
         if b < 0x80:
-            break
+            return raw, np.int64(pos)
         shift += 7
-        if shift > 28:
+        if shift > max_shift:
             return np.int64(0), np.int64(-1)
+
+
+@numba.njit(inline="always", cache=True, nogil=True)
+def read_varint(buf, pos, end):
+    """Zig-zag varint (int32) at ``pos``: ``(value, next_pos)``, ``next_pos == -1`` when the bytes
+    end before the varint does or it is longer than 5 bytes (Kafka's ``ByteUtils.readVarint``:
+    bits beyond 32 of the fifth byte are dropped, as Java's int arithmetic drops them)."""
+    raw, nxt = _read_unsigned_varint(buf, pos, end, 28)
     raw &= 0xFFFFFFFF
-    return (raw >> 1) ^ -(raw & 1), np.int64(pos)
+    return (raw >> 1) ^ -(raw & 1), nxt
 
 
 @numba.njit(inline="always", cache=True, nogil=True)
 def read_varlong(buf, pos, end):
     """Zig-zag varlong (int64) at ``pos``: ``(value, next_pos)``, ``next_pos == -1`` when the
     bytes end first or it is longer than 10 bytes (Kafka's ``ByteUtils.readVarlong``)."""
-    if pos < end:                                  # fast path: one byte
-        b = _u8(buf, pos)
-        if b < 0x80:
-            return (b >> 1) ^ -(b & 1), np.int64(pos + 1)
-    raw = np.int64(0)
-    shift = 0
-    while True:
-        if pos >= end:
-            return np.int64(0), np.int64(-1)
-        b = _u8(buf, pos)
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            return np.int64(0), np.int64(-1)
+    raw, nxt = _read_unsigned_varint(buf, pos, end, 63)
     # logical shift right by one: arithmetic shift, then clear the sign bit
-    return ((raw >> 1) & 0x7FFFFFFFFFFFFFFF) ^ -(raw & 1), np.int64(pos)
+    return ((raw >> 1) & 0x7FFFFFFFFFFFFFFF) ^ -(raw & 1), nxt
 
 
 # ---- primitive writers -------------------------------------------------------------------------
