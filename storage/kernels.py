@@ -314,6 +314,22 @@ REC_VALUE_LEN, REC_HEADERS_POS, REC_HEADER_COUNT, REC_START, REC_END = 5, 6, 7, 
 RECORD_ROWS = 10
 
 
+@numba.njit(inline="always", cache=True, nogil=True)
+def _read_bytes_field(buf, pos, stop, err_length):
+    """A nullable byte field (key, value, header value) at ``pos`` inside a record ending at
+    ``stop``: ``(status, length, data_pos, next_pos)``; a length below -1 is ``err_length``."""
+    length, p = read_varint(buf, pos, stop)
+    if p < 0:
+        return ERR_VARINT, length, p, p
+    if length < -1:
+        return err_length, length, p, p
+    if length > 0:
+        if length > stop - p:
+            return ERR_RECORD_OVERFLOW, length, p, p
+        return OK, length, p, p + length
+    return OK, length, p, p
+
+
 @numba.njit(cache=True, nogil=True)
 def _walk(buf, start, end, count, out, validate, require_keys):
     """The one record parser: walk the ``count`` records that must fill ``buf[start:end]``.
@@ -346,26 +362,12 @@ def _walk(buf, start, end, count, out, validate, require_keys):
         offset_delta, p = read_varint(buf, p, stop)
         if p < 0:
             return ERR_VARINT, i, pos, z, max_delta, offset_of_max, has_null_key
-        key_len, p = read_varint(buf, p, stop)
-        if p < 0:
-            return ERR_VARINT, i, pos, z, max_delta, offset_of_max, has_null_key
-        if key_len < -1:
-            return ERR_KEY_LENGTH, i, pos, z, max_delta, offset_of_max, has_null_key
-        key_pos = p
-        if key_len > 0:
-            if key_len > stop - p:
-                return ERR_RECORD_OVERFLOW, i, pos, z, max_delta, offset_of_max, has_null_key
-            p += key_len
-        value_len, p = read_varint(buf, p, stop)
-        if p < 0:
-            return ERR_VARINT, i, pos, z, max_delta, offset_of_max, has_null_key
-        if value_len < -1:
-            return ERR_VALUE_LENGTH, i, pos, z, max_delta, offset_of_max, has_null_key
-        value_pos = p
-        if value_len > 0:
-            if value_len > stop - p:
-                return ERR_RECORD_OVERFLOW, i, pos, z, max_delta, offset_of_max, has_null_key
-            p += value_len
+        status, key_len, key_pos, p = _read_bytes_field(buf, p, stop, ERR_KEY_LENGTH)
+        if status != OK:
+            return status, i, pos, z, max_delta, offset_of_max, has_null_key
+        status, value_len, value_pos, p = _read_bytes_field(buf, p, stop, ERR_VALUE_LENGTH)
+        if status != OK:
+            return status, i, pos, z, max_delta, offset_of_max, has_null_key
         header_count, p = read_varint(buf, p, stop)
         if p < 0:
             return ERR_VARINT, i, pos, z, max_delta, offset_of_max, has_null_key
@@ -381,15 +383,9 @@ def _walk(buf, start, end, count, out, validate, require_keys):
             if hk_len > stop - p:
                 return ERR_RECORD_OVERFLOW, i, pos, z, max_delta, offset_of_max, has_null_key
             p += hk_len
-            hv_len, p = read_varint(buf, p, stop)
-            if p < 0:
-                return ERR_VARINT, i, pos, z, max_delta, offset_of_max, has_null_key
-            if hv_len < -1:
-                return ERR_HEADER_VALUE_LENGTH, i, pos, z, max_delta, offset_of_max, has_null_key
-            if hv_len > 0:
-                if hv_len > stop - p:
-                    return ERR_RECORD_OVERFLOW, i, pos, z, max_delta, offset_of_max, has_null_key
-                p += hv_len
+            status, _len, _at, p = _read_bytes_field(buf, p, stop, ERR_HEADER_VALUE_LENGTH)
+            if status != OK:
+                return status, i, pos, z, max_delta, offset_of_max, has_null_key
         if p != stop:
             return ERR_RECORD_SIZE, i, pos, z, max_delta, offset_of_max, has_null_key
         if validate:
