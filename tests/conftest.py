@@ -1,4 +1,5 @@
-"""Shared test fixtures: a fake clock and scheduler, and small log factories on real files."""
+"""Shared test fixtures: a fake clock and scheduler, small log factories on real files, the
+session's Ray cluster (``ray_session``) and a Ray head of its own per module (``ray_head``)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,15 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import pytest
 
 from storage.clock import FakeClock
 from storage.scheduler import FakeScheduler
+
+if TYPE_CHECKING:
+    from cluster.head import HeadProcess
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kafka-real"
 
@@ -70,6 +74,22 @@ def ray_session():
         yield context.address_info["address"]
     finally:
         ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def ray_head() -> Iterator[HeadProcess]:
+    """A Ray head in processes of its own for one test module, started as a user starts one
+    before ``strata cluster start --address`` (``tests.strata_cli.start_head``: free ports, no log
+    directory declared); stopped at the end of the module, also when a test failed, and checked
+    to leave no process behind."""
+    from tests.strata_cli import start_head, stop_head
+
+    head = start_head()
+    try:
+        yield head
+    finally:
+        left = stop_head(head)
+        assert not left, f"the Ray head left processes behind: {[p.pid for p in left]}"
 
 
 class Immutable:

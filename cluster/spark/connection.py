@@ -21,6 +21,7 @@ import threading
 
 from cluster.client import Cluster
 from cluster.errors import ClusterNotRunningError
+from cluster.head import ensure_token_auth
 
 PROBE_TIMEOUT_S = 5.0
 _lock = threading.Lock()
@@ -46,6 +47,7 @@ def ensure_ray(address: str | None) -> None:
             return
         if target != "auto" and "://" not in target:
             _probe(target)
+        ensure_token_auth()   # Ray sends no token of its own for an explicit address
         try:
             ray.init(address=target, log_to_driver=False, logging_level=logging.ERROR)
         except ConnectionError as err:

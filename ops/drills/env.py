@@ -78,18 +78,19 @@ class DrillEnv:
         import ray
 
         from cluster import Cluster
-        from cluster.head import head_resources
+        from cluster.head import head_resources, init_ray
 
         dirs = [os.path.abspath(d) for d in log_dirs]
         owns = False
         if not ray.is_initialized():
-            quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
             if address is not None:
-                ray.init(address=address, **quiet)
+                # as the cluster commands join it: with the user's Ray token (an explicit
+                # address gets none from Ray itself) and a quick error for a dead address
+                init_ray(address)
             else:
                 # a head of our own (never someone else's cluster found by "auto")
                 ray.init(num_cpus=2, include_dashboard=False, resources=head_resources(dirs),
-                         **quiet)
+                         logging_level=logging.WARNING, log_to_driver=False)
                 owns = True
         settings = {**FAST, **(config or {})}
         ns = namespace or f"strata-drill-{os.getpid()}-{next(_ids)}-{uuid.uuid4().hex[:6]}"

@@ -3,6 +3,7 @@ clean stop and start of everything (``restart-all``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import threading
@@ -259,12 +260,19 @@ def restart_all(ctx: DrillContext) -> None:
     ctx.inject("clean stop of the whole cluster", description.namespace,
                log_dirs=list(description.log_dirs))
     ctx.check("every actor stopped", stopped is not None)
+    # the same cluster again, down to who owns its Ray head: a cluster that `strata cluster
+    # start` started with a head of its own must still stop that head at `strata cluster stop`
     cluster = Cluster.start(log_dirs=list(description.log_dirs),
                             config=dict(description.properties),
                             namespace=description.namespace, address=env.address,
-                            timeout_s=ctx.options.timeout_s)
+                            timeout_s=ctx.options.timeout_s,
+                            head_started_by_strata=description.head_started_by_strata)
     env.replace_cluster(cluster)
     ctx.inject("start of the same cluster", description.namespace)
+    changed = [f.name for f in dataclasses.fields(description)
+               if getattr(cluster.description, f.name) != getattr(description, f.name)]
+    ctx.check("the cluster came back as it was (directories, actors, settings, head owner)",
+              not changed, f"changed: {', '.join(changed)}" if changed else "nothing changed")
     recovered: dict[str, Any] = {}
     for log_dir in env.log_dirs:
         stats = env.stats_of(log_dir)

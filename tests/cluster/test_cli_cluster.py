@@ -2,7 +2,10 @@
 head of its own (its own ports and temp dir, beside the session's Ray cluster of this test
 process) and returns with the cluster serving; topic, produce, consume, log-dirs, cleaner and
 ``cluster stop``, which closes every directory cleanly and stops that head. Teardown stops the head
-whatever happened, and checks that none of its processes is left."""
+whatever happened, and checks that none of its processes is left.
+
+``cluster start --address`` joins a Ray head that was running before (the ``ray_head`` fixture of
+this module) instead of starting one, and ``cluster stop`` then leaves that head running."""
 
 from __future__ import annotations
 
@@ -17,6 +20,9 @@ from typing import Iterator
 
 import psutil
 import pytest
+
+from cluster.head import HeadProcess
+from tests.strata_cli import live_processes, run_strata, unique_namespace
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -136,3 +142,61 @@ def test_the_cluster_commands_end_to_end(strata: Strata, tmp_path: Path) -> None
     assert strata.head_processes() == []
     # closed cleanly: the next start of these directories recovers nothing
     assert (a / ".kafka_cleanshutdown").exists() and (b / ".kafka_cleanshutdown").exists()
+
+
+def test_cluster_start_with_address_joins_that_ray_head_and_stop_leaves_it_running(
+        ray_head: HeadProcess, tmp_path: Path) -> None:
+    a, b = tmp_path / "A", tmp_path / "B"
+    namespace = unique_namespace("strata-joined")
+    on = (f"--address={ray_head.address}", f"--namespace={namespace}")
+    started = json.loads(run_strata("cluster", "start", *on, f"--log-dir={a}", f"--log-dir={b}",
+                                    "--cleaners=1", "--json").stdout)
+    assert started["address"] == ray_head.address and started["namespace"] == namespace
+    assert started["head_started"] is False
+    assert started["dashboard"] is None and started["metrics_export_port"] is None
+    assert [d["log_dir"] for d in started["log_dirs"]] == [str(a), str(b)]
+    assert all(d["online"] for d in started["log_dirs"]) and started["cleaners"] == 1
+
+    status = json.loads(run_strata("cluster", "status", *on, "--json").stdout)
+    assert status["namespace"] == namespace and status["head_started"] is False
+    assert {d["log_dir"]: d["online"] for d in status["log_dirs"]} == {str(a): True, str(b): True}
+    assert [w["state"] for w in status["cleaner"]["workers"]] == ["idle"]
+
+    created = json.loads(run_strata("topic", "create", "t", "--partitions=2", *on,
+                                    "--json").stdout)
+    assert sorted(created["partitions"].values()) == [str(a), str(b)]
+    sent = [(f"k{i}", f"v{i}") for i in range(40)]
+    produced = json.loads(run_strata("produce", "t", *on, "--json",
+                                     stdin="".join(f"{k}\t{v}\n" for k, v in sent)).stdout)
+    assert produced["records"] == 40
+    assert sorted(produced["partitions"]) == ["0", "1"]         # the keys spread over both dirs
+    records = [json.loads(line) for line in
+               run_strata("consume", "t", *on, "--json").stdout.splitlines()]
+    assert sorted((r["key"], r["value"]) for r in records) == sorted(sent)
+    for p, count in produced["partitions"].items():
+        mine = [r for r in records if r["partition"] == int(p)]
+        got = [(r["key"], r["value"]) for r in mine]
+        assert [r["offset"] for r in mine] == list(range(count))
+        assert got == [kv for kv in sent if kv in got]          # in the order sent
+
+    stopped = json.loads(run_strata("cluster", "stop", *on, "--json").stdout)
+    assert stopped["stopped"] and stopped["log_dirs"] == [str(a), str(b)]
+    assert stopped["head_stopped"] is False and stopped["head_processes"] == 0
+    assert (a / ".kafka_cleanshutdown").exists() and (b / ".kafka_cleanshutdown").exists()
+    # the head it joined runs on: it still answers, with no Strata cluster in that namespace
+    assert live_processes(ray_head)
+    after = run_strata("cluster", "status", *on, code=2)
+    assert f"no Strata cluster in namespace {namespace}" in after.stderr
+
+
+def test_a_spark_worker_joins_a_ray_head_given_by_its_address(ray_head: HeadProcess) -> None:
+    # Ray sends no token of its own for an explicit address: a Spark Python worker given
+    # .option("address", ...) must join with the user's token, as the CLI does
+    probe = ("from cluster.spark.connection import ensure_ray; import ray; "
+             f"ensure_ray({ray_head.address!r}); "
+             "print(ray.get_runtime_context().gcs_address)")
+    env = {**os.environ, "RAY_ADDRESS": ""}
+    joined = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, timeout=120,
+                            capture_output=True, text=True)
+    assert joined.returncode == 0, joined.stderr[-2000:]
+    assert joined.stdout.split()[-1] == ray_head.address

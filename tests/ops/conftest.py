@@ -1,5 +1,5 @@
 """Fixtures of the drill tests: drill options at the small size the suite runs them with, and a
-check that a test left no mount and no immutable file behind."""
+check that a test left no mount and no immutable file behind (``leftovers``)."""
 
 from __future__ import annotations
 
@@ -22,9 +22,14 @@ def drill_options(ray_session: str, tmp_path: Path) -> Iterator[DrillOptions]:
     options = DrillOptions(address=None, workdir=tmp_path, warmup_records=600,
                            after_records=160, timeout_s=90, sample_interval_s=0.5)
     yield options
-    mounts = Path("/proc/mounts").read_text()
-    assert str(tmp_path) not in mounts, f"a drill left a mount under {tmp_path}"
-    flagged = subprocess.run(["lsattr", "-R", str(tmp_path)], capture_output=True, text=True)
-    immutable = [m.group(2) for m in map(ATTRS.match, flagged.stdout.splitlines())
-                 if m and "i" in m.group(1)]
-    assert not immutable, f"a drill left immutable files: {immutable}"
+    assert leftovers(tmp_path) == []
+
+
+def leftovers(path: Path) -> list[str]:
+    """What a drill must not leave under ``path``: mounts and immutable files."""
+    found = [f"mount {line.split()[1]}" for line in Path("/proc/mounts").read_text().splitlines()
+             if str(path) in line]
+    flagged = subprocess.run(["lsattr", "-R", str(path)], capture_output=True, text=True)
+    found += [f"immutable {m.group(2)}" for m in map(ATTRS.match, flagged.stdout.splitlines())
+              if m and "i" in m.group(1)]
+    return found
