@@ -689,11 +689,11 @@ class Log:
         (Kafka's rebuildProducerState). A clean shutdown without any snapshot replays nothing."""
         state = self.producer_state
         end = self._log_end_offset
-        state.delete_snapshots_above(end)   # e.g. left by batches that recovery truncated
-        if had_clean_shutdown and not state.snapshot_files():
+        snapshots = state.delete_snapshots_above(end)   # e.g. left by batches recovery truncated
+        if had_clean_shutdown and not snapshots:
             state.map_end_offset = end
             return
-        start = state.load_latest_snapshot(end, self.clock.milliseconds())
+        start = state.load_latest_snapshot(end, self.clock.milliseconds(), snapshots)
         for segment in self.segments_in_range(start, end):
             position = segment.offset_index.lookup(start).position if segment.base_offset < start \
                 else 0

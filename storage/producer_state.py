@@ -166,17 +166,27 @@ class ProducerStateManager:
             del self._producers[producer_id]
         return len(expired)
 
-    def delete_snapshots_above(self, offset: int) -> None:
-        """After a truncation: snapshots past the new log end describe batches that are gone."""
-        for path in self.snapshot_files():
-            if files.offset_from_file_name(path.name) > offset:
-                path.unlink(missing_ok=True)
+    def delete_snapshots_above(self, offset: int) -> list[int]:
+        """After a truncation: snapshots past the new log end describe batches that are gone.
+        Returns the offsets of the snapshots kept, in order."""
+        kept = []
+        for at in self.snapshot_offsets():
+            if at > offset:
+                files.snapshot_file(self.dir, at).unlink(missing_ok=True)
+            else:
+                kept.append(at)
+        return kept
 
     # ---- snapshots ---------------------------------------------------------------------------
+    def snapshot_offsets(self) -> list[int]:
+        """The offsets of the ``.snapshot`` files, in order (one directory listing; the 20-digit
+        names sort as their offsets do)."""
+        names = sorted(n for n in os.listdir(self.dir)
+                       if n.endswith(files.SNAPSHOT_SUFFIX) and files.is_segment_file(n))
+        return [files.offset_from_file_name(n) for n in names]
+
     def snapshot_files(self) -> list[Path]:
-        return sorted((self.dir / n for n in os.listdir(self.dir)
-                       if n.endswith(files.SNAPSHOT_SUFFIX) and files.is_segment_file(n)),
-                      key=lambda p: files.offset_from_file_name(p.name))
+        return [files.snapshot_file(self.dir, at) for at in self.snapshot_offsets()]
 
     def take_snapshot(self, offset: int | None = None) -> Path:
         """Write the state as of ``offset`` (default: the end of the mapped batches)."""
@@ -185,15 +195,17 @@ class ProducerStateManager:
         atomic_write(path, encode_snapshot(self._producers.values()), sync=False)
         return path
 
-    def load_latest_snapshot(self, below_or_at: int, now_ms: int) -> int:
+    def load_latest_snapshot(self, below_or_at: int, now_ms: int,
+                             offsets: list[int] | None = None) -> int:
         """Load the newest readable snapshot at or below ``below_or_at``, without the producers
         already expired at ``now_ms``; return its offset (0 if none). Unreadable snapshots are
-        deleted (the batches are replayed instead)."""
+        deleted (the batches are replayed instead). ``offsets``: the snapshots there are, when
+        the caller just listed them."""
         self._producers.clear()
-        for path in reversed(self.snapshot_files()):
-            offset = files.offset_from_file_name(path.name)
+        for offset in reversed(self.snapshot_offsets() if offsets is None else offsets):
             if offset > below_or_at:
                 continue
+            path = files.snapshot_file(self.dir, offset)
             try:
                 entries = decode_snapshot(path.read_bytes(), path)
             except CorruptRecordError:
