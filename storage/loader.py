@@ -158,7 +158,7 @@ class LogLoader:
             needs_rebuild = index_name not in names
             if not needs_rebuild:
                 try:
-                    self._quick_index_check(segment)
+                    self._quick_index_check(stem, names)
                 except CorruptIndexError as err:
                     log.warning("%s; rebuilding the indexes of %s", err, segment.log_path)
                     needs_rebuild = True
@@ -193,17 +193,22 @@ class LogLoader:
                 return truncated + left_out, parts[:i + 1]
         return left_out, parts
 
-    def _quick_index_check(self, segment: LogSegment) -> None:
-        """Cheap structural check from the file sizes; full checks happen in recovery."""
-        for index, width in ((segment.offset_index, 8), (segment.time_index, 12)):
+    def _quick_index_check(self, stem: str, names: set[str]) -> None:
+        """Cheap structural check from the sizes of the index files of segment ``stem`` (among
+        ``names``, the directory's listing); full checks happen in recovery."""
+        directory = str(self.dir)
+        for suffix, width in ((files.INDEX_SUFFIX, 8), (files.TIME_INDEX_SUFFIX, 12)):
+            name = f"{stem}{suffix}"
+            if name not in names:
+                continue
+            path = os.path.join(directory, name)
             try:
-                size = index.path.stat().st_size
+                size = os.stat(path).st_size
             except FileNotFoundError:
                 continue
             if size % width:
                 raise CorruptIndexError(
-                    f"index file {index.path} has size {size}, not a multiple of {width}",
-                    path=str(index.path))
+                    f"index file {path} has size {size}, not a multiple of {width}", path=path)
 
     # ---- pass 5 ------------------------------------------------------------------------------
     def _pass5_recover(self, segments: list[LogSegment]) -> tuple[int, int, list[LogSegment]]:
