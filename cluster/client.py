@@ -107,7 +107,7 @@ class Cluster:
                 namespace: str = DEFAULT_NAMESPACE) -> Cluster:
         import ray
 
-        from cluster.head import init_ray
+        from cluster.head import check_joined_cluster, init_ray
 
         if not ray.is_initialized():
             try:
@@ -115,6 +115,8 @@ class Cluster:
             except ConnectionError as err:
                 raise ClusterNotRunningError(f"no Ray cluster at {address}: {err}",
                                              address=address) from None
+        else:
+            check_joined_cluster(address)
         try:
             coordinator = lookup(COORDINATOR_NAME, namespace)
             description = coordinator.call("describe", timeout=60)

@@ -81,6 +81,25 @@ def init_ray(address: str) -> None:
     ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
 
 
+def check_joined_cluster(address: str | None) -> None:
+    """In a process that already is a Ray driver: an explicit ``address`` of another Ray cluster
+    raises ``ClusterNotRunningError`` instead of being ignored (a process joins one Ray cluster for
+    good). Addresses are compared by port, as ``localhost``, ``127.0.0.1`` and the host's name all
+    reach the same head; ``auto`` and ``ray://`` addresses are not checked."""
+    import ray
+
+    from cluster.errors import ClusterNotRunningError
+
+    if not address or address == "auto" or "://" in address:
+        return
+    joined = ray.get_runtime_context().gcs_address
+    if address.rpartition(":")[2] != joined.rpartition(":")[2]:
+        raise ClusterNotRunningError(
+            f"this process is already a driver of the Ray cluster at {joined} and cannot join "
+            f"{address} as well; use one Ray cluster per process", address=address,
+            joined=joined)
+
+
 def connect_ray(log_dirs: Sequence[str], *, address: str | None = None,
                 dashboard_host: str = "127.0.0.1", include_dashboard: bool | None = False,
                 metrics_export_port: int | None = None,
@@ -90,6 +109,7 @@ def connect_ray(log_dirs: Sequence[str], *, address: str | None = None,
     import ray
 
     if ray.is_initialized():
+        check_joined_cluster(address)
         return False
     quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
     if address is not None:

@@ -136,3 +136,21 @@ def test_a_killed_coordinator_resumes_cleaning_from_the_checkpoints(start_cluste
 def actor_pid_of_coordinator(cluster) -> int:
     handle = ray.get_actor(COORDINATOR_NAME, namespace=cluster.namespace)
     return ray.get(handle.__ray_call__.remote(lambda self: os.getpid()))
+
+
+def test_a_driver_process_refuses_an_address_of_another_ray_cluster(ray_session: str,
+                                                                     tmp_path: Path) -> None:
+    import pytest
+
+    from cluster import Cluster
+    from cluster.errors import ClusterNotRunningError
+
+    other = "127.0.0.1:1"        # not the Ray cluster this test process drives
+    with pytest.raises(ClusterNotRunningError, match="already a driver of the Ray cluster"):
+        Cluster.connect(address=other, namespace="strata-nowhere")
+    with pytest.raises(ClusterNotRunningError, match="already a driver of the Ray cluster"):
+        Cluster.start(log_dirs=[str(tmp_path / "a")], address=other, namespace="strata-nowhere")
+    assert not (tmp_path / "a").exists()                       # nothing was deployed
+    # its own address is fine: the error is then about the namespace, not the Ray cluster
+    with pytest.raises(ClusterNotRunningError, match="no Strata cluster in namespace"):
+        Cluster.connect(address=ray_session, namespace="strata-nowhere")
