@@ -10,7 +10,7 @@ from pathlib import Path
 import ray
 
 from cluster.naming import COORDINATOR_NAME, node_actor_name
-from storage.records import Record, build_batch
+from storage.records import Record
 from tests.cluster.conftest import wait_for
 
 COMPACT = {"cleanup.policy": "compact", "segment.bytes": 8192, "min.cleanable.dirty.ratio": 0.1}
