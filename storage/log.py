@@ -259,7 +259,8 @@ class Log:
             duplicates: list[SequenceCheck] = []
             for batch, check in checks:
                 header = check.header
-                if header is not None and header.producer_id >= 0:
+                from_producer = header is not None and header.producer_id >= 0
+                if from_producer:
                     sequence = self.producer_state.check(header.producer_id, header.producer_epoch,
                                                          header.base_sequence, check.records_count)
                     if sequence.duplicate or any(
@@ -274,7 +275,7 @@ class Log:
                 else:
                     pieces.append(batch[8:])
                     batch_max_ts = check.max_timestamp
-                if header is not None and header.producer_id >= 0:
+                if from_producer:
                     appended.append((header, next_offset, batch_max_ts))
                 if batch_max_ts > max_ts:
                     max_ts = batch_max_ts
