@@ -61,6 +61,7 @@ from cluster.tools.output import json_line
 if TYPE_CHECKING:
     import numpy as np
 
+    from storage.index import OffsetIndex, TimeIndex
     from storage.records import Record, RecordBatch
 
 INT32_MAX = 2**31 - 1
@@ -709,7 +710,6 @@ def _index_base(path: Path) -> int:
 
 def _dump_index(path: Path, name: str, kind: str, opts: DumpOptions, trailers: Trailers,
                 out: TextIO, err: TextIO) -> dict[str, Any]:
-    from storage.errors import CorruptIndexError
     from storage.index import OffsetIndex
 
     base = _index_base(path)
@@ -721,13 +721,8 @@ def _dump_index(path: Path, name: str, kind: str, opts: DumpOptions, trailers: T
             out.write(f"{name} is empty.\n")
         return doc
     if opts.index_sanity_check:
-        try:
-            OffsetIndex(path, base, writable=False).sanity_check()
-        except CorruptIndexError as error:
-            return _sanity_failed(name, str(error), doc, trailers, opts, err)
-        if not opts.json:
-            out.write(f"{name} passed sanity check.\n")
-        return {**doc, "sanityCheck": "passed"}
+        return _sanity_check(OffsetIndex(path, base, writable=False), name, doc, trailers, opts, out,
+                             err)
     log_data = _sibling_log(path, name, err, opts, doc)
     mismatches: list[tuple[int, int]] = []
     for i in range(count):
@@ -750,12 +745,22 @@ def _dump_index(path: Path, name: str, kind: str, opts: DumpOptions, trailers: T
     return doc
 
 
-def _sanity_failed(name: str, message: str, doc: dict[str, Any], trailers: Trailers,
-                   opts: DumpOptions, err: TextIO) -> dict[str, Any]:
-    trailers.damaged_files.append(name)
+def _sanity_check(index: OffsetIndex | TimeIndex, name: str, doc: dict[str, Any],
+                  trailers: Trailers, opts: DumpOptions, out: TextIO,
+                  err: TextIO) -> dict[str, Any]:
+    """``--index-sanity-check``: Kafka's sanity check of one index, and nothing else."""
+    from storage.errors import CorruptIndexError
+
+    try:
+        index.sanity_check()
+    except CorruptIndexError as error:
+        trailers.damaged_files.append(name)
+        if not opts.json:
+            err.write(f"{name} failed sanity check: {error}\n")
+        return {**doc, "sanityCheck": str(error)}
     if not opts.json:
-        err.write(f"{name} failed sanity check: {message}\n")
-    return {**doc, "sanityCheck": message}
+        out.write(f"{name} passed sanity check.\n")
+    return {**doc, "sanityCheck": "passed"}
 
 
 def _sibling_log(path: Path, name: str, err: TextIO, opts: DumpOptions,
@@ -785,7 +790,7 @@ def _first_batch_last_offset(log_data: memoryview, position: int, limit: int) ->
 
 def _dump_time_index(path: Path, name: str, kind: str, opts: DumpOptions, trailers: Trailers,
                      out: TextIO, err: TextIO) -> dict[str, Any]:
-    from storage.errors import CorruptIndexError, CorruptRecordError
+    from storage.errors import CorruptRecordError
     from storage.index import OffsetIndex, TimeIndex
     from storage.records import iter_batches
 
@@ -793,13 +798,8 @@ def _dump_time_index(path: Path, name: str, kind: str, opts: DumpOptions, traile
     data = read_only(path)
     doc: dict[str, Any] = {"baseOffset": base, "entries": []}
     if opts.index_sanity_check:
-        try:
-            TimeIndex(path, base, writable=False).sanity_check()
-        except CorruptIndexError as error:
-            return _sanity_failed(name, str(error), doc, trailers, opts, err)
-        if not opts.json:
-            out.write(f"{name} passed sanity check.\n")
-        return {**doc, "sanityCheck": "passed"}
+        return _sanity_check(TimeIndex(path, base, writable=False), name, doc, trailers, opts, out,
+                             err)
     log_data = _sibling_log(path, name, err, opts, doc)
     offsets = OffsetIndex(_sibling(path, ".index"), base, writable=False)
     key = str(path.absolute())
