@@ -17,7 +17,7 @@ from storage.scheduler import FakeScheduler
 if TYPE_CHECKING:
     from cluster.head import HeadProcess
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kafka-real"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "kafka-real"
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from storage.files import (
     TopicPartition,
 )
 
-FIXTURES = Path("/work/shared/fixtures/kafka-real")
+from tests.conftest import FIXTURES
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 OFFSET_CHECKPOINTS = (
     RECOVERY_POINT_CHECKPOINT,
@@ -337,7 +337,5 @@ def test_clean_shutdown_file_written_by_kafka_reads(
 
 
 def test_kafka_fixtures_hold_every_kind_of_checkpoint() -> None:
-    if not FIXTURES.exists():
-        pytest.skip("fixtures/kafka-real not present")
     for names in (OFFSET_CHECKPOINTS, (LEADER_EPOCH_CHECKPOINT,), (CLEAN_SHUTDOWN_FILE,)):
         assert kafka_files(names), names

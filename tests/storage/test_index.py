@@ -27,7 +27,7 @@ from storage.index import (
 
 BASE_OFFSET = 45
 MAX_ENTRIES = 30
-FIXTURES = Path("/work/shared/fixtures/kafka-real")
+from tests.conftest import FIXTURES
 
 
 def new_offset_index(

@@ -28,7 +28,7 @@ with warnings.catch_warnings():                 # kafka-python's import-time dep
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "kafka-real"
+from tests.conftest import FIXTURES
 KAFKALITE = FIXTURES / "asayers__kafkalite" / "tests" / "test-data"
 TS = 1_600_000_000_000
 LEGACY_CODECS = [Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4]

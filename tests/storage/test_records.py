@@ -51,7 +51,7 @@ with warnings.catch_warnings():                 # kafka-python's import-time dep
     from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
     from kafka.record.memory_records import MemoryRecords
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "kafka-real"
+from tests.conftest import FIXTURES
 TS = 1_700_000_000_000
 ALL_CODECS = list(Compression)
 
