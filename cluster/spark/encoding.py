@@ -57,6 +57,7 @@ class WritePlan:
     partitions: int
     compact: bool
     max_message_bytes: int
+    segment_bytes: int             # the topic's; a batch larger than a segment is refused too
     batch_bytes: int
     producer_nonce: int            # random per write job; see producer_id
     has_key: bool
@@ -77,8 +78,16 @@ class WritePlan:
         return (self.producer_nonce << PRODUCER_PARTITION_BITS) | spark_partition
 
     @property
+    def largest_batch(self) -> tuple[int, str]:
+        """The largest batch the topic accepts and the key that sets it: ``max.message.bytes``
+        or ``segment.bytes``, whichever is smaller."""
+        if self.segment_bytes < self.max_message_bytes:
+            return self.segment_bytes, "segment.bytes"
+        return self.max_message_bytes, "max.message.bytes"
+
+    @property
     def batch_limit(self) -> int:
-        return min(self.batch_bytes, self.max_message_bytes)
+        return min(self.batch_bytes, self.largest_batch[0])
 
 
 @dataclass
@@ -273,7 +282,7 @@ class BatchEncoder:
 
     def _check_sizes(self, bounds: np.ndarray, keys: list[bytes | None],
                      values: list[bytes | None], timestamps: np.ndarray, first_row: int) -> None:
-        limit = self.plan.max_message_bytes
+        limit, key_name = self.plan.largest_batch
         for row in np.flatnonzero(bounds + HEADER_SIZE > limit):
             size = len(build_batch_columns([keys[row]], [values[row]], [int(timestamps[row])]))
             if size > limit:
@@ -282,9 +291,9 @@ class BatchEncoder:
                 raise WriteRejectedError(
                     f"row {first_row + int(row)} of Spark partition {self.spark_partition} "
                     f"(key {shown}) makes a record batch of {size} bytes, over "
-                    f"max.message.bytes={limit} of topic {self.plan.topic}; nothing of it was "
+                    f"{key_name}={limit} of topic {self.plan.topic}; nothing of it was "
                     f"sent", topic=self.plan.topic, row=first_row + int(row), size=size,
-                    max_message_bytes=limit)
+                    limit=limit, setting=key_name)
             bounds[row] = size - HEADER_SIZE
 
 

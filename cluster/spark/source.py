@@ -120,6 +120,7 @@ def plan_write(options: dict[str, str], schema: StructType) -> WritePlan:
         topic=name, address=conn.address, namespace=conn.namespace,
         partitions=len(layout.partitions), compact=layout.config.compact,
         max_message_bytes=layout.config.max_message_bytes,
+        segment_bytes=layout.config.segment_bytes,
         batch_bytes=opts.positive_int(options, "batchBytes", DEFAULT_BATCH_BYTES),
         producer_nonce=secrets.randbits(PRODUCER_NONCE_BITS),
         has_key=has_key, has_value="value" in fields, packed_columns=packed,

@@ -214,6 +214,26 @@ def test_a_value_over_max_message_bytes_fails_and_keeps_what_was_stored(strata) 
     assert strata.read("small").where("cast(value as string) != 'small'").count() == 100
 
 
+def test_a_topic_with_small_segments_takes_a_write_in_batches_that_fit_a_segment(strata) -> None:
+    """Kafka allows segment.bytes down to a few KiB; a batch larger than a segment is refused by
+    the log, so the writer must cut batches at the topic's segment.bytes as well."""
+    strata.cluster.create_topic("tiny", partitions=2, config={"segment.bytes": 32 * 1024})
+    rows = strata.spark.range(20_000).selectExpr("cast(id as string) as key",
+                                                 "repeat('v', 50) as value")
+    strata.write(rows, "tiny")
+    assert strata.read("tiny").count() == 20_000
+    assert sum(strata.cluster.offsets("tiny", p)[1] for p in range(2)) == 20_000
+
+
+def test_a_row_larger_than_segment_bytes_is_refused_naming_segment_bytes(strata) -> None:
+    strata.cluster.create_topic("tiny2", partitions=1, config={"segment.bytes": 16 * 1024})
+    big = strata.spark.range(3).selectExpr(
+        "cast(id as string) as key",
+        "case when id = 1 then repeat('x', 20000) else 'small' end as value").coalesce(1)
+    with pytest.raises(Exception, match="over segment.bytes=16384 of topic tiny2"):
+        strata.write(big, "tiny2")
+
+
 def test_an_unreachable_cluster_fails_saying_so(strata) -> None:
     df = strata.spark.range(3).selectExpr("cast(id as string) as key",
                                           "cast(id as string) as value")
@@ -232,7 +252,7 @@ def test_arrow_columns_survive_a_round_trip_through_the_encoder_and_decoder() ->
     from storage.records import RecordBatch
 
     plan = WritePlan(topic="t", address="auto", namespace="n", partitions=2, compact=False,
-                     max_message_bytes=1 << 20, batch_bytes=300, producer_nonce=5, has_key=True,
+                     max_message_bytes=1 << 20, segment_bytes=1 << 30, batch_bytes=300, producer_nonce=5, has_key=True,
                      has_value=True, packed_columns=(), has_partition=False, has_timestamp=False,
                      has_headers=False)
     keys = pa.array([b"a", None, b"ccc", b"d"] * 50)
