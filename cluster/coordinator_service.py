@@ -97,7 +97,8 @@ class CoordinatorService:
             except Exception:  # noqa: BLE001 - a directory that cannot answer gets nothing new
                 continue
             rooms.append(DirRoom(log_dir, s.disk_free_bytes, s.log_bytes, s.partitions_count,
-                                 s.online and not s.closed))
+                                 s.online and not s.closed, total_bytes=s.disk_total_bytes,
+                                 file_system=s.file_system))
         return rooms
 
     # ---- cleaning ----------------------------------------------------------------------------

@@ -181,7 +181,7 @@ def _partition_dirs_on_disk(directory: Path) -> list[tuple[str, int]] | None:
 
 
 def _failed_load_stats(directory: str, error: BaseException) -> LogDirStats:
-    from node.stats import disk_usage
+    from node.stats import disk_usage, file_system_id
 
     total, used, free = disk_usage(directory)
     return LogDirStats(directory=directory, online=False,
@@ -189,4 +189,5 @@ def _failed_load_stats(directory: str, error: BaseException) -> LogDirStats:
                        closed=False, partitions_count=0, log_bytes=0, disk_total_bytes=total,
                        disk_used_bytes=used, disk_free_bytes=free, load_time_ms=0.0,
                        had_clean_shutdown=False, logs_to_delete=0, invalid_dirs=(),
-                       task_failures=0, last_task_failure=None, partitions=())
+                       task_failures=0, last_task_failure=None, partitions=(),
+                       file_system=file_system_id(directory))

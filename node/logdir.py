@@ -41,7 +41,8 @@ from node.health import DirHealth, DirLog
 from node.keys import LogMap, PartitionId
 from node.loading import PartitionToLoad, RecoveryPool, create_and_validate, scan
 from node.lock import DirLock
-from node.stats import InvalidDir, LoadProgress, LogDirStats, all_partition_stats, disk_usage
+from node.stats import (InvalidDir, LoadProgress, LogDirStats, all_partition_stats, disk_usage,
+                        file_system_id)
 from node.tasks import (
     GuardedScheduler,
     PeriodicTasks,
@@ -424,7 +425,7 @@ class LogDir:
             load_time_ms=self.load_time_ms, had_clean_shutdown=self.had_clean_shutdown,
             logs_to_delete=queued, invalid_dirs=self.invalid_dirs,
             task_failures=self._scheduler.failures, last_task_failure=self._scheduler.last_failure,
-            partitions=partitions)
+            partitions=partitions, file_system=file_system_id(str(self.path)))
 
     # ---- shutdown ----------------------------------------------------------------------------
     def close(self, broker_epoch: int = -1) -> None:

@@ -4,6 +4,8 @@ and become Spark rows with ``dataclasses.asdict``.
 
 from __future__ import annotations
 
+import os
+import socket
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -85,6 +87,7 @@ class LogDirStats:
     task_failures: int
     last_task_failure: str | None
     partitions: tuple[PartitionStats, ...]
+    file_system: str = ""          # host and device of the file system; see ``file_system_id``
 
 
 def partition_stats(log: Log, cleaner_offset: int | None) -> PartitionStats:
@@ -112,6 +115,16 @@ def all_partition_stats(logs: Mapping[TopicPartition, Log],
                         ) -> tuple[PartitionStats, ...]:
     return tuple(partition_stats(logs[tp], cleaner_offsets.get(tp))
                  for tp in sorted(logs, key=lambda t: (t.topic, t.partition)))
+
+
+def file_system_id(path: str) -> str:
+    """``host:device`` of the file system holding ``path`` (directories with the same id share
+    one disk's room); empty when it cannot be read."""
+    try:
+        device = os.stat(path).st_dev
+    except OSError:
+        return ""
+    return f"{socket.gethostname()}:{device}"
 
 
 def disk_usage(path: str) -> tuple[int, int, int]:

@@ -1,5 +1,6 @@
 """Shared test fixtures: a fake clock and scheduler, small log factories on real files, the
-session's Ray cluster (``ray_session``) and a Ray head of its own per module (``ray_head``)."""
+session's Ray cluster (``ray_session``), a Ray head of its own per module (``ray_head``) and
+small tmpfs mounts (``tmpfs``)."""
 
 from __future__ import annotations
 
@@ -117,3 +118,26 @@ def immutable() -> Iterator[Immutable]:
     marks = Immutable()
     yield marks
     marks.clear()
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
+    """``tmpfs("2m")`` mounts a tmpfs of that size and returns its path; unmounted at teardown
+    (after the test closed what it opened there)."""
+    mounted: list[Path] = []
+
+    def mount(size: str) -> Path:
+        target = tmp_path / f"mnt{len(mounted)}"
+        target.mkdir()
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
+                                 str(target)], capture_output=True, text=True)
+        if result.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here ({result.stderr.strip() or 'not root?'}); "
+                        "this test needs one")
+        mounted.append(target)
+        return target
+
+    yield mount
+    for target in reversed(mounted):
+        if subprocess.run(["umount", str(target)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(target)], capture_output=True)

@@ -23,8 +23,8 @@ TORN_EXTRA_BATCHES = 3
 def disk_full(ctx: DrillContext) -> None:
     """One directory on a small tmpfs fills up: it goes offline, the others keep serving, nothing
     acknowledged is lost; after the space is freed and its node restarted it serves again."""
-    # every directory on a tmpfs of its own, of one size: partitions are placed by free bytes,
-    # so a small disk beside big ones would get none
+    # every directory on a tmpfs of its own, of one size, so every directory (the one that fills
+    # up included) gets an even share of the partitions
     mounts = [_mount_tmpfs(ctx, ctx.workdir / f"tmpfs{i}", ctx.options.tmpfs_size)
               for i in range(ctx.options.dirs)]
     mount = mounts[0]

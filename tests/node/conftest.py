@@ -1,9 +1,8 @@
 """Fixtures of the log-directory tests: a LogDir factory on real files driven by a fake clock and
-scheduler (closed at teardown), and a small tmpfs mount for disk-full tests."""
+scheduler (closed at teardown)."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -42,26 +41,3 @@ def open_dir(tmp_path: Path, clock: FakeClock, scheduler: FakeScheduler) -> Iter
     yield make
     for d in opened:
         d.close()
-
-
-@pytest.fixture
-def tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
-    """``tmpfs("2m")`` mounts a tmpfs of that size and returns its path; unmounted at teardown
-    (after the test closed what it opened there)."""
-    mounted: list[Path] = []
-
-    def mount(size: str) -> Path:
-        target = tmp_path / f"mnt{len(mounted)}"
-        target.mkdir()
-        result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
-                                 str(target)], capture_output=True, text=True)
-        if result.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here ({result.stderr.strip() or 'not root?'}); "
-                        "the disk-full test needs one")
-        mounted.append(target)
-        return target
-
-    yield mount
-    for target in reversed(mounted):
-        if subprocess.run(["umount", str(target)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(target)], capture_output=True)
