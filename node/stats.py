@@ -11,6 +11,7 @@ import psutil
 
 from storage.files import TopicPartition
 from storage.log import Log
+from storage.quarantine import QuarantinedFile
 
 _LAST = 2**63 - 1
 
@@ -48,6 +49,19 @@ class InvalidDir:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionProblem:
+    """A partition directory that loading skipped: neither loaded nor changed. ``error`` is the
+    typed error's class name (``InvalidSegmentFileError``, ``CorruptRecordError``, ...), ``path``
+    the entry at fault and ``reason`` the error's message."""
+
+    name: str
+    error: str
+    path: str
+    reason: str
+    action: str = "skipped"
+
+
+@dataclass(frozen=True, slots=True)
 class LoadProgress:
     """How far loading has come. Logs and segments count the partition directories (not the
     ``-delete`` ones) found when loading started; a log counts as remaining until it is loaded."""
@@ -59,6 +73,7 @@ class LoadProgress:
     remaining_segments: int
     elapsed_ms: float
     done: bool
+    problems: tuple[PartitionProblem, ...] = ()   # partitions skipped so far
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +82,8 @@ class LogDirStats:
     zeros when it cannot be read); ``log_bytes`` is the sum of the partitions' sizes.
 
     When the directory is offline ``partitions`` is empty and ``offline_reason`` says what failed.
+    ``problems`` lists the partitions loading skipped and ``quarantined`` the files recovery moved
+    to a partition's ``quarantine/`` folder when this directory was opened.
     """
 
     directory: str
@@ -85,6 +102,8 @@ class LogDirStats:
     task_failures: int
     last_task_failure: str | None
     partitions: tuple[PartitionStats, ...]
+    problems: tuple[PartitionProblem, ...] = ()
+    quarantined: tuple[QuarantinedFile, ...] = ()
 
 
 def partition_stats(log: Log, cleaner_offset: int | None) -> PartitionStats:
