@@ -126,12 +126,13 @@ def parse_base_offset(directory: Path, name: str) -> int:
     return offset
 
 
-def check_partition_entries(directory: Path) -> None:
+def check_partition_entries(directory: Path, *, writable: bool = True) -> None:
     """Raise ``InvalidSegmentFileError`` for the first entry of partition directory ``directory``
     (in name order) named like a segment file (a name of digits, then a ``.``) that the loader
     cannot use: see ``parse_base_offset``; not a regular file after following symlinks (a
     directory, FIFO, socket, device, dangling link or symlink loop); a file this process may not
-    read and write. An unlistable directory raises it too. Opens nothing, so a FIFO cannot block.
+    read (and write, unless ``writable=False``: a read-only check). An unlistable directory raises
+    it too. Opens nothing, so a FIFO cannot block.
     """
     try:
         names = sorted(os.listdir(directory))
@@ -156,8 +157,9 @@ def check_partition_entries(directory: Path) -> None:
             kind = file_kind(mode)
             raise InvalidSegmentFileError(f"{path}: a {kind} named like a segment file",
                                           path=str(path), reason=f"a {kind}")
-        if not os.access(path, os.R_OK | os.W_OK):
-            raise InvalidSegmentFileError(f"{path}: not readable and writable by this process",
+        if not os.access(path, os.R_OK | (os.W_OK if writable else 0)):
+            needed = "readable and writable" if writable else "readable"
+            raise InvalidSegmentFileError(f"{path}: not {needed} by this process",
                                           path=str(path), reason="permission denied")
 
 
