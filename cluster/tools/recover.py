@@ -73,7 +73,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from cluster.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
-from cluster.tools.output import human_bytes, json_line
+from cluster.tools.output import human_bytes, json_line, printable
 
 if TYPE_CHECKING:
     from cluster.tools.dump_log import LogCheck
@@ -611,8 +611,8 @@ def _check_and_repair(directory: Path, args: argparse.Namespace, clock: Clock) -
         print_report(report)
     for partition, finding in result.all_findings():
         if finding.action == MANUAL:
-            print(f"strata recover: {finding.file}: {finding.kind}: {finding.message}",
-                  file=sys.stderr)
+            print(printable(f"strata recover: {finding.file}: {finding.kind}: "
+                            f"{finding.message}"), file=sys.stderr)
     status = report["status"]
     return EXIT_OK if status in ("healthy", "repaired") else EXIT_PROBLEMS
 
