@@ -37,7 +37,12 @@ from node.stats import InvalidDir, LoadProgress, PartitionProblem
 from storage import files
 from storage.clock import Clock
 from storage.durable import fsync_dir
-from storage.errors import InvalidSegmentFileError, InvalidTopicError, StorageError
+from storage.errors import (
+    InvalidSegmentFileError,
+    InvalidTopicError,
+    LogDirOfflineError,
+    StorageError,
+)
 from storage.files import TopicPartition
 from storage.log import Log
 
@@ -223,6 +228,8 @@ class RecoveryPool:
         opened: Log | None
         try:
             opened = self._open_log(partition)
+        except LogDirOfflineError:
+            raise
         except StorageError as err:   # this partition's damage, typed: skip it, load the others
             problem = problem_of(partition.path.name, err)
             log.error("skipping partition %s in %s: %s: %s", problem.name, self._directory,

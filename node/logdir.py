@@ -16,7 +16,8 @@ Life of a directory::
     running             get_or_create_log / delete_log / logs / stats / checkpoint; tasks run
                         retention, flush, both checkpoints and the delayed delete of queued logs
     close()             stop the tasks; flush and close every log; write both checkpoints; write
-                        .kafka_cleanshutdown; release .lock
+                        .kafka_cleanshutdown (not when a partition was skipped at load: it
+                        was never recovered); release .lock
     offline             after load, the first OSError from this directory (node.health) stops the
                         tasks, closes every file, releases .lock; every later call raises
                         LogDirOfflineError stating that error; stats() still answers
@@ -485,8 +486,13 @@ class LogDir:
                     done.result()
             self._checkpoints.write_recovery_points(logs)
             self._checkpoints.write_log_start_offsets(logs)
-            if self._loaded:
+            if self._loaded and not self._skipped:
                 CleanShutdownFile(self.path).write(broker_epoch)
+            elif self._skipped:
+                # a skipped partition was not recovered: once it is fixed, the next open must
+                # recover it (its recovery point is gone, so from its first segment)
+                log.warning("no clean-shutdown marker for %s: partitions %s were skipped at load",
+                            self.path, ", ".join(p.name for p in self.problems))
         log.info("log directory %s shut down cleanly (%d logs)", self.path, len(logs))
 
     def _on_offline(self) -> None:

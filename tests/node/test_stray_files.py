@@ -121,6 +121,8 @@ def test_a_stray_entry_skips_only_its_partition_and_is_reported_typed(
             d.get_or_create_log("bad", 0)
     finally:
         d.close()
+    # the skipped partition was never recovered: the next open must count as unclean
+    assert not (path / ".kafka_cleanshutdown").exists()
     after = snapshot(path)
     assert {k: v for k, v in after.items() if k.startswith(("good-0", "bad-0"))} == \
         {k: v for k, v in before.items() if k.startswith(("good-0", "bad-0"))}
@@ -207,3 +209,36 @@ def test_a_partition_directory_with_a_bad_name_is_reported_and_left_alone(
         assert_good_reads_back(d)
     assert snapshot(path / "good-0") == before
     assert os.path.lexists(path / name)
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_a_typed_load_error_skips_its_partition_and_the_others_load(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
+    """Damage the loader refuses (a typed ``StorageError`` out of ``LogLoader.load``) is that
+    partition's problem, whatever the thread count: the others still load (none is cancelled)."""
+    from storage.errors import CorruptRecordError
+    from storage.loader import LoadResult, LogLoader
+
+    path = tmp_path / "logs"
+    build(path)
+    with LogDir.open(path, default_config=CONFIG, start_tasks=False) as d:
+        for topic in ("a", "c", "d"):
+            d.get_or_create_log(topic, 0).append([Record(b"k", b"v", 1)])
+    real_load = LogLoader.load
+
+    def refusing(loader: LogLoader) -> LoadResult:
+        if loader.dir.name == "bad-0":
+            raise CorruptRecordError(f"{loader.dir}/x.log.swap: garbage at position 0",
+                                     path=f"{loader.dir}/x.log.swap", position=0)
+        return real_load(loader)
+
+    monkeypatch.setattr(LogLoader, "load", refusing)
+    with LogDir.open(path, default_config=CONFIG, start_tasks=False,
+                     recovery_threads=threads) as d:
+        assert sorted(d.logs()) == [("a", 0), ("c", 0), ("d", 0), ("good", 0)]
+        assert_good_reads_back(d)
+        assert [(p.name, p.error, p.path) for p in d.problems] == \
+            [("bad-0", "CorruptRecordError", str(path / "bad-0" / "x.log.swap"))]
+        progress = d.load_progress()
+        assert (progress.done, progress.remaining_logs, progress.problems) == \
+            (True, 0, d.problems)
