@@ -10,10 +10,8 @@ other rows, and called a partition whose records do not decode "healthy".
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -31,10 +29,11 @@ from storage.records import (
     Record,
     scan_batches,
 )
+from tests import strays
+from tests.strays import SEGMENT, snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = LogConfig(segment_bytes=600, index_interval_bytes=100)     # 3 segments per partition
-SEGMENT = "00000000000000000000.log"
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
 
@@ -53,49 +52,16 @@ def one_line(stderr: str) -> str:
 
 def build(path: Path) -> Path:
     """Partitions good-0 and bad-0: 20 one-record batches each, 3 segments, shut down cleanly."""
-    with LogDir.open(path, default_config=CONFIG, start_tasks=False) as d:
-        for topic in ("good", "bad"):
-            log = d.get_or_create_log(topic, 0)
-            for i in range(20):
-                log.append([Record(f"k{i}".encode(), f"{topic}{i}".encode(), 1_000 + i)])
-    return path
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    found = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            mode = os.lstat(path).st_mode
-            found[str(path.relative_to(root))] = (
-                hashlib.sha256(path.read_bytes()).hexdigest() if stat.S_ISREG(mode)
-                else stat.filemode(mode))
-    return found
-
-
-def replace_with_dir(bad: Path) -> None:
-    (bad / SEGMENT).unlink()
-    (bad / SEGMENT).mkdir()
-
-
-def replace_with_fifo(bad: Path) -> None:
-    (bad / SEGMENT).unlink()
-    os.mkfifo(bad / SEGMENT)
-
-
-def symlink_loop(bad: Path) -> None:
-    os.symlink("00000000000000000100.index", bad / "00000000000000000100.log")
-    os.symlink("00000000000000000100.log", bad / "00000000000000000100.index")
+    return strays.build_good_and_bad(path, CONFIG, 20)
 
 
 STRAYS: dict[str, tuple[Callable[[Path], None], str]] = {
-    "fifo-named-like-a-segment": (replace_with_fifo, "a FIFO named like a segment file"),
-    "directory-named-like-a-segment": (replace_with_dir, "a directory named like a segment"),
-    "over-long-numeric-name": (lambda bad: (bad / ("0" * 25 + ".log")).write_bytes(b"x"),
-                               "has 25 digits"),
-    "offset-beyond-int64": (lambda bad: (bad / "99999999999999999999.log").write_bytes(b""),
-                            "does not fit int64"),
-    "symlink-loop": (symlink_loop, "Too many levels of symbolic links"),
+    "fifo-named-like-a-segment": (strays.fifo_as_segment, "a FIFO named like a segment file"),
+    "directory-named-like-a-segment": (strays.directory_as_segment,
+                                       "a directory named like a segment"),
+    "over-long-numeric-name": (strays.over_long_name, "has 25 digits"),
+    "offset-beyond-int64": (strays.offset_beyond_int64, "does not fit int64"),
+    "symlink-loop": (strays.symlink_loop, "Too many levels of symbolic links"),
 }
 
 

@@ -10,10 +10,8 @@ Before this, every row except the bad name stopped the whole directory with an u
 
 from __future__ import annotations
 
-import hashlib
 import os
 import pickle
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -23,49 +21,23 @@ import pytest
 from node import InvalidLogDirError, LogDir, PartitionSkippedError
 from storage.config import LogConfig
 from storage.records import Record
+from tests.strays import (
+    SEGMENT,
+    build_good_and_bad,
+    directory_as_segment,
+    fifo_as_segment,
+    offset_beyond_int64,
+    over_long_name,
+    snapshot,
+    symlink_loop,
+)
 
 CONFIG = LogConfig(segment_bytes=400)
-SEGMENT = "00000000000000000000.log"
 
 
 def build(path: Path) -> None:
     """Partitions good-0 and bad-0, 12 records each in several segments, shut down cleanly."""
-    with LogDir.open(path, default_config=CONFIG, start_tasks=False) as d:
-        for topic in ("good", "bad"):
-            log = d.get_or_create_log(topic, 0)
-            for i in range(12):
-                log.append([Record(f"k{i}".encode(), f"{topic}{i}".encode(), 1_000 + i)])
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    """Every entry under ``root``: a hash for a regular file, the kind for anything else (reading
-    a FIFO would block)."""
-    found = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            mode = os.lstat(path).st_mode
-            key = str(path.relative_to(root))
-            if stat.S_ISREG(mode):
-                found[key] = hashlib.sha256(path.read_bytes()).hexdigest()
-            else:
-                found[key] = stat.filemode(mode)[0]
-    return found
-
-
-def symlink_loop(bad: Path) -> None:
-    os.symlink("00000000000000000100.index", bad / "00000000000000000100.log")
-    os.symlink("00000000000000000100.log", bad / "00000000000000000100.index")
-
-
-def dir_as_segment(bad: Path) -> None:
-    (bad / SEGMENT).unlink()
-    (bad / SEGMENT).mkdir()
-
-
-def fifo_as_segment(bad: Path) -> None:
-    (bad / SEGMENT).unlink()
-    os.mkfifo(bad / SEGMENT)
+    build_good_and_bad(path, CONFIG, 12)
 
 
 def unreadable(bad: Path) -> None:
@@ -80,15 +52,14 @@ class Stray:
 
 PARTITION_ROWS = {
     "symlink-loop": Stray(symlink_loop, "Too many levels of symbolic links"),
-    "directory-named-like-a-segment": Stray(dir_as_segment, "a directory named like a segment"),
-    "offset-beyond-int64": Stray(
-        lambda bad: (bad / "99999999999999999999.log").write_bytes(b""), "does not fit int64"),
+    "directory-named-like-a-segment": Stray(directory_as_segment,
+                                            "a directory named like a segment"),
+    "offset-beyond-int64": Stray(offset_beyond_int64, "does not fit int64"),
     "fifo-named-like-a-segment": Stray(fifo_as_segment, "a FIFO named like a segment"),
-    "over-long-numeric-name": Stray(
-        lambda bad: (bad / ("0" * 25 + ".log")).write_bytes(b""), "has 25 digits"),
+    "over-long-numeric-name": Stray(over_long_name, "has 25 digits"),
     "index-that-is-a-directory": Stray(
-        lambda bad: (bad / "00000000000000000000.timeindex").unlink()
-        or (bad / "00000000000000000000.timeindex").mkdir(), "a directory named like a segment"),
+        lambda bad: directory_as_segment(bad, "00000000000000000000.timeindex"),
+        "a directory named like a segment"),
 }
 
 
