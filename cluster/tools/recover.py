@@ -423,7 +423,7 @@ def _first_undecodable(segment: Path, data: Any, result: LogCheck) -> tuple[int,
     starts = result.positions.tolist()
     for position, end in zip(starts, [*starts[1:], result.valid_bytes]):
         try:
-            RecordBatch(data[position:end], position, segment).records()
+            RecordBatch(data[position:end], position, segment).check_records()
         except (StorageError, ValueError) as error:
             return position, str(error)
     return None
