@@ -15,10 +15,10 @@ what the loader (storage/loader.py) does to it at an unclean start, and finds:
     swap                      complete-swap   a finished *.log.swap is renamed over its originals
     swapped-original          delete          a segment file replaced by such a swap
     orphan-index              delete          an index without its .log
-    corrupt-batch, torn-tail  truncate        the segment is cut at the first bad byte; the cut
-                                              bytes are first copied to quarantine
-    after-truncation          quarantine      a segment after a truncated one: recovery deletes
-                                              it, after it got a second name in quarantine
+    corrupt-batch, torn-tail  truncate        the segment is cut at the first bad byte; the
+                                              loader keeps the cut bytes in quarantine/
+    after-truncation          quarantine      a segment after a truncated one: recovery moves
+                                              it whole to quarantine/ (Kafka deletes it)
     offset-overflow           split           an old broker's segment whose offsets overflow its
                                               base: split into segments that fit (nothing lost)
     missing-index, corrupt-index, untrimmed-index, missing-time-index, corrupt-time-index
@@ -373,7 +373,7 @@ def _check_segment(directory: Path, path: Path, base: int, segment: Path, swappe
                        name=name)
     if after_truncation:
         findings.append(Finding("after-truncation", name, "follows a truncated segment: "
-                                "recovery deletes it", QUARANTINE, position=0, bytes=result.size,
+                                "recovery moves it to quarantine/", QUARANTINE, position=0, bytes=result.size,
                                 records=result.records + result.dropped_records))
         return result
     if result.overflow is not None:

@@ -18,7 +18,7 @@ from typing import Callable
 
 import pytest
 
-from node import InvalidLogDirError, LogDir, PartitionSkippedError
+from node import InvalidLogDirError, LogDir, LogDirOfflineError, PartitionSkippedError
 from storage.config import LogConfig
 from storage.records import Record
 from tests.strays import (
@@ -213,3 +213,32 @@ def test_a_typed_load_error_skips_its_partition_and_the_others_load(
         progress = d.load_progress()
         assert (progress.done, progress.remaining_logs, progress.problems) == \
             (True, 0, d.problems)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "symlink-loop"])
+def test_a_checkpoint_that_is_no_regular_file_reads_as_empty(tmp_path: Path, kind: str) -> None:
+    """A FIFO named recovery-point-offset-checkpoint blocked LogDir.open for ever; a directory or
+    a symlink loop failed it with an untyped OSError. Each reads as an empty checkpoint now, as a
+    malformed one does (Kafka's rule): every log recovers from its first segment."""
+    path = tmp_path / "logs"
+    build(path)
+    checkpoint = path / "recovery-point-offset-checkpoint"
+    checkpoint.unlink()
+    (path / ".kafka_cleanshutdown").unlink()
+    if kind == "fifo":
+        os.mkfifo(checkpoint)
+    elif kind == "directory":
+        checkpoint.mkdir()
+    else:
+        os.symlink(checkpoint.name, checkpoint)
+    d = LogDir.open(path, default_config=CONFIG, start_tasks=False)
+    assert sorted(d.logs()) == [("bad", 0), ("good", 0)]
+    assert all(log.load_result.recovered_segments == log.number_of_segments
+               for log in d.logs().values())
+    assert_good_reads_back(d)
+    if kind == "directory":     # no checkpoint can be written over it: typed, at shutdown
+        with pytest.raises(LogDirOfflineError, match="recovery-point-offset-checkpoint"):
+            d.close()
+    else:                       # the first checkpoint replaces the FIFO or the link
+        d.close()
+        assert checkpoint.is_file() and not checkpoint.is_symlink()
