@@ -91,6 +91,16 @@ def test_recover_reports_a_stray_entry_in_one_line_and_repairs_around_it(
         {k: v for k, v in before.items() if k.startswith(("bad-0", "good-0"))}
 
 
+def test_recover_refuses_a_topic_configs_fifo_in_one_line_without_blocking(tmp_path: Path) -> None:
+    logs = build(tmp_path / "logs")
+    os.mkfifo(logs / "topic-configs.json")
+    result = strata("recover", logs, "--dry-run", timeout=60)
+    assert result.returncode == EXIT_USAGE
+    assert one_line(result.stderr) == (f"strata recover: error: {logs / 'topic-configs.json'}: "
+                                       "not a regular file; the node would not start with it "
+                                       "either")
+
+
 def test_recover_refuses_a_lock_that_is_a_directory_in_one_line(tmp_path: Path) -> None:
     logs = build(tmp_path / "logs")
     (logs / ".lock").unlink()
