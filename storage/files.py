@@ -131,8 +131,8 @@ def check_partition_entries(directory: Path, *, writable: bool = True) -> None:
     (in name order) named like a segment file (a name of digits, then a ``.``) that the loader
     cannot use: see ``parse_base_offset``; not a regular file after following symlinks (a
     directory, FIFO, socket, device, dangling link or symlink loop); a file this process may not
-    read (and write, unless ``writable=False``: a read-only check). An unlistable directory raises
-    it too. Opens nothing, so a FIFO cannot block.
+    read (and write, unless ``writable=False``: a read-only check). An unlistable directory, and a
+    ``quarantine`` entry that is no directory, raise it too. Opens nothing, so a FIFO cannot block.
     """
     try:
         names = sorted(os.listdir(directory))
@@ -142,6 +142,11 @@ def check_partition_entries(directory: Path, *, writable: bool = True) -> None:
             path=str(directory), reason=f"unlistable ({errno.errorcode.get(err.errno, err.errno)})"
         ) from None
     for name in names:
+        if name == QUARANTINE_DIR and not os.path.isdir(directory / name):
+            path = str(directory / name)
+            raise InvalidSegmentFileError(
+                f"{path}: not a directory, so recovery could not keep what it cuts there",
+                path=path, reason="quarantine is not a directory")
         prefix, dot, _ = name.partition(".")
         if not dot or not prefix.isdigit():
             continue

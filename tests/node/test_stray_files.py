@@ -57,6 +57,8 @@ PARTITION_ROWS = {
     "offset-beyond-int64": Stray(offset_beyond_int64, "does not fit int64"),
     "fifo-named-like-a-segment": Stray(fifo_as_segment, "a FIFO named like a segment"),
     "over-long-numeric-name": Stray(over_long_name, "has 25 digits"),
+    "quarantine-that-is-a-file": Stray(lambda bad: (bad / "quarantine").write_bytes(b""),
+                                       "quarantine: not a directory"),
     "index-that-is-a-directory": Stray(
         lambda bad: directory_as_segment(bad, "00000000000000000000.timeindex"),
         "a directory named like a segment"),
