@@ -37,7 +37,7 @@ from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
 from storage.durable import fsync_dir
 from storage.errors import CorruptIndexError, CorruptRecordError, SegmentOffsetOverflowError
-from storage.quarantine import QuarantinedFile, keep_file, keep_tail
+from storage.quarantine import QuarantinedFile, keep_file, keep_tail, keep_while
 from storage.segment import LogSegment
 from storage.split import split_overflowed_segment
 
@@ -191,7 +191,13 @@ class LogLoader:
             return self._recover_keeping_cut(segment), [segment]
         except SegmentOffsetOverflowError as err:
             log.warning("%s; splitting the segment", err)
-        parts, left_out = split_overflowed_segment(segment, self.config, clock=self.clock)
+        size, name = segment.size, segment.log_path.name
+        with keep_while(segment.log_path) as original:        # the split deletes the segment
+            parts, left_out = split_overflowed_segment(segment, self.config, clock=self.clock)
+            if left_out:          # the bytes it leaves out are a tail: keep them
+                self._quarantined.append(keep_tail(
+                    original, size - left_out, self.clock.milliseconds(),
+                    f"left out of the split of {name}: recovery truncated them", name=name))
         for i, part in enumerate(parts):
             truncated = self._recover_keeping_cut(part)
             if truncated:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import os
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from storage import files
 from storage.durable import fsync_dir
@@ -45,10 +47,14 @@ def _target(directory: Path, stamp_ms: int, original: str, position: int) -> Pat
     return target
 
 
-def keep_tail(source: Path, position: int, stamp_ms: int, reason: str) -> QuarantinedFile:
+def keep_tail(source: Path, position: int, stamp_ms: int, reason: str, *,
+              name: str | None = None) -> QuarantinedFile:
     """Copy ``source[position:]`` to a new quarantine file (fsynced, with its folder) before the
-    caller truncates ``source`` at ``position``."""
-    target = _target(source.parent, stamp_ms, source.name, position)
+    caller truncates ``source`` at ``position``. ``name`` is the original name to record when
+    ``source`` is a temporary name of it (``keep_while``)."""
+    original = name or source.name
+    directory = source.parent if name is None else source.parent.parent
+    target = _target(directory, stamp_ms, original, position)
     with open(source, "rb") as src, open(target, "xb") as dst:
         src.seek(position)
         shutil.copyfileobj(src, dst, 1 << 20)
@@ -56,7 +62,7 @@ def keep_tail(source: Path, position: int, stamp_ms: int, reason: str) -> Quaran
         os.fsync(dst.fileno())
         size = dst.tell()
     fsync_dir(target.parent)
-    return QuarantinedFile(str(target), source.name, position, size, reason)
+    return QuarantinedFile(str(target), original, position, size, reason)
 
 
 def keep_file(source: Path, stamp_ms: int, reason: str) -> QuarantinedFile:
@@ -68,6 +74,28 @@ def keep_file(source: Path, stamp_ms: int, reason: str) -> QuarantinedFile:
     fsync_dir(target.parent)
     fsync_dir(source.parent)
     return QuarantinedFile(str(target), source.name, 0, size, reason)
+
+
+@contextmanager
+def keep_while(source: Path) -> Iterator[Path]:
+    """A second name (a hard link in the quarantine folder, which the loader never reads) for
+    ``source`` while the block runs, so its bytes stay readable after the block deletes
+    ``source``; removed afterwards. Where hard links fail, a copy."""
+    folder = source.parent / files.QUARANTINE_DIR
+    if not folder.is_dir():
+        folder.mkdir()
+        fsync_dir(source.parent)
+    held = folder / f".held-{source.name}"
+    if held.exists():
+        held.unlink()          # left by a crash inside an earlier block
+    try:
+        os.link(source, held)
+    except OSError:
+        shutil.copyfile(source, held)
+    try:
+        yield held
+    finally:
+        held.unlink(missing_ok=True)
 
 
 def list_quarantine(directory: Path) -> list[QuarantinedFile]:

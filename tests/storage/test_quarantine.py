@@ -100,3 +100,28 @@ def test_a_recovery_that_cuts_nothing_quarantines_nothing(tmp_path: Path,
     assert log.load_result.quarantined == () and log.load_result.recovered_segments == 3
     log.close()
     assert not (path / files.QUARANTINE_DIR).exists()
+
+
+def test_what_the_split_of_an_overflowed_segment_leaves_out_is_kept(
+        tmp_path: Path, clock: FakeClock) -> None:
+    """An old broker's segment whose offsets overflow its base is split; the batches from the
+    first whose offsets do not increase are left out of the split (recovery truncates them) and
+    were deleted with the original segment. They are kept now."""
+    from storage.records import build_batch
+
+    path = tmp_path / "t-0"
+    path.mkdir()
+    far = 2**31 + 10
+    kept = [build_batch([rec(0)], base_offset=0), build_batch([rec(1)], base_offset=far)]
+    stale = build_batch([rec(2)], base_offset=5)              # below the previous batch
+    files.log_file(path, 0).write_bytes(b"".join(kept) + stale)
+    log = Log.open(path, LogConfig(), clock=clock, scheduler=FakeScheduler(clock))
+    assert [(r.offset, int(r.value)) for r in log.read()] == [(0, 0), (far, 1)]
+    [held] = log.load_result.quarantined
+    log.close()
+    assert (held.original, held.position, held.bytes) == \
+        ("00000000000000000000.log", len(kept[0]) + len(kept[1]), len(stale))
+    assert Path(held.path).read_bytes() == stale
+    assert [q.path for q in list_quarantine(path)] == [held.path]
+    assert sorted(p.name for p in (path / files.QUARANTINE_DIR).iterdir()) == \
+        [Path(held.path).name]                                # the temporary second name is gone
