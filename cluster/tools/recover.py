@@ -536,6 +536,8 @@ def run(args: argparse.Namespace, clock: Clock | None = None) -> int:
             with _shared(directory):
                 return _quarantine_command(directory, args)
         return _check_and_repair(directory, args, clock)
+    except BrokenPipeError:
+        raise                    # the reader went away: cluster.cli stops quietly
     except OSError as error:     # a failing or read-only disk, no permission: one line
         raise UsageError(_os_error(error)) from None
 
