@@ -50,9 +50,12 @@ class InvalidDir:
 
 @dataclass(frozen=True, slots=True)
 class PartitionProblem:
-    """A partition directory that loading skipped: neither loaded nor changed. ``error`` is the
-    typed error's class name (``InvalidSegmentFileError``, ``CorruptRecordError``, ...), ``path``
-    the entry at fault and ``reason`` the error's message."""
+    """A partition directory that loading skipped: not loaded, and not written to afterwards (no
+    log is created in its place, no checkpoint keeps it). ``error`` is the typed error's class
+    name: ``InvalidSegmentFileError`` when the scan refused an entry (nothing in it was opened),
+    another ``StorageError`` when the loader refused its content (what the loader did before,
+    removing temporary files say, stays done). ``path`` is the entry at fault and ``reason`` the
+    error's message."""
 
     name: str
     error: str
