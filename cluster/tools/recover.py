@@ -373,7 +373,8 @@ def _check_segment(directory: Path, path: Path, base: int, segment: Path, swappe
                        name=name)
     if after_truncation:
         findings.append(Finding("after-truncation", name, "follows a truncated segment: "
-                                "recovery moves it to quarantine/", QUARANTINE, position=0, bytes=result.size,
+                                "recovery moves it to quarantine/", QUARANTINE, position=0,
+                                bytes=result.size,
                                 records=result.records + result.dropped_records))
         return result
     if result.overflow is not None:

@@ -2,8 +2,9 @@
 
 Each row plants one entry a failing disk, an operator or an attacker can leave behind. Opening the
 directory must load the healthy partition unchanged and readable, and turn the bad entry into a
-typed, reported problem of its own partition (skipped, never changed) — or, for the directory's own
-files, into an unclean shutdown (a bad clean-shutdown marker) or a typed refusal (``.lock``).
+typed, reported problem of its own partition (skipped, never changed) — or, for the directory's
+own files, into an unclean shutdown (a bad clean-shutdown marker), an empty checkpoint, or a typed
+refusal (``.lock``).
 Before this, every row except the bad name stopped the whole directory with an untyped error
 (RecursionError, OSError, IsADirectoryError, a struct.error later) or loaded garbage.
 """
