@@ -10,11 +10,12 @@ from node.errors import (
     LogDirClosedError,
     LogDirLockedError,
     LogDirOfflineError,
+    PartitionSkippedError,
     UnknownPartitionError,
 )
 from node.keys import LogMap, PartitionId
 from node.logdir import LogDir
-from node.stats import InvalidDir, LoadProgress, LogDirStats, PartitionStats
+from node.stats import InvalidDir, LoadProgress, LogDirStats, PartitionProblem, PartitionStats
 
 __all__ = [
     "InvalidDir",
@@ -28,6 +29,8 @@ __all__ = [
     "LogDirStats",
     "LogMap",
     "PartitionId",
+    "PartitionProblem",
+    "PartitionSkippedError",
     "PartitionStats",
     "UnknownPartitionError",
 ]

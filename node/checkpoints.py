@@ -11,6 +11,8 @@ last ones written (or read) is skipped, so an idle directory does not fsync ever
 from __future__ import annotations
 
 import logging
+import os
+import stat
 import threading
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -42,7 +44,18 @@ class DirCheckpoints:
 
     # ---- reading -----------------------------------------------------------------------------
     def read(self, file: OffsetCheckpointFile) -> dict[TopicPartition, int]:
-        """The entries of ``file``; empty when it is missing or malformed (logged)."""
+        """The entries of ``file``; empty when it is missing or malformed, or no regular file (a
+        FIFO would block the open, a directory fail it; logged)."""
+        try:
+            mode = os.stat(file.path).st_mode
+        except FileNotFoundError:
+            return {}
+        except OSError as err:             # a symlink loop
+            log.warning("ignoring unreadable checkpoint %s: %s", file.path, err.strerror)
+            return {}
+        if not stat.S_ISREG(mode):
+            log.warning("ignoring checkpoint %s: not a regular file", file.path)
+            return {}
         try:
             entries = file.read()
         except FileNotFoundError:

@@ -14,6 +14,7 @@ __all__ = [
     "LogDirClosedError",
     "LogDirLockedError",
     "LogDirOfflineError",
+    "PartitionSkippedError",
     "UnknownPartitionError",
 ]
 
@@ -42,3 +43,9 @@ class LogDirClosedError(StorageError):
 
 class UnknownPartitionError(StorageError):
     """A call names a partition this directory does not hold (``topic``, ``partition``)."""
+
+
+class PartitionSkippedError(StorageError):
+    """A call to create a partition that ``LogDir.open`` skipped (``LogDir.problems`` says why):
+    its directory holds data the loader could not use, so it is neither loaded nor replaced by a
+    new empty log. ``topic``, ``partition``, ``directory`` and ``reason`` name it."""

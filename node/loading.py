@@ -5,13 +5,19 @@ unclean shutdown, one after a clean one).
 What ``scan`` does with each entry of the directory:
 
 * a file (checkpoints, ``.lock``, ``meta.properties``, ``*.tmp``): ignored;
-* ``<topic>-<partition>``: loaded;
+* ``<topic>-<partition>``: loaded, unless an entry named like a segment file cannot be used
+  (``storage.files.check_partition_entries``: a directory, FIFO or symlink loop under a segment
+  name, a base offset beyond int64, a name that is not 20 digits, a file we may not read and
+  write): then the partition is skipped — reported as a ``PartitionProblem``, neither loaded nor
+  changed — and the rest of the directory loads;
 * ``<topic>-<partition>.<uuid>-delete``: queued for deletion, not loaded;
 * anything else — a name that does not parse, a ``-future``/``-stray`` directory (no replica
   movement here), a partition under a name that is not its own (``t-01`` for ``t-1``): reported
   as an ``InvalidDir`` and left alone, neither loaded nor deleted.
 
-``RecoveryPool.run`` stops at the first failure: partitions not started are skipped, the logs
+``RecoveryPool.run`` skips a partition whose load raises a typed ``StorageError`` (damage the
+loader refuses to repair): it becomes a ``PartitionProblem`` and the others load. Any other
+failure (an ``OSError``: the disk) stops it: partitions not started are skipped, the logs
 already loaded are closed, and the error propagates (an ``OSError`` unchanged, STYLE.md P7) with a
 note naming the partition.
 """
@@ -27,11 +33,16 @@ from pathlib import Path
 from typing import Callable
 
 from node.errors import InvalidLogDirError
-from node.stats import InvalidDir, LoadProgress
+from node.stats import InvalidDir, LoadProgress, PartitionProblem
 from storage import files
 from storage.clock import Clock
 from storage.durable import fsync_dir
-from storage.errors import InvalidTopicError
+from storage.errors import (
+    InvalidSegmentFileError,
+    InvalidTopicError,
+    LogDirOfflineError,
+    StorageError,
+)
 from storage.files import TopicPartition
 from storage.log import Log
 
@@ -52,6 +63,7 @@ class DirScan:
     partitions: tuple[PartitionToLoad, ...]
     to_delete: tuple[tuple[TopicPartition, Path], ...]
     invalid: tuple[InvalidDir, ...]
+    skipped: tuple[tuple[TopicPartition, PartitionProblem], ...] = ()
 
 
 def create_and_validate(directory: Path) -> Path:
@@ -80,8 +92,16 @@ def scan(directory: Path) -> DirScan:
     partitions: list[PartitionToLoad] = []
     to_delete: list[tuple[TopicPartition, Path]] = []
     invalid: list[InvalidDir] = []
+    skipped: list[tuple[TopicPartition, PartitionProblem]] = []
+    subdirs: list[tuple[str, Path]] = []
     with os.scandir(directory) as entries:
-        subdirs = sorted((e.name, Path(e.path)) for e in entries if e.is_dir())
+        for entry in entries:
+            try:
+                if entry.is_dir():
+                    subdirs.append((entry.name, Path(entry.path)))
+            except OSError as err:     # a symlink loop: neither a file nor a directory
+                invalid.append(InvalidDir(entry.name, f"cannot stat it: {err.strerror}"))
+    subdirs.sort()
     for name, path in subdirs:
         try:
             parsed = files.parse_partition_dir(name)
@@ -98,10 +118,25 @@ def scan(directory: Path) -> DirScan:
             invalid.append(InvalidDir(name, f"not the canonical name {str(tp)!r} of partition "
                                             f"{tp.partition} of topic {tp.topic!r}"))
         else:
+            try:
+                files.check_partition_entries(path)
+            except InvalidSegmentFileError as err:
+                skipped.append((tp, problem_of(name, err)))
+                continue
             partitions.append(PartitionToLoad(tp, path, _count_segments(path)))
+    invalid.sort(key=lambda bad: bad.name)
     for bad in invalid:
         log.warning("not loading directory %s in %s: %s", bad.name, directory, bad.reason)
-    return DirScan(tuple(partitions), tuple(to_delete), tuple(invalid))
+    for _, problem in skipped:
+        log.error("skipping partition %s in %s: %s", problem.name, directory, problem.reason)
+    return DirScan(tuple(partitions), tuple(to_delete), tuple(invalid), tuple(skipped))
+
+
+def problem_of(name: str, err: StorageError) -> PartitionProblem:
+    """The ``PartitionProblem`` of partition directory ``name`` skipped for ``err``."""
+    path = err.fields.get("path")
+    return PartitionProblem(name, type(err).__name__, str(path) if path is not None else name,
+                            err.message)
 
 
 def _count_segments(path: Path) -> int:
@@ -131,6 +166,8 @@ class RecoveryPool:
         self._total_segments = self._remaining_segments = 0
         self._started_ns = clock.nanoseconds()
         self._elapsed_ms: float | None = None
+        self._problems: list[PartitionProblem] = []
+        self.skipped: dict[TopicPartition, PartitionProblem] = {}
 
     def progress(self) -> LoadProgress:
         with self._lock:
@@ -138,9 +175,18 @@ class RecoveryPool:
             elapsed = (self._elapsed_ms if self._elapsed_ms is not None
                        else (self._clock.nanoseconds() - self._started_ns) / 1e6)
             return LoadProgress(str(self._directory), self._total_logs, self._remaining_logs,
-                                self._total_segments, self._remaining_segments, elapsed, done)
+                                self._total_segments, self._remaining_segments, elapsed, done,
+                                tuple(self._problems))
+
+    def add_problems(self, skipped: tuple[tuple[TopicPartition, PartitionProblem], ...]) -> None:
+        """Partitions skipped before loading (by ``scan``), to report with the others."""
+        with self._lock:
+            for tp, problem in skipped:
+                self.skipped[tp] = problem
+                self._problems.append(problem)
 
     def run(self, partitions: tuple[PartitionToLoad, ...]) -> dict[TopicPartition, Log]:
+        """Load ``partitions``; the logs of those not skipped (see ``skipped``)."""
         with self._lock:
             self._started_ns = self._clock.nanoseconds()
             self._total_logs = self._remaining_logs = len(partitions)
@@ -160,7 +206,9 @@ class RecoveryPool:
                 continue
             failure = future.exception()
             if failure is None:
-                loaded[partition.topic_partition] = future.result()
+                opened = future.result()
+                if opened is not None:
+                    loaded[partition.topic_partition] = opened
             elif error is None:
                 failure.add_note(f"while loading partition directory {partition.path}")
                 error = failure
@@ -176,8 +224,18 @@ class RecoveryPool:
         self._notify()
         return loaded
 
-    def _load_one(self, partition: PartitionToLoad) -> Log:
-        opened = self._open_log(partition)
+    def _load_one(self, partition: PartitionToLoad) -> Log | None:
+        opened: Log | None
+        try:
+            opened = self._open_log(partition)
+        except LogDirOfflineError:
+            raise
+        except StorageError as err:   # this partition's damage, typed: skip it, load the others
+            problem = problem_of(partition.path.name, err)
+            log.error("skipping partition %s in %s: %s: %s", problem.name, self._directory,
+                      problem.error, problem.reason)
+            self.add_problems(((partition.topic_partition, problem),))
+            opened = None
         with self._lock:
             self._remaining_logs -= 1
             self._remaining_segments -= partition.segments

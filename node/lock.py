@@ -24,7 +24,7 @@ from typing import ClassVar
 
 from filelock import FileLock, Timeout
 
-from node.errors import LogDirLockedError
+from node.errors import InvalidLogDirError, LogDirLockedError
 from storage.files import LOCK_FILE
 
 
@@ -42,7 +42,9 @@ class DirLock:
 
     @classmethod
     def acquire(cls, directory: Path) -> DirLock:
-        """Lock ``directory`` or raise ``LogDirLockedError`` at once (naming the holder's pid)."""
+        """Lock ``directory`` or raise ``LogDirLockedError`` at once (naming the holder's pid).
+        A ``.lock`` that cannot be opened as a file (a directory, no permission) raises
+        ``InvalidLogDirError`` naming it."""
         canonical = os.path.realpath(directory)
         path = Path(canonical) / LOCK_FILE
         with cls._registry_lock:
@@ -61,6 +63,10 @@ class DirLock:
                     f"log directory {directory} is locked by {holder}: {path} is held; stop "
                     "that owner or use another directory",
                     directory=str(directory), pid=pid, same_process=False) from None
+            except OSError as err:
+                raise InvalidLogDirError(
+                    f"log directory {directory} cannot be locked: {path}: {err.strerror}",
+                    directory=str(directory), path=str(path)) from None
             held = cls(directory, canonical, lock)
             cls._held[canonical] = held
         try:

@@ -6,14 +6,18 @@ Life of a directory::
     LogDir.open(path)   create it if missing and check it is a readable, writable directory;
                         take .lock (node.lock); read recovery-point-offset-checkpoint and
                         log-start-offset-checkpoint (unreadable -> empty, logged); note and delete
-                        .kafka_cleanshutdown (a crash while loading must count as unclean);
+                        .kafka_cleanshutdown (a crash while loading must count as unclean; a
+                        marker that cannot be read as one counts as unclean too);
                         load every <topic>-<partition> through the recovery pool (node.loading);
                         queue <topic>-<partition>.<uuid>-delete; report names that do not parse;
+                        skip (and report in ``problems``) a partition with an entry the loader
+                        cannot use or whose load raises a typed error; the others load;
                         start the periodic tasks (node.tasks) unless start_tasks=False
     running             get_or_create_log / delete_log / logs / stats / checkpoint; tasks run
                         retention, flush, both checkpoints and the delayed delete of queued logs
     close()             stop the tasks; flush and close every log; write both checkpoints; write
-                        .kafka_cleanshutdown; release .lock
+                        .kafka_cleanshutdown (not when a partition was skipped at load: it
+                        was never recovered); release .lock
     offline             after load, the first OSError from this directory (node.health) stops the
                         tasks, closes every file, releases .lock; every later call raises
                         LogDirOfflineError stating that error; stats() still answers
@@ -36,13 +40,20 @@ from typing import Any, Callable, Iterator, Mapping, cast
 from node.checkpoints import DirCheckpoints
 from node.config import LogDirConfig
 from node.deletion import DeleteQueue, QueuedDelete
-from node.errors import LogDirClosedError, UnknownPartitionError
+from node.errors import LogDirClosedError, PartitionSkippedError, UnknownPartitionError
 from node.health import DirHealth, DirLog
 from node.keys import LogMap, PartitionId
 from node.loading import PartitionToLoad, RecoveryPool, create_and_validate, scan
 from node.lock import DirLock
-from node.stats import (InvalidDir, LoadProgress, LogDirStats, all_partition_stats, disk_usage,
-                        file_system_id)
+from node.stats import (
+    InvalidDir,
+    LoadProgress,
+    LogDirStats,
+    PartitionProblem,
+    all_partition_stats,
+    disk_usage,
+    file_system_id,
+)
 from node.tasks import (
     GuardedScheduler,
     PeriodicTasks,
@@ -57,6 +68,7 @@ from storage.config import LogConfig
 from storage.durable import fsync_dir
 from storage.files import TopicPartition
 from storage.log import Log
+from storage.quarantine import QuarantinedFile
 from storage.scheduler import Scheduler, ThreadScheduler
 
 log = logging.getLogger(__name__)
@@ -102,6 +114,9 @@ class LogDir:
         self.had_clean_shutdown = False
         self.clean_shutdown_epoch: int | None = None
         self.invalid_dirs: tuple[InvalidDir, ...] = ()
+        self.problems: tuple[PartitionProblem, ...] = ()        # partitions skipped at load
+        self.quarantined: tuple[QuarantinedFile, ...] = ()      # what recovery cut at load
+        self._skipped: dict[TopicPartition, PartitionProblem] = {}
         self.load_time_ms = 0.0
 
     # ---- opening -----------------------------------------------------------------------------
@@ -155,9 +170,10 @@ class LogDir:
 
     def _load(self, on_progress: Callable[[LoadProgress], None] | None) -> None:
         marker = CleanShutdownFile(self.path)
-        self.had_clean_shutdown = marker.exists()
-        if self.had_clean_shutdown:
-            self.clean_shutdown_epoch = marker.read_epoch()
+        state = marker.read()
+        self.had_clean_shutdown = state.clean
+        self.clean_shutdown_epoch = state.epoch
+        if state.clean or state.problem is not None:
             marker.delete()
         recovery_points = self._checkpoints.read(self._checkpoints.recovery_points)
         log_start_offsets = self._checkpoints.read(self._checkpoints.log_start_offsets)
@@ -182,19 +198,27 @@ class LogDir:
         threads = 1 if self.had_clean_shutdown else self.recovery_threads
         self._pool = RecoveryPool(self.path, threads, open_log, clock=self.clock,
                                   on_progress=on_progress)
+        self._pool.add_problems(found.skipped)
         loaded = self._pool.run(found.partitions)
         now = self.clock.milliseconds()
         with self._lock:
             self._logs = cast("dict[TopicPartition, DirLog]", loaded)
+            self._skipped = dict(self._pool.skipped)
+        self.problems = tuple(problem for _, problem in sorted(
+            self._skipped.items(), key=lambda item: (item[0].topic, item[0].partition)))
+        self.quarantined = tuple(kept for tp in sorted(loaded, key=lambda t: (t.topic, t.partition))
+                                 for kept in loaded[tp].load_result.quarantined)
         for tp, path in found.to_delete:
             delay = self.config_for(tp.topic).file_delete_delay_ms
             self._queued.add(QueuedDelete(tp, path, now + delay, None))
         self._loaded = True
         progress = self._pool.progress()
         self.load_time_ms = progress.elapsed_ms
-        log.info("loaded %d logs (%d segments) from %s in %.0f ms after a%s shutdown",
+        log.info("loaded %d logs (%d segments) from %s in %.0f ms after a%s shutdown; "
+                 "%d partitions skipped, %d files quarantined",
                  progress.total_logs, progress.total_segments, self.path, progress.elapsed_ms,
-                 " clean" if self.had_clean_shutdown else "n unclean")
+                 " clean" if self.had_clean_shutdown else "n unclean", len(self.problems),
+                 len(self.quarantined))
 
     def start_tasks(self) -> None:
         """Start the periodic tasks (``open`` does unless ``start_tasks=False``). Idempotent."""
@@ -289,6 +313,13 @@ class LogDir:
             existing = self._logs.get(tp)
             if existing is not None:
                 return existing
+            skipped = self._skipped.get(tp)
+            if skipped is not None:
+                raise PartitionSkippedError(
+                    f"partition {tp} of log directory {self.path} was skipped at load "
+                    f"({skipped.error}: {skipped.reason}); repair it (strata recover) and "
+                    "reopen the directory", topic=topic, partition=partition,
+                    directory=str(self.path), reason=skipped.reason)
             path = self.path / files.partition_dir_name(topic, partition)
             path.mkdir(exist_ok=True)
             fsync_dir(self.path)
@@ -425,7 +456,8 @@ class LogDir:
             load_time_ms=self.load_time_ms, had_clean_shutdown=self.had_clean_shutdown,
             logs_to_delete=queued, invalid_dirs=self.invalid_dirs,
             task_failures=self._scheduler.failures, last_task_failure=self._scheduler.last_failure,
-            partitions=partitions, file_system=file_system_id(str(self.path)))
+            partitions=partitions, problems=self.problems, quarantined=self.quarantined,
+            file_system=file_system_id(str(self.path)))
 
     # ---- shutdown ----------------------------------------------------------------------------
     def close(self, broker_epoch: int = -1) -> None:
@@ -456,8 +488,13 @@ class LogDir:
                     done.result()
             self._checkpoints.write_recovery_points(logs)
             self._checkpoints.write_log_start_offsets(logs)
-            if self._loaded:
+            if self._loaded and not self._skipped:
                 CleanShutdownFile(self.path).write(broker_epoch)
+            elif self._skipped:
+                # a skipped partition was not recovered: once it is fixed, the next open must
+                # recover it (its recovery point is gone, so from its first segment)
+                log.warning("no clean-shutdown marker for %s: partitions %s were skipped at load",
+                            self.path, ", ".join(p.name for p in self.problems))
         log.info("log directory %s shut down cleanly (%d logs)", self.path, len(logs))
 
     def _on_offline(self) -> None:

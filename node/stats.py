@@ -13,6 +13,7 @@ import psutil
 
 from storage.files import TopicPartition
 from storage.log import Log
+from storage.quarantine import QuarantinedFile
 
 _LAST = 2**63 - 1
 
@@ -50,6 +51,22 @@ class InvalidDir:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionProblem:
+    """A partition directory that loading skipped: not loaded, and not written to afterwards (no
+    log is created in its place, no checkpoint keeps it). ``error`` is the typed error's class
+    name: ``InvalidSegmentFileError`` when the scan refused an entry (nothing in it was opened),
+    another ``StorageError`` when the loader refused its content (what the loader did before,
+    removing temporary files say, stays done). ``path`` is the entry at fault and ``reason`` the
+    error's message."""
+
+    name: str
+    error: str
+    path: str
+    reason: str
+    action: str = "skipped"
+
+
+@dataclass(frozen=True, slots=True)
 class LoadProgress:
     """How far loading has come. Logs and segments count the partition directories (not the
     ``-delete`` ones) found when loading started; a log counts as remaining until it is loaded."""
@@ -61,6 +78,7 @@ class LoadProgress:
     remaining_segments: int
     elapsed_ms: float
     done: bool
+    problems: tuple[PartitionProblem, ...] = ()   # partitions skipped so far
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +87,8 @@ class LogDirStats:
     zeros when it cannot be read); ``log_bytes`` is the sum of the partitions' sizes.
 
     When the directory is offline ``partitions`` is empty and ``offline_reason`` says what failed.
+    ``problems`` lists the partitions loading skipped and ``quarantined`` the files recovery moved
+    to a partition's ``quarantine/`` folder when this directory was opened.
     """
 
     directory: str
@@ -87,6 +107,8 @@ class LogDirStats:
     task_failures: int
     last_task_failure: str | None
     partitions: tuple[PartitionStats, ...]
+    problems: tuple[PartitionProblem, ...] = ()
+    quarantined: tuple[QuarantinedFile, ...] = ()
     file_system: str = ""          # host and device of the file system; see ``file_system_id``
 
 

@@ -16,6 +16,8 @@ malformed content is a ``CheckpointError`` naming the file (nothing is guessed).
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -36,6 +38,16 @@ class TopicConfigsFile:
         self.path = directory / TOPIC_CONFIGS_FILE
 
     def read(self) -> TopicOverrides:
+        """The overrides; ``CheckpointError`` for malformed content or an entry that is no
+        regular file (a FIFO would block the read for ever)."""
+        try:
+            mode = os.stat(self.path).st_mode
+        except FileNotFoundError:
+            return {}
+        except OSError as err:
+            raise CheckpointError(f"{self.path}: {err.strerror}", path=str(self.path)) from None
+        if not stat.S_ISREG(mode):
+            raise CheckpointError(f"{self.path}: not a regular file", path=str(self.path))
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:

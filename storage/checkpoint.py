@@ -22,8 +22,13 @@ stray ``<name>.tmp``, which readers ignore.
 
 Clean-shutdown marker ``<logdir>/.kafka_cleanshutdown`` (KIP-966)::
 
-    {"version":0,"brokerEpoch":N}     unknown fields ignored; an empty or unparsable file still
-                                      means a clean shutdown, only without an epoch
+    {"version":0,"brokerEpoch":N}     unknown fields ignored; an empty file (Kafka before KIP-966)
+                                      or an object without an integer epoch still means a clean
+                                      shutdown, only without an epoch
+
+A marker that is not a regular file, larger than 4 KiB, not UTF-8 JSON (nesting too deep
+included) or not a JSON object means an unclean shutdown (``CleanShutdownFile.read``): a bad
+marker costs a recovery, never a failed start or a skipped one.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import json
 import logging
 import os
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Generic, NamedTuple, Protocol, TypeVar
@@ -246,6 +252,18 @@ class LeaderEpochCheckpointFile:
         self._file.write_if_dir_exists(EpochEntry(*entry) for entry in entries)
 
 
+class CleanShutdown(NamedTuple):
+    """What a clean-shutdown marker says: ``clean`` or not, the broker epoch when it has one, and
+    ``problem`` when a marker is present but unusable (it then counts as unclean)."""
+
+    clean: bool
+    epoch: int | None
+    problem: str | None = None
+
+
+MAX_CLEAN_SHUTDOWN_BYTES = 4096
+
+
 class CleanShutdownFile:
     """``<logdir>/.kafka_cleanshutdown``: present means the directory was shut down cleanly.
 
@@ -269,23 +287,54 @@ class CleanShutdownFile:
     def read_epoch(self) -> int | None:
         """The broker epoch in the file; None when the file is missing, empty (written by Kafka
         before KIP-966), unparsable or without an integer ``brokerEpoch``."""
+        return self.read().epoch
+
+    def read(self) -> CleanShutdown:
+        """Whether the marker says clean (see the module docstring); never raises for its
+        content. Missing: not clean, no problem. Only an ``OSError`` other than a missing file
+        while reading a regular file propagates (the directory's disk failing)."""
         try:
-            data = self.path.read_bytes()
+            info = os.lstat(self.path)
         except FileNotFoundError:
-            return None
+            return CleanShutdown(False, None)
+        if not stat.S_ISREG(info.st_mode):
+            return self._bad("is not a regular file")
+        if info.st_size > MAX_CLEAN_SHUTDOWN_BYTES:
+            return self._bad(f"has {info.st_size} bytes, more than {MAX_CLEAN_SHUTDOWN_BYTES}")
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read(MAX_CLEAN_SHUTDOWN_BYTES + 1)
+        except FileNotFoundError:
+            return CleanShutdown(False, None)
+        except PermissionError as err:
+            return self._bad(f"cannot be read: {err.strerror}")
+        if not data:
+            return CleanShutdown(True, None)
+        if len(data) > MAX_CLEAN_SHUTDOWN_BYTES:
+            return self._bad(f"has more than {MAX_CLEAN_SHUTDOWN_BYTES} bytes")
         try:
             content = json.loads(data)
-        except ValueError:
-            return None
-        epoch = content.get("brokerEpoch") if isinstance(content, dict) else None
+        except (ValueError, RecursionError) as err:
+            return self._bad(f"is not JSON ({type(err).__name__})")
+        if not isinstance(content, dict):
+            return self._bad("is not a JSON object")
+        epoch = content.get("brokerEpoch")
         if isinstance(epoch, int) and not isinstance(epoch, bool):
-            return epoch
-        return None
+            return CleanShutdown(True, epoch)
+        return CleanShutdown(True, None)
+
+    def _bad(self, why: str) -> CleanShutdown:
+        problem = f"{self.path} {why}: counted as an unclean shutdown"
+        logger.warning("%s", problem)
+        return CleanShutdown(False, None, problem)
 
     def delete(self) -> None:
-        """Remove the marker and fsync the directory, so a crash right after cannot revive it."""
+        """Remove the marker and fsync the directory, so a crash right after cannot revive it.
+        A directory under the marker's name is removed when empty (else ``OSError``)."""
         try:
             self.path.unlink()
         except FileNotFoundError:
             return
+        except IsADirectoryError:
+            os.rmdir(self.path)
         fsync_dir(self.path.parent)

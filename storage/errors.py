@@ -94,3 +94,11 @@ class LogDirOfflineError(StorageError):
 
 class LogCleaningAbortedError(StorageError):
     """A clean was aborted (truncation, deletion, shutdown) before it swapped anything in."""
+
+
+class InvalidSegmentFileError(StorageError):
+    """An entry of a partition directory named like a segment file that the loader cannot use: a
+    base offset outside int64 or a name that is not 20 digits, a directory, FIFO or socket under a
+    segment name, a symlink loop, a file this process may not read and write. ``path`` names the
+    entry and ``reason`` says what is wrong. A log directory skips the partition (it is reported,
+    never loaded or changed) instead of failing as a whole."""

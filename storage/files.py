@@ -10,6 +10,10 @@ Segment files are named after their base offset, zero-padded to 20 digits::
     00000000000000023423.log.swap    ready to replace the old segments     appended after the
     00000000000000023423.log.deleted waiting for the async delete          normal suffix)
 
+A recovery that cuts bytes (the damaged tail of a segment, every segment after it) keeps them in
+``<partition>/quarantine/``, named ``<ms>-<original name>.<position>`` (the time of the cut, the
+file the bytes came from, the position in it where they started); the loader never looks inside.
+
 Partition directories are ``<topic>-<partition>``; a deleted partition is renamed
 ``<topic>-<partition>.<32 hex uuid>-delete`` (the topic shortened so the name fits in 255 bytes),
 and a partition being moved between directories is ``<topic>-<partition>.<uuid>-future``.
@@ -18,12 +22,15 @@ No other module builds one of these names by hand.
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import stat
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage.errors import InvalidTopicError
+from storage.errors import InvalidSegmentFileError, InvalidTopicError
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -48,12 +55,15 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 TOPIC_CONFIGS_FILE = "topic-configs.json"   # ours: the topic overrides a node keeps (node.topic_configs)
 LOCK_FILE = ".lock"
 META_PROPERTIES = "meta.properties"
+QUARANTINE_DIR = "quarantine"   # ours: bytes a recovery cut (storage.quarantine)
 
 MAX_TOPIC_LENGTH = 249
 MAX_DIR_NAME_LENGTH = 255
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 _SUFFIXED_DIR = re.compile(r"^(\S+)-(\S+)\.([0-9a-f]{32})(-delete|-future|-stray)$")
 _OFFSET_DIGITS = 20
+MAX_OFFSET = 2**63 - 1          # offsets are int64
+_QUARANTINED = re.compile(r"^(\d+)-(.+)\.(\d+)$")
 
 
 def offset_name(offset: int) -> str:
@@ -94,6 +104,97 @@ def is_segment_file(name: str) -> bool:
     return len(prefix) == _OFFSET_DIGITS and prefix.isdigit()
 
 
+def parse_base_offset(directory: Path, name: str) -> int:
+    """The base offset of segment file ``name`` in ``directory``, checked: 20 digits, at most
+    ``MAX_OFFSET`` (so every offset of the segment fits int64). ``InvalidSegmentFileError``
+    otherwise (a name that is no segment file at all is one too)."""
+    prefix = name.split(".", 1)[0]
+    path = str(directory / name)
+    if not prefix.isdigit() or not prefix.isascii():
+        raise InvalidSegmentFileError(f"{path}: {name!r} is not a segment file name", path=path,
+                                      reason="not a segment file name")
+    if len(prefix) != _OFFSET_DIGITS:
+        raise InvalidSegmentFileError(
+            f"{path}: the offset in the name has {len(prefix)} digits, segment files have "
+            f"{_OFFSET_DIGITS}; the loader would ignore it", path=path,
+            reason=f"{len(prefix)}-digit offset in the name")
+    offset = int(prefix)
+    if offset > MAX_OFFSET:
+        raise InvalidSegmentFileError(
+            f"{path}: base offset {offset} does not fit int64 (at most {MAX_OFFSET})",
+            path=path, reason="base offset beyond int64")
+    return offset
+
+
+def check_partition_entries(directory: Path, *, writable: bool = True) -> None:
+    """Raise ``InvalidSegmentFileError`` for the first entry of partition directory ``directory``
+    (in name order) named like a segment file (a name of digits, then a ``.``) that the loader
+    cannot use: see ``parse_base_offset``; not a regular file after following symlinks (a
+    directory, FIFO, socket, device, dangling link or symlink loop); a file this process may not
+    read (and write, unless ``writable=False``: a read-only check). An unlistable directory, and a
+    ``quarantine`` entry that is no directory, raise it too. Opens nothing, so a FIFO cannot block.
+    """
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError as err:
+        raise InvalidSegmentFileError(
+            f"{directory}: cannot list the partition directory: {err.strerror}",
+            path=str(directory), reason=f"unlistable ({errno.errorcode.get(err.errno, err.errno)})"
+        ) from None
+    for name in names:
+        if name == QUARANTINE_DIR and not os.path.isdir(directory / name):
+            path = str(directory / name)
+            raise InvalidSegmentFileError(
+                f"{path}: not a directory, so recovery could not keep what it cuts there",
+                path=path, reason="quarantine is not a directory")
+        prefix, dot, _ = name.partition(".")
+        if not dot or not prefix.isdigit():
+            continue
+        parse_base_offset(directory, name)
+        path = directory / name
+        try:
+            mode = os.stat(path).st_mode
+        except OSError as err:
+            raise InvalidSegmentFileError(
+                f"{path}: cannot stat it: {err.strerror}", path=str(path),
+                reason=f"unreadable ({errno.errorcode.get(err.errno, err.errno)})") from None
+        if not stat.S_ISREG(mode):
+            kind = file_kind(mode)
+            raise InvalidSegmentFileError(f"{path}: a {kind} named like a segment file",
+                                          path=str(path), reason=f"a {kind}")
+        if not os.access(path, os.R_OK | (os.W_OK if writable else 0)):
+            needed = "readable and writable" if writable else "readable"
+            raise InvalidSegmentFileError(f"{path}: not {needed} by this process",
+                                          path=str(path), reason="permission denied")
+
+
+def file_kind(mode: int) -> str:
+    """``directory``, ``FIFO``, ``socket``, ``device`` or ``regular file`` for a ``st_mode``."""
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    return "regular file" if stat.S_ISREG(mode) else "special file"
+
+
+def quarantine_file(directory: Path, stamp_ms: int, original: str, position: int) -> Path:
+    """Where recovery keeps the bytes it cut from ``original`` (a file of partition directory
+    ``directory``) from ``position`` on, at time ``stamp_ms``."""
+    return directory / QUARANTINE_DIR / f"{stamp_ms}-{original}.{position}"
+
+
+def parse_quarantine_name(name: str) -> tuple[int, str, int] | None:
+    """``(stamp_ms, original name, position)`` of a ``quarantine_file`` name; None for others."""
+    match = _QUARANTINED.match(name)
+    if match is None:
+        return None
+    return int(match.group(1)), match.group(2), int(match.group(3))
+
+
 def strip_temp_suffix(path: Path) -> Path:
     """``…0.log.swap`` -> ``…0.log``; other names are returned unchanged."""
     for suffix in TEMP_SUFFIXES:
@@ -117,7 +218,7 @@ def validate_topic(topic: str) -> None:
         raise InvalidTopicError(
             f"topic name is {len(topic)} characters, the limit is {MAX_TOPIC_LENGTH}", topic=topic
         )
-    if not _LEGAL_TOPIC.match(topic):
+    if not _LEGAL_TOPIC.fullmatch(topic):
         raise InvalidTopicError(
             f"topic name {topic!r} has characters outside [a-zA-Z0-9._-]", topic=topic
         )

@@ -11,7 +11,11 @@ Every pass is safe to run again after a crash in the middle of it:
    is missing or malformed is recovered (its indexes rebuilt from the ``.log``).
 5. After an unclean shutdown only, recover every segment from the recovery point on: re-validate every
    batch (CRC, offsets) and truncate at the first invalid byte; segments after a truncation are
-   deleted (they were never flushed in order).
+   dropped (they were never flushed in order).
+
+Nothing a recovery cuts is deleted (ours, beyond Kafka): the truncated tail of a segment is copied,
+and every segment dropped after it moved, to the partition's ``quarantine/`` folder
+(``storage.quarantine``), and ``LoadResult.quarantined`` lists them.
 
 A segment whose valid batches overflow its base offset (an old broker's) is split, not truncated,
 wherever recovery meets it (passes 4 and 5; see ``storage.split``).
@@ -33,6 +37,7 @@ from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
 from storage.durable import fsync_dir
 from storage.errors import CorruptIndexError, CorruptRecordError, SegmentOffsetOverflowError
+from storage.quarantine import QuarantinedFile, keep_file, keep_tail, keep_while
 from storage.segment import LogSegment
 from storage.split import split_overflowed_segment
 
@@ -53,6 +58,7 @@ class LoadResult:
     deleted_temp_files: int
     completed_swaps: int
     clean_shutdown: bool = False   # loaded after a clean shutdown: nothing was re-validated
+    quarantined: tuple[QuarantinedFile, ...] = ()   # what recovery cut, kept in quarantine/
 
 
 class LogLoader:
@@ -72,6 +78,7 @@ class LogLoader:
         self._completed_swaps = 0
         self._rebuilt = 0
         self._truncated_rebuilding = 0   # bytes cut off while rebuilding indexes (pass 4)
+        self._quarantined: list[QuarantinedFile] = []
 
     def load(self) -> LoadResult:
         swaps = self._pass1_remove_temp_files()
@@ -181,17 +188,40 @@ class LogLoader:
         """``segment.recover``; a segment whose offsets overflow its base is split first and the
         parts recovered instead. Returns the bytes truncated and the segments now in its place."""
         try:
-            return segment.recover(self.config.max_message_bytes), [segment]
+            return self._recover_keeping_cut(segment), [segment]
         except SegmentOffsetOverflowError as err:
             log.warning("%s; splitting the segment", err)
-        parts, left_out = split_overflowed_segment(segment, self.config, clock=self.clock)
+        size, name = segment.size, segment.log_path.name
+        with keep_while(segment.log_path) as original:        # the split deletes the segment
+            parts, left_out = split_overflowed_segment(segment, self.config, clock=self.clock)
+            if left_out:          # the bytes it leaves out are a tail: keep them
+                self._quarantined.append(keep_tail(
+                    original, size - left_out, self.clock.milliseconds(),
+                    f"left out of the split of {name}: recovery truncated them", name=name))
         for i, part in enumerate(parts):
-            truncated = part.recover(self.config.max_message_bytes)
+            truncated = self._recover_keeping_cut(part)
             if truncated:
                 for later in parts[i + 1:]:
-                    later.delete_files()
+                    self._drop_segment(later, f"follows {part.log_path.name}, truncated")
                 return truncated + left_out, parts[:i + 1]
         return left_out, parts
+
+    # ---- the quarantine hook: what recovery cuts is kept, never deleted ------------------------
+    def _recover_keeping_cut(self, segment: LogSegment) -> int:
+        def keep_cut(position: int) -> None:
+            self._quarantined.append(keep_tail(
+                segment.log_path, position, self.clock.milliseconds(),
+                f"invalid bytes from position {position}: recovery truncated them"))
+
+        return segment.recover(self.config.max_message_bytes, keep_cut=keep_cut)
+
+    def _drop_segment(self, segment: LogSegment, reason: str) -> None:
+        """Move ``segment``'s ``.log`` to quarantine and delete its (derived) indexes."""
+        segment.close()
+        if segment.log_path.exists():
+            self._quarantined.append(keep_file(segment.log_path, self.clock.milliseconds(),
+                                               reason))
+        segment.delete_files()
 
     def _quick_index_check(self, stem: str, names: set[str]) -> None:
         """Cheap structural check from the sizes of the index files of segment ``stem`` (among
@@ -224,6 +254,10 @@ class LogLoader:
                 truncated, parts = self._recover(segment)
             except (CorruptRecordError, CorruptIndexError) as err:
                 log.warning("%s; truncating %s to its base offset", err, segment.log_path)
+                if segment.log_path.stat().st_size:
+                    self._quarantined.append(keep_tail(
+                        segment.log_path, 0, self.clock.milliseconds(),
+                        f"unreadable segment: {err}"))
                 truncated, parts = segment.truncate_fully(), [segment]
             segments[i:i + 1] = parts
             i += len(parts) - 1
@@ -236,8 +270,9 @@ class LogLoader:
                 log.warning("recovery truncated %d invalid bytes from %s", truncated,
                             segment.log_path)
                 for later in segments[i + 1:]:
-                    log.warning("deleting %s, which follows a truncated segment", later.log_path)
-                    later.delete_files()
+                    log.warning("moving %s, which follows a truncated segment, to quarantine",
+                                later.log_path)
+                    self._drop_segment(later, f"follows {segment.log_path.name}, truncated")
                 segments = segments[: i + 1]
                 break
             i += 1
@@ -263,7 +298,7 @@ class LogLoader:
         return LoadResult(segments, log_start, log_end, recovery_point,
                           truncated + self._truncated_rebuilding, recovered,
                           self._rebuilt, self._deleted_temp, self._completed_swaps,
-                          self.had_clean_shutdown)
+                          self.had_clean_shutdown, tuple(self._quarantined))
 
     def _unlink(self, path: Path) -> None:
         try:

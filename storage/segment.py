@@ -23,7 +23,7 @@ from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 from storage import files
 from storage.clock import SYSTEM_CLOCK, Clock
@@ -448,9 +448,12 @@ class LogSegment:
         return None
 
     # ---- recovery and truncation -------------------------------------------------------------
-    def recover(self, max_message_bytes: int | None = None) -> int:
+    def recover(self, max_message_bytes: int | None = None, *,
+                keep_cut: Callable[[int], None] | None = None) -> int:
         """Rebuild both indexes from the ``.log``, checking every batch's CRC and offsets, and
-        truncate at the first invalid byte. Returns the number of bytes truncated."""
+        truncate at the first invalid byte. Returns the number of bytes truncated.
+        ``keep_cut(position)``, if given, is called before truncating at ``position``, while the
+        bytes are still in the file (the loader copies them to quarantine)."""
         self.make_writable()
         self.offset_index.reset()
         self.time_index.reset()
@@ -500,6 +503,8 @@ class LogSegment:
                     stop = True
             truncated = file_size - valid
             if truncated:
+                if keep_cut is not None:
+                    keep_cut(valid)
                 os.ftruncate(fd, valid)
         finally:
             os.close(fd)

@@ -10,7 +10,11 @@ broker 0)::
 ``totalBytes``/``usableBytes`` are the file system's (as in Kafka 3.3+, KIP-827); ``dirtyRatio``
 is ours (the share of a compacted log not cleaned yet; 0 for other logs). An offline directory has
 Kafka's ``KafkaStorageException`` as ``error``, no partitions, and ``offlineReason`` saying what
-failed. Without ``--json``: a table of directories and one of partitions.
+failed. Ours too: ``problems`` lists the partitions the directory skipped when it was opened
+(``{"partition","error","path","reason","action"}``: an entry the loader cannot use, a typed load
+error) and ``quarantined`` the files its recovery moved to a partition's ``quarantine/`` folder
+(``{"path","original","position","bytes","reason"}``). Without ``--json``: a table of
+directories, one of partitions, and one of problems and quarantined files when there are any.
 """
 
 from __future__ import annotations
@@ -73,7 +77,11 @@ def describe(rows: list[dict[str, Any]], hosts: dict[str, str],
                  "partitions": sorted(partitions.get(r["log_dir"], []),
                                       key=lambda p: _order(p["partition"])),
                  "totalBytes": r.get("disk_total_bytes", -1),
-                 "usableBytes": r.get("disk_free_bytes", -1)}
+                 "usableBytes": r.get("disk_free_bytes", -1),
+                 "problems": [{"partition": p["name"], "error": p["error"], "path": p["path"],
+                               "reason": p["reason"], "action": p["action"]}
+                              for p in r.get("problems") or ()],
+                 "quarantined": [dict(q) for q in r.get("quarantined") or ()]}
         if not online:
             entry["offlineReason"] = r.get("offline_reason")
         brokers.setdefault(host_ids.get(hosts.get(r["log_dir"], ""), 0), []).append(entry)
@@ -100,3 +108,13 @@ def _print(document: dict[str, Any]) -> None:
     print_table(out, "partitions", ["partition", "log dir", "size", "dirty ratio"],
                 [(p["partition"], d["logDir"], human_bytes(p["size"]), f"{p['dirtyRatio']:.3f}")
                  for _, d in dirs for p in d["partitions"]])
+    problems = [(p["partition"], d["logDir"], p["action"], f"{p['error']}: {p['reason']}")
+                for _, d in dirs for p in d.get("problems", [])]
+    if problems:
+        print_table(out, "partitions not loaded", ["partition", "log dir", "action", "problem"],
+                    problems, wrap=["problem"])
+    kept = [(q["path"], q["original"], q["position"], human_bytes(q["bytes"]), q["reason"])
+            for _, d in dirs for q in d.get("quarantined", [])]
+    if kept:
+        print_table(out, "quarantined by recovery",
+                    ["file", "from", "position", "size", "reason"], kept, wrap=["reason"])

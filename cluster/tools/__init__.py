@@ -9,8 +9,13 @@ numba and rich are imported inside the functions that need them, and ray never.
 Exit codes shared by the tools::
 
     0  EXIT_OK        nothing wrong (or everything repaired)
-    1  EXIT_PROBLEMS  damage found (``dump-log --verify``) or repairs needed (``recover --dry-run``)
-    2  EXIT_USAGE     bad arguments, a missing file, a directory locked by a running node
+    1  EXIT_PROBLEMS  damage found (``dump-log --verify``), repairs needed (``recover --dry-run``),
+                      a repair that failed, or damage no tool repairs (``recover``'s ``manual``
+                      findings: an entry named like a segment that is no usable file, a batch
+                      whose records do not decode), each also one line on stderr
+    2  EXIT_USAGE     bad arguments, a missing file, a directory locked by a running node, or one
+                      that cannot be listed or locked (a ``.lock`` that is no file, a read-only
+                      file system when repairing): one line on stderr, never a traceback
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, TextIO, cast
 
 from cluster.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
-from cluster.tools.output import json_line
+from cluster.tools.output import EscapingStream, json_line, printable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -196,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
     names = [*args.files, *(n for group in args.files_option for n in group.split(",") if n)]
     if not names:
         raise UsageError("no files given")
-    missing = [n for n in names if not Path(n).is_file()]
+    missing = [printable(n) for n in names if not Path(n).is_file()]
     if missing:
         raise UsageError(f"not a file: {', '.join(missing)}")
     out, err = sys.stdout, sys.stderr
@@ -208,10 +208,13 @@ def run(args: argparse.Namespace) -> int:
     trailers = Trailers()
     for name in names:
         path = Path(name)
+        # every line naming the file shows control characters of its name escaped
+        raw = [name, str(path), str(path.absolute()), path.name]
+        file_out, file_err = EscapingStream(out, raw), EscapingStream(err, raw)
         if opts.verify:
-            verify_file(path, name, opts, trailers, out)
+            verify_file(path, printable(name), opts, trailers, file_out)
         else:
-            dump_file(path, name, opts, trailers, out, err)
+            dump_file(path, printable(name), opts, trailers, file_out, file_err)
     if not opts.json:
         trailers.write(err)
     if trailers.damaged_files and opts.verify and not opts.json:
@@ -314,7 +317,7 @@ def _dump_log(path: Path, name: str, kind: str, opts: DumpOptions, trailers: Tra
     if trailing > 0 and opts.max_bytes is None and not opts.json:
         out.write(f"Found {trailing} invalid bytes at the end of {path.name}\n")
     if walk.gaps:
-        trailers.non_consecutive[str(path.absolute())] = walk.gaps[::-1]   # Kafka: newest first
+        trailers.non_consecutive[printable(str(path.absolute()))] = walk.gaps[::-1]   # newest 1st
     doc.update({"size": len(data), "batches": batches, "validBytes": valid,
                 "invalidBytes": trailing if opts.max_bytes is None else None,
                 "nonConsecutiveOffsets": [list(gap) for gap in walk.gaps],

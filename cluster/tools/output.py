@@ -9,6 +9,7 @@ imported on first use, keeping ``strata --help`` fast.
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from contextlib import contextmanager
@@ -18,6 +19,44 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 WIDE = 200   # columns of a console that is not a terminal (a pipe, a file, a test)
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character (C0, DEL, C1; newlines and tabs too) and every
+    undecodable byte (a surrogate from ``os.fsdecode``) escaped as ``\\xNN`` (``\\uNNNN`` above
+    0xFF), so a hostile file name cannot drive the terminal or forge a line of output."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch == " " else _escape(ch) for ch in text)
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    if 0xDC80 <= code <= 0xDCFF:         # surrogateescape: the raw byte
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+class EscapingStream(io.TextIOBase):
+    """A text stream that writes ``raw`` forms of a file name as their ``printable`` form (the
+    messages of storage errors embed the path as it is)."""
+
+    def __init__(self, stream: IO[str], raw: list[str]) -> None:
+        super().__init__()
+        self._stream = stream
+        self._pairs = sorted(((r, printable(r)) for r in set(raw) if r != printable(r)),
+                             key=lambda pair: -len(pair[0]))
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        for raw, shown in self._pairs:
+            text = text.replace(raw, shown)
+        return self._stream.write(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
 
 
 def json_line(document: Any) -> str:

@@ -1,5 +1,11 @@
 """``strata recover DIR [--dry-run] [--json] [--report FILE]``: offline check-and-repair of one log
 directory, for when a node will not start or its data is suspect. The node must be stopped.
+``strata recover DIR --list-quarantine`` lists the bytes recoveries kept in the partitions'
+``quarantine/`` folders and ``--export-quarantine DEST`` copies them to ``DEST/<partition>/``.
+
+Every partition is checked with its topic's settings (``max.message.bytes`` above all): the
+overrides the node keeps in ``DIR/topic-configs.json`` (``node.topic_configs``) over Kafka's
+defaults, so a legal 10 MiB batch of a topic that allows it is not taken for damage.
 
 Check (both modes; one progress step per segment). For every partition directory it predicts
 what the loader (storage/loader.py) does to it at an unclean start, and finds:
@@ -9,10 +15,10 @@ what the loader (storage/loader.py) does to it at an unclean start, and finds:
     swap                      complete-swap   a finished *.log.swap is renamed over its originals
     swapped-original          delete          a segment file replaced by such a swap
     orphan-index              delete          an index without its .log
-    corrupt-batch, torn-tail  truncate        the segment is cut at the first bad byte; the cut
-                                              bytes are first copied to quarantine
-    after-truncation          quarantine      a segment after a truncated one: recovery deletes
-                                              it, after it got a second name in quarantine
+    corrupt-batch, torn-tail  truncate        the segment is cut at the first bad byte; the
+                                              loader keeps the cut bytes in quarantine/
+    after-truncation          quarantine      a segment after a truncated one: recovery moves
+                                              it whole to quarantine/ (Kafka deletes it)
     offset-overflow           split           an old broker's segment whose offsets overflow its
                                               base: split into segments that fit (nothing lost)
     missing-index, corrupt-index, untrimmed-index, missing-time-index, corrupt-time-index
@@ -22,20 +28,34 @@ what the loader (storage/loader.py) does to it at an unclean start, and finds:
     stale-snapshot            quarantine      producer state above the log end after recovery
                                               (Kafka deletes it): renamed <name>.stale.<ms>
     invalid-dir, not-loaded   none            reported only; the node does not load it either
+    unusable-entry            manual          an entry named like a segment file that is no
+                                              usable file (a directory, FIFO, symlink loop, an
+                                              offset beyond int64, a name not of 20 digits, no
+                                              permission): the node skips the partition; nothing
+                                              in it is read or changed, a person must fix it
+    unreadable-batch          manual          a batch that passes its CRC but whose records do
+                                              not decode (readers fail on it); left in place
 
-Repair (without ``--dry-run``), per partition that needs it: quarantine first, then open the
-partition with ``storage.log.Log.open`` as after an unclean shutdown (no recovery point, so every
-segment is re-validated and every index rebuilt), close it, and check it again. Quarantine never
-deletes. Truncated tails are copied to ``<partition>/<segment>.log.<ms>.truncated`` (the bytes
-from the truncation position, which the report names); dropped segments get a second name the
-same way (a hard link: the loader's delete leaves the bytes); unreadable checkpoints and
-snapshots become ``<name>.corrupt.<ms>``. The loader ignores all of these names.
+Repair (without ``--dry-run``), per partition that needs it and has no ``manual`` finding:
+quarantine first, then open the partition with ``storage.log.Log.open`` as after an unclean
+shutdown (no recovery point, so every segment is re-validated and every index rebuilt), close it,
+and check it again. Quarantine never deletes. The loader itself keeps what it cuts in
+``<partition>/quarantine/`` (``storage.quarantine``: the truncated tail of a segment from the
+position the report names, every segment after it whole); unreadable checkpoints and snapshots
+become ``<name>.corrupt.<ms>``. The loader ignores all of these names (and the
+``<segment>.log.<ms>.truncated`` copies of earlier versions of this tool).
+
+Every ``manual`` finding, and every failure to read or write the directory (a read-only file
+system, a ``.lock`` that is no file), is one line on stderr, never a traceback; the exit code says
+which (``cluster.tools``).
 ``<DIR>/recovery-report.json`` (and ``--report FILE``) records what was found and done.
 ``--dry-run`` changes nothing on disk: it takes a shared ``flock`` on an existing ``.lock``
 instead of the node's exclusive lock, and writes only ``--report FILE``.
 
-Exit codes: 0 healthy or repaired; 1 repairs needed (``--dry-run``) or a repair failed; 2 usage
-errors, or the directory is locked by a running node.
+Exit codes: 0 healthy or repaired; 1 repairs needed (``--dry-run``), a repair failed or damage
+recover cannot repair (``manual``); 2 usage errors, a directory that cannot be listed or locked
+(a ``.lock`` that is a directory, a read-only file system when repairing), or one locked by a
+running node.
 """
 
 from __future__ import annotations
@@ -47,21 +67,23 @@ import re
 import shutil
 import sys
 from contextlib import contextmanager
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from cluster.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
-from cluster.tools.output import human_bytes, json_line
+from cluster.tools.output import human_bytes, json_line, printable
 
 if TYPE_CHECKING:
     from cluster.tools.dump_log import LogCheck
     from storage.clock import Clock
+    from storage.config import LogConfig
 
 REPORT_NAME = "recovery-report.json"
 REPORT_VERSION = 1
-TRUNCATE, DELETE, COMPLETE_SWAP, REBUILD, SPLIT, QUARANTINE, NONE = (
-    "truncate", "delete", "complete-swap", "rebuild", "split", "quarantine", "none")
+TRUNCATE, DELETE, COMPLETE_SWAP, REBUILD, SPLIT, QUARANTINE, NONE, MANUAL = (
+    "truncate", "delete", "complete-swap", "rebuild", "split", "quarantine", "none", "manual")
 _QUARANTINED = re.compile(r"(\.\d+\.truncated|\.(corrupt|stale)\.\d+)$")
 
 
@@ -77,6 +99,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--report", type=Path, metavar="FILE",
                         help=f"also write the report to FILE (besides DIR/{REPORT_NAME})")
+    parser.add_argument("--list-quarantine", action="store_true",
+                        help="list the bytes recoveries kept in the partitions' quarantine/ "
+                             "folders; change nothing")
+    parser.add_argument("--export-quarantine", type=Path, metavar="DEST",
+                        help="copy every quarantined file to DEST/<partition>/; change nothing "
+                             "in DIR")
     parser.set_defaults(handler=run)
 
 
@@ -149,16 +177,22 @@ class DirCheck:
 def count_segments(path: Path) -> int:
     from storage import files
 
-    return sum(1 for n in os.listdir(path) if files.is_segment_file(n)
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return 0          # reported by check_directory
+    return sum(1 for n in names if files.is_segment_file(n)
                and files.strip_temp_suffix(Path(n)).suffix == files.LOG_SUFFIX
                and not n.endswith((files.CLEANED_SUFFIX, files.DELETED_SUFFIX)))
 
 
 def check_directory(directory: Path, advance: Callable[[str], None],
-                    max_message_bytes: int) -> DirCheck:
-    """Check the directory's checkpoints and every partition (``advance`` per segment)."""
+                    max_message_bytes: int,
+                    topic_configs: Mapping[str, LogConfig] | None = None) -> DirCheck:
+    """Check the directory's checkpoints and every partition (``advance`` per segment), each
+    with its topic's ``max.message.bytes`` from ``topic_configs``, else ``max_message_bytes``."""
     from storage import files
-    from storage.errors import InvalidTopicError
+    from storage.errors import InvalidSegmentFileError, InvalidTopicError
 
     result = DirCheck(directory)
     for name in (files.RECOVERY_POINT_CHECKPOINT, files.LOG_START_OFFSET_CHECKPOINT,
@@ -179,9 +213,28 @@ def check_directory(directory: Path, advance: Callable[[str], None],
             result.findings.append(Finding("not-loaded", entry.name, f"{why}; the node does not "
                                            "load it, recover leaves it alone", NONE))
         else:
-            result.partitions.append(check_partition(directory, entry, advance,
-                                                     max_message_bytes))
+            config = (topic_configs or {}).get(parsed.topic_partition.topic)
+            limit = config.max_message_bytes if config is not None else max_message_bytes
+            try:
+                files.check_partition_entries(entry, writable=False)
+            except InvalidSegmentFileError as error:
+                unusable = PartitionCheck(entry.name, entry)
+                where = Path(str(error.fields.get("path", entry)))
+                unusable.findings.append(Finding(
+                    "unusable-entry", _relative(directory, where), f"{error}; the node skips "
+                    "this partition and recover cannot repair it: fix or move the entry by hand",
+                    MANUAL))
+                result.partitions.append(unusable)
+                continue
+            result.partitions.append(check_partition(directory, entry, advance, limit))
     return result
+
+
+def _relative(directory: Path, path: Path) -> str:
+    try:
+        return str(path.relative_to(directory))
+    except ValueError:
+        return str(path)
 
 
 def _check_checkpoint(directory: Path, path: Path, findings: list[Finding]) -> None:
@@ -320,12 +373,19 @@ def _check_segment(directory: Path, path: Path, base: int, segment: Path, swappe
                        name=name)
     if after_truncation:
         findings.append(Finding("after-truncation", name, "follows a truncated segment: "
-                                "recovery deletes it", QUARANTINE, position=0, bytes=result.size,
+                                "recovery moves it to quarantine/", QUARANTINE, position=0,
+                                bytes=result.size,
                                 records=result.records + result.dropped_records))
         return result
     if result.overflow is not None:
         findings.append(Finding("offset-overflow", name, result.overflow.message, SPLIT,
                                 position=result.overflow.position))
+    unreadable = _first_undecodable(segment, read_only(segment), result)
+    if unreadable is not None:
+        position, why = unreadable
+        findings.append(Finding("unreadable-batch", name, f"{why}; the batch passes its CRC so "
+                                "recovery keeps it, but readers fail on it", MANUAL,
+                                position=position))
     if result.problem is not None:
         torn = "torn write" in result.problem.message
         findings.append(Finding(
@@ -355,43 +415,49 @@ def _check_segment(directory: Path, path: Path, base: int, segment: Path, swappe
     return result
 
 
+def _first_undecodable(segment: Path, data: Any, result: LogCheck) -> tuple[int, str] | None:
+    """Decode the records of every batch ``check_log`` kept (decompressing them as a reader
+    does): the position and error of the first that fails, or None."""
+    from storage.errors import StorageError
+    from storage.records import RecordBatch
+
+    starts = result.positions.tolist()
+    for position, end in zip(starts, [*starts[1:], result.valid_bytes]):
+        try:
+            RecordBatch(data[position:end], position, segment).check_records()
+        except (StorageError, ValueError) as error:
+            return position, str(error)
+    return None
+
+
 # ---- repairing ---------------------------------------------------------------------------------
 def repair_partition(directory: Path, check: PartitionCheck, clock: Clock,
-                     max_message_bytes: int) -> None:
-    """Quarantine, recover with the storage loader, check again; fills ``check.repair``."""
+                     max_message_bytes: int, config: LogConfig | None = None) -> None:
+    """Quarantine, recover with the storage loader, check again; fills ``check.repair``.
+    ``config`` is the partition's topic config (default: Kafka's with ``max_message_bytes``)."""
     from storage.config import LogConfig
     from storage.durable import fsync_dir
     from storage.log import Log
 
+    config = config or LogConfig(max_message_bytes=max_message_bytes)
     stamp = clock.milliseconds()
     quarantined: list[dict[str, Any]] = []
     for finding in check.findings:
-        source = directory / finding.file
-        if finding.action == TRUNCATE:
-            target = source.with_name(f"{_final_name(source)}.{stamp}.truncated")
-            _copy_tail(source, finding.position or 0, target)
-        elif finding.action == QUARANTINE and finding.kind == "after-truncation":
-            # a second name for the file: the loader deletes the segment as it always does
-            # (so what it does stays exactly the recovery that was predicted) and the bytes stay
-            target = source.with_name(f"{_final_name(source)}.{stamp}.truncated")
-            _link_or_copy(source, target)
-        elif finding.action == QUARANTINE:
+        if finding.action == QUARANTINE and finding.kind != "after-truncation":
+            source = directory / finding.file
             reason = "stale" if finding.kind == "stale-snapshot" else "corrupt"
             target = source.with_name(f"{source.name}.{reason}.{stamp}")
             os.replace(source, target)
-        else:
-            continue
-        quarantined.append({"file": finding.file, "position": finding.position,
-                            "movedTo": str(target.relative_to(directory)),
-                            "bytes": target.stat().st_size})
+            quarantined.append({"file": finding.file, "position": finding.position,
+                                "movedTo": str(target.relative_to(directory)),
+                                "bytes": target.stat().st_size})
     fsync_dir(check.path)
     segment_work = any(f.action in (TRUNCATE, DELETE, COMPLETE_SWAP, REBUILD, SPLIT)
                        or f.kind == "after-truncation" for f in check.findings)
     loaded: dict[str, Any] = {}
     if segment_work:
         # log_start_offset=0: a checkpointed start above the new end must not empty the log here
-        log = Log.open(check.path, LogConfig(max_message_bytes=max_message_bytes),
-                       log_start_offset=0)
+        log = Log.open(check.path, config, log_start_offset=0)
         try:
             result = log.load_result
             loaded = {"truncatedBytes": result.truncated_bytes,
@@ -402,7 +468,12 @@ def repair_partition(directory: Path, check: PartitionCheck, clock: Clock,
                       "logEndOffset": result.log_end_offset}
         finally:
             log.close()
-    after = check_partition(directory, check.path, lambda _name: None, max_message_bytes)
+        # what the loader cut, it kept in <partition>/quarantine/ (storage.quarantine)
+        quarantined.extend({"file": str((check.path / kept.original).relative_to(directory)),
+                            "position": kept.position,
+                            "movedTo": str(Path(kept.path).relative_to(directory)),
+                            "bytes": kept.bytes} for kept in result.quarantined)
+    after = check_partition(directory, check.path, lambda _name: None, config.max_message_bytes)
     check.repair = {
         **loaded, "truncatedRecords": sum(f.records for f in check.findings
                                           if f.action == TRUNCATE or f.kind == "after-truncation"),
@@ -410,39 +481,19 @@ def repair_partition(directory: Path, check: PartitionCheck, clock: Clock,
         "remaining": [f.to_json() for f in after.findings if f.action != NONE]}
 
 
-def _final_name(path: Path) -> str:
-    from storage import files
-
-    return files.strip_temp_suffix(path).name
-
-
-def _link_or_copy(source: Path, target: Path) -> None:
-    try:
-        os.link(source, target)
-    except OSError:                 # a filesystem without hard links
-        _copy_tail(source, 0, target)
-
-
-def _copy_tail(source: Path, position: int, target: Path) -> None:
-    """Copy ``source[position:]`` to a new file ``target`` and make it durable."""
-    with open(source, "rb") as src, open(target, "xb") as dst:
-        src.seek(position)
-        shutil.copyfileobj(src, dst, 1 << 20)
-        dst.flush()
-        os.fsync(dst.fileno())
-
-
 # ---- the subcommand ----------------------------------------------------------------------------
 @contextmanager
 def _exclusive(directory: Path) -> Iterator[None]:
     """The node's own lock (node.lock): a running node, or another recover, makes this fail."""
-    from node.errors import LogDirLockedError
+    from node.errors import InvalidLogDirError, LogDirLockedError
     from node.lock import DirLock
 
     try:
         held = DirLock.acquire(directory)
     except LogDirLockedError as error:
         raise UsageError(f"{error}; stop the node before running recover") from None
+    except InvalidLogDirError as error:       # a read-only file system, no permission
+        raise UsageError(str(error)) from None
     try:
         yield
     finally:
@@ -478,36 +529,78 @@ def _shared(directory: Path) -> Iterator[None]:
 
 
 def run(args: argparse.Namespace, clock: Clock | None = None) -> int:
-    from cluster.tools.output import progress_bar
+    clock = clock or _system_clock()
+    directory = Path(os.path.abspath(args.directory))
+    try:
+        _check_usable(directory, args.directory)
+        if args.list_quarantine or args.export_quarantine is not None:
+            with _shared(directory):
+                return _quarantine_command(directory, args)
+        return _check_and_repair(directory, args, clock)
+    except BrokenPipeError:
+        raise                    # the reader went away: cluster.cli stops quietly
+    except OSError as error:     # a failing or read-only disk, no permission: one line
+        raise UsageError(_os_error(error)) from None
+
+
+def _system_clock() -> Clock:
     from storage.clock import SYSTEM_CLOCK
+
+    return SYSTEM_CLOCK
+
+
+def _os_error(error: OSError) -> str:
+    where = f"{error.filename}: " if error.filename else ""
+    return f"{where}{error.strerror or error}"
+
+
+def _check_usable(directory: Path, given: Path) -> None:
+    """Refuse (``UsageError``) what is no log directory this tool can work on."""
+    from storage.files import LOCK_FILE
+
+    if not directory.is_dir():
+        raise UsageError(f"{given} is not a directory")
+    if any(n.endswith(".log") for n in os.listdir(directory)):
+        raise UsageError(f"{given} holds segment files: it is a partition directory; "
+                         "pass the log directory that contains it")
+    lock = directory / LOCK_FILE
+    if os.path.lexists(lock) and not stat.S_ISREG(os.stat(lock).st_mode):
+        raise UsageError(f"{lock} is not a regular file: no node can lock this directory; "
+                         "move it aside by hand")
+
+
+def _topic_configs(directory: Path) -> dict[str, LogConfig]:
+    """Each topic's config from the overrides the node keeps in ``DIR/topic-configs.json``."""
+    from node.topic_configs import TopicConfigsFile
+    from storage.config import LogConfig
+    from storage.errors import StorageError
+
+    try:
+        overrides = TopicConfigsFile(directory).read()
+        return {topic: LogConfig().with_overrides(o) for topic, o in overrides.items()}
+    except StorageError as error:
+        raise UsageError(f"{error}; the node would not start with it either") from None
+
+
+def _check_and_repair(directory: Path, args: argparse.Namespace, clock: Clock) -> int:
+    from cluster.tools.output import progress_bar
     from storage.config import LogConfig
 
-    clock = clock or SYSTEM_CLOCK
-    directory = Path(os.path.abspath(args.directory))
-    if not directory.is_dir():
-        raise UsageError(f"{args.directory} is not a directory")
-    if any(n.endswith(".log") for n in os.listdir(directory)):
-        raise UsageError(f"{args.directory} holds segment files: it is a partition directory; "
-                         "pass the log directory that contains it")
     max_message_bytes = LogConfig().max_message_bytes
+    configs = _topic_configs(directory)
     started = clock.milliseconds()
     with (_shared if args.dry_run else _exclusive)(directory):
         partitions = [p for p in sorted(directory.iterdir()) if p.is_dir()]
         total = sum(count_segments(p) for p in partitions if not p.name.endswith("-delete"))
         with progress_bar(total, f"checking {directory.name}") as steps:
             result = check_directory(directory, lambda name: steps.advance(name),
-                                     max_message_bytes)
+                                     max_message_bytes, configs)
         if not args.dry_run:
             todo = [p for p in result.partitions if p.needs_repair]
             _repair_dir_files(directory, result, clock)
             with progress_bar(len(todo), "repairing") as steps:
                 for partition in todo:
-                    try:
-                        repair_partition(directory, partition, clock, max_message_bytes)
-                    except Exception as error:  # noqa: BLE001 - one bad partition never stops
-                        partition.repair = {"verified": False,      # the others; reported
-                                            "error": f"{type(error).__name__}: {error}",
-                                            "remaining": []}
+                    _repair_one(directory, partition, clock, max_message_bytes, configs)
                     steps.advance(partition.name)
         report = build_report(result, dry_run=args.dry_run, started_ms=started,
                               finished_ms=clock.milliseconds())
@@ -519,8 +612,63 @@ def run(args: argparse.Namespace, clock: Clock | None = None) -> int:
         sys.stdout.write(json_line(report) + "\n")
     else:
         print_report(report)
+    for partition, finding in result.all_findings():
+        if finding.action == MANUAL:
+            print(printable(f"strata recover: {finding.file}: {finding.kind}: "
+                            f"{finding.message}"), file=sys.stderr)
     status = report["status"]
     return EXIT_OK if status in ("healthy", "repaired") else EXIT_PROBLEMS
+
+
+def _repair_one(directory: Path, partition: PartitionCheck, clock: Clock, max_message_bytes: int,
+                configs: Mapping[str, LogConfig]) -> None:
+    """Repair one partition; a failure (or an entry only a person can fix) is reported in its
+    ``repair`` and never stops the others."""
+    from storage.files import parse_partition_dir
+
+    unusable = [f for f in partition.findings if f.kind == "unusable-entry"]
+    if unusable:
+        partition.repair = {"verified": False, "error": unusable[0].message,
+                            "remaining": [f.to_json() for f in unusable]}
+        return
+    config = configs.get(parse_partition_dir(partition.name).topic_partition.topic)
+    try:
+        repair_partition(directory, partition, clock, max_message_bytes, config)
+    except Exception as error:  # noqa: BLE001 - one bad partition never stops the others
+        partition.repair = {"verified": False, "error": f"{type(error).__name__}: {error}",
+                            "remaining": []}
+
+
+def _quarantine_command(directory: Path, args: argparse.Namespace) -> int:
+    """``--list-quarantine`` / ``--export-quarantine DEST``: read-only on ``directory``."""
+    from storage.quarantine import list_quarantine
+
+    kept = [(p.name, q) for p in sorted(directory.iterdir()) if p.is_dir()
+            for q in list_quarantine(p)]
+    if args.export_quarantine is not None:
+        dest = Path(args.export_quarantine)
+        for partition, q in kept:
+            target = dest / partition / Path(q.path).name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(q.path, "rb") as src, open(target, "xb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            shutil.copystat(q.path, target)
+    rows = [{"partition": partition, "file": str(Path(q.path).relative_to(directory)),
+             "original": q.original, "position": q.position, "bytes": q.bytes}
+            for partition, q in kept]
+    if args.json:
+        sys.stdout.write(json_line({"logDir": str(directory), "quarantined": rows}) + "\n")
+    else:
+        from cluster.tools.output import console, print_table
+
+        out = console()
+        print_table(out, f"{directory}: {len(rows)} quarantined files",
+                    ("partition", "file", "from", "position", "bytes"),
+                    [(r["partition"], r["file"], r["original"], r["position"], r["bytes"])
+                     for r in rows])
+        if args.export_quarantine is not None:
+            out.print(f"copied {len(rows)} files to {args.export_quarantine}", markup=False)
+    return EXIT_OK
 
 
 def _repair_dir_files(directory: Path, result: DirCheck, clock: Clock) -> None:

@@ -105,3 +105,45 @@ def test_json_of_snapshots_and_argument_helpers() -> None:
     assert parse_config(["a=1", " b = x=y "]) == {"a": "1", "b": "x=y"}
     with pytest.raises(UsageError, match="KEY=VALUE"):
         parse_config(["novalue"])
+
+
+def test_log_dirs_describe_lists_skipped_partitions_and_quarantined_files(
+        tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 12: a partition skipped at load and the bytes a recovery cut show in log-dirs
+    describe (from a real LogDir's stats, turned into rows as Cluster.stats does)."""
+    import dataclasses
+
+    from cluster.commands.log_dirs import _print
+    from node import LogDir
+    from storage.config import LogConfig
+
+    path = tmp_path / "logs"
+    config = LogConfig(segment_bytes=300)
+    with LogDir.open(path, default_config=config, start_tasks=False) as d:
+        for topic in ("good", "bad"):
+            for i in range(10):
+                d.get_or_create_log(topic, 0).append([Record(b"k", b"v%d" % i, 1_000)])
+    (path / "bad-0" / "00000000000000000000.log").unlink()
+    (path / "bad-0" / "00000000000000000000.log").mkdir()
+    (path / ".kafka_cleanshutdown").unlink()
+    active = max((path / "good-0").glob("*.log"))
+    with open(active, "ab") as f:
+        f.write(b"torn")
+    with LogDir.open(path, default_config=config, start_tasks=False) as d:
+        stats = dataclasses.asdict(d.stats())
+    stats.pop("partitions")
+    stats.pop("invalid_dirs")
+    document = describe([{"kind": "log_dir", "log_dir": str(path), **stats}], {str(path): "h"})
+    [entry] = document["brokers"][0]["logDirs"]
+    [problem] = entry["problems"]
+    assert (problem["partition"], problem["error"], problem["action"]) == \
+        ("bad-0", "InvalidSegmentFileError", "skipped")
+    assert problem["path"] == str(path / "bad-0" / "00000000000000000000.log")
+    [kept] = entry["quarantined"]
+    assert (kept["original"], kept["bytes"]) == (active.name, 4)
+    assert kept["path"].startswith(str(path / "good-0" / "quarantine" / ""))
+    json.dumps(document)
+    _print(document)
+    out = capsys.readouterr().out
+    assert "partitions not loaded" in out and "InvalidSegmentFileError" in out
+    assert "quarantined by recovery" in out

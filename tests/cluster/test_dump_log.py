@@ -426,3 +426,34 @@ def test_missing_files_are_a_usage_error(tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = dump(capsys, tmp_path / "nope.log")
     assert code == 2 and "not a file" in err
+
+
+# ---- hostile file names (issue 12) -------------------------------------------------------------
+HOSTILE = "evil\x1b]0;pwned\x07\x1b[2J\rforged line\n\x7f\x9b.log"
+HOSTILE_SHOWN = "evil\\x1b]0;pwned\\x07\\x1b[2J\\x0dforged line\\x0a\\x7f\\x9b.log"
+
+
+@pytest.mark.parametrize("args", [(), ("--deep-iteration",), ("--verify",),
+                                  ("--verify", "--deep-iteration"), ("--json",)])
+def test_control_characters_of_a_file_name_are_escaped_in_every_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], args: tuple[str, ...]) -> None:
+    """dump-log printed a file name's escape sequences raw (a terminal title, a screen clear,
+    a carriage return forging a line). Every line naming the file escapes them now, the messages
+    of the storage errors that embed the path included (the second batch fails its CRC)."""
+    good, bad = vector_batch(), bytearray(vector_batch())
+    bad[-1] ^= 0x01
+    path = write_segment(tmp_path, [good, bytes(bad)], HOSTILE)
+    code, out, err = dump(capsys, path, *args)
+    assert code == (1 if "--verify" in args else 0)
+    for text in (out, err):
+        assert not any(ch in text for ch in "\x1b\x07\r\x7f\x9b"), repr(text)
+        assert "forged line\n" not in text
+    shown = str(tmp_path / HOSTILE_SHOWN)
+    if "--json" in args:
+        assert json.loads(out)["file"] == shown
+    elif "--verify" in args:
+        assert f"{shown}: position 70: " in out    # the CRC problem names the file
+    else:
+        assert out.startswith(f"Dumping {shown}\n")
+    assert main(["dump-log", str(tmp_path / "no\x1bsuch.log")]) == 2
+    assert "no\\x1bsuch.log" in capsys.readouterr().err

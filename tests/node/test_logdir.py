@@ -4,6 +4,7 @@ clean-shutdown marker, checkpoints, invalid names, loading progress and failed l
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import os
 import pickle
@@ -31,6 +32,7 @@ from storage.files import (
     RECOVERY_POINT_CHECKPOINT,
     TopicPartition,
 )
+from storage.loader import LoadResult, LogLoader
 from storage.records import Record
 from storage.scheduler import FakeScheduler
 from tests.node.conftest import OpenDir
@@ -213,18 +215,28 @@ def test_clean_shutdown_marker_written_at_close_and_deleted_at_open(tmp_path: Pa
     d.close()
 
 
-def test_failed_load_leaves_no_marker_and_no_lock(tmp_path: Path) -> None:
+def test_failed_load_leaves_no_marker_and_no_lock(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A disk error (EIO) while loading one partition fails the whole open (STYLE.md P7); a stray
+    entry is only that partition's problem (the stray-file table in test_stray_files.py)."""
     path = tmp_path / "logs"
     with LogDir.open(path) as d:
         d.get_or_create_log("t", 0).append([Record(key=b"k", value=b"v", timestamp=0)])
     assert CleanShutdownFile(path).exists()
     (path / "u-0").mkdir()
-    (path / "u-0" / "00000000000000000000.log").mkdir()   # a segment that cannot be read
+    real_load = LogLoader.load
+
+    def failing_disk(loader: LogLoader) -> LoadResult:
+        if loader.dir.name == "u-0":
+            raise OSError(errno.EIO, "Input/output error", str(loader.dir))
+        return real_load(loader)
+
+    monkeypatch.setattr(LogLoader, "load", failing_disk)
     with pytest.raises(OSError) as failure:
         LogDir.open(path, recovery_threads=1)
     assert any("u-0" in note for note in getattr(failure.value, "__notes__", []))
     assert not CleanShutdownFile(path).exists()
-    (path / "u-0" / "00000000000000000000.log").rmdir()
+    monkeypatch.setattr(LogLoader, "load", real_load)
     with LogDir.open(path) as d:
         assert not d.had_clean_shutdown
         assert set(d.logs()) == {("t", 0), ("u", 0)}

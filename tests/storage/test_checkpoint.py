@@ -266,10 +266,7 @@ def test_clean_shutdown_file_tolerates_unknown_fields(tmp_path: Path) -> None:
     assert CleanShutdownFile(tmp_path).read_epoch() == 10
 
 
-@pytest.mark.parametrize(
-    "content",
-    [b"", b"not json", b'{"version":0}', b'{"brokerEpoch":"10"}', b"[1]", b"\xff\xfe"],
-)
+@pytest.mark.parametrize("content", [b"", b'{"version":0}', b'{"brokerEpoch":"10"}'])
 def test_clean_shutdown_file_without_a_readable_epoch_still_counts(
     tmp_path: Path, content: bytes
 ) -> None:
@@ -277,6 +274,39 @@ def test_clean_shutdown_file_without_a_readable_epoch_still_counts(
     marker = CleanShutdownFile(tmp_path)
     assert marker.exists()
     assert marker.read_epoch() is None
+    assert marker.read() == (True, None, None)
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [(b"not json", "is not JSON (JSONDecodeError)"), (b"[1]", "is not a JSON object"),
+     (b"\xff\xfe", "is not JSON (JSONDecodeError)"),
+     (b"[" * 2000 + b"]" * 2000, "is not JSON (RecursionError)"),
+     (b"[" * 100_000 + b"]" * 100_000, "has 200000 bytes, more than 4096")],
+)
+def test_a_clean_shutdown_marker_that_does_not_parse_means_unclean(
+    tmp_path: Path, content: bytes, why: str
+) -> None:
+    """Issue 12: a nested-JSON marker raised RecursionError out of LogDir.open. A marker that
+    cannot be read as one now counts as an unclean shutdown (recovery), never as a crash."""
+    (tmp_path / CLEAN_SHUTDOWN_FILE).write_bytes(content)
+    marker = CleanShutdownFile(tmp_path)
+    state = marker.read()
+    assert (state.clean, state.epoch) == (False, None)
+    assert state.problem == f"{marker.path} {why}: counted as an unclean shutdown"
+    assert marker.read_epoch() is None
+
+
+def test_a_clean_shutdown_marker_that_is_a_directory_means_unclean_and_is_removed(
+    tmp_path: Path
+) -> None:
+    (tmp_path / CLEAN_SHUTDOWN_FILE).mkdir()
+    marker = CleanShutdownFile(tmp_path)
+    assert marker.read() == (False, None, f"{marker.path} is not a regular file: counted as an "
+                                          "unclean shutdown")
+    marker.delete()
+    assert not marker.path.exists()
+    assert marker.read() == (False, None, None)
 
 
 # -- checkpoints written by Kafka ----------------------------------------------------------------

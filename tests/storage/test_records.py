@@ -578,3 +578,26 @@ def test_only_the_kernels_module_imports_numba() -> None:
         imported |= {(node.module or "").split(".")[0] for node in ast.walk(tree)
                      if isinstance(node, ast.ImportFrom)}
         assert "numba" not in imported, name
+
+
+@pytest.mark.parametrize("compression", [records.Compression.NONE, records.Compression.ZSTD])
+def test_check_records_fails_exactly_where_records_fails_without_building_them(
+        compression: records.Compression) -> None:
+    """``RecordBatch.check_records`` (strata recover's decode check of every batch it judges)
+    passes a good batch and raises the reader's error for one whose CRC is right but whose
+    records count cannot be true."""
+    good = records.build_batch([records.Record(b"k%d" % i, b"v" * 50, 1_000) for i in range(20)],
+                               compression=compression)
+    records.RecordBatch(good).check_records()
+    forged = bytearray(good)
+    at = records.RECORDS_COUNT_OFFSET
+    forged[at:at + 4] = (100_000).to_bytes(4, "big")
+    forged[records.CRC_OFFSET:records.CRC_OFFSET + 4] = \
+        crc32c.crc32c(bytes(forged[records.ATTRIBUTES_OFFSET:])).to_bytes(4, "big")
+    batch = records.RecordBatch(bytes(forged), 0)
+    assert batch.is_valid()
+    with pytest.raises(CorruptRecordError) as expected:
+        batch.records()
+    with pytest.raises(CorruptRecordError) as checked:
+        batch.check_records()
+    assert checked.value.message == expected.value.message
