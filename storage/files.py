@@ -18,12 +18,13 @@ No other module builds one of these names by hand.
 
 from __future__ import annotations
 
+import operator
 import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage.errors import InvalidTopicError
+from storage.errors import InvalidOffsetError, InvalidTopicError
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -51,7 +52,10 @@ META_PROPERTIES = "meta.properties"
 
 MAX_TOPIC_LENGTH = 249
 MAX_DIR_NAME_LENGTH = 255
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+PARTITION_LIMIT = 2**31          # Kafka's partition is an int32: 0 <= partition < 2**31
+OFFSET_LIMIT = 2**63             # Kafka's offset is an int64: offset < 2**63
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")   # always fullmatch: `$` would let "t\n" through
+_DECIMAL = re.compile(r"[0-9]+")                 # ASCII digits only: str.isdigit takes "²" and "٣"
 _SUFFIXED_DIR = re.compile(r"^(\S+)-(\S+)\.([0-9a-f]{32})(-delete|-future|-stray)$")
 _OFFSET_DIGITS = 20
 
@@ -108,7 +112,13 @@ def with_temp_suffix(path: Path, suffix: str) -> Path:
 
 
 def validate_topic(topic: str) -> None:
-    """Kafka's topic rules: 1..249 characters of ``[a-zA-Z0-9._-]``, not ``.`` or ``..``."""
+    """Kafka's topic rules: 1..249 characters of ``[a-zA-Z0-9._-]``, not ``.`` or ``..``.
+
+    The whole name must match: a name with a newline, a space or a non-ASCII letter would
+    break the checkpoint files (``topic partition offset`` lines) and the directory listing.
+    """
+    if not isinstance(topic, str):
+        raise InvalidTopicError(f"topic name {topic!r} is not a string", topic=topic)
     if not topic:
         raise InvalidTopicError("topic name is empty", topic=topic)
     if topic in (".", ".."):
@@ -117,10 +127,57 @@ def validate_topic(topic: str) -> None:
         raise InvalidTopicError(
             f"topic name is {len(topic)} characters, the limit is {MAX_TOPIC_LENGTH}", topic=topic
         )
-    if not _LEGAL_TOPIC.match(topic):
+    if not _LEGAL_TOPIC.fullmatch(topic):
         raise InvalidTopicError(
             f"topic name {topic!r} has characters outside [a-zA-Z0-9._-]", topic=topic
         )
+
+
+def validate_partition(partition: object, topic: str | None = None) -> int:
+    """``partition`` as an ``int`` when it is a partition number Kafka can hold: an integer
+    (``int`` or a numpy integer, never ``bool``, ``float`` or text) in ``[0, 2**31)``.
+
+    Anything else raises ``InvalidTopicError`` naming the topic and the value: a partition
+    ``1.5``, ``True`` or ``2**31`` would otherwise be written to disk under a directory name that
+    no restart can map back to the partition. Every layer that takes a partition number from a
+    caller checks it here (storage, node, cluster client, CLI, Spark options).
+    """
+    number = _integer(partition)
+    if number is None or not 0 <= number < PARTITION_LIMIT:
+        raise InvalidTopicError(
+            f"partition {partition!r} of topic {topic!r} is not an integer in "
+            f"[0, {PARTITION_LIMIT})", topic=topic, partition=partition)
+    return number
+
+
+def validate_offset(offset: object, argument: str, *, partition: str | None = None,
+                    minimum: int | None = 0) -> int:
+    """``offset`` as an ``int`` when it is an integer (never ``bool`` or ``float``) below
+    ``2**63`` and, unless ``minimum`` is None, at least ``minimum``.
+
+    Anything else raises ``InvalidOffsetError`` naming the partition, the ``argument`` and the
+    value: ``truncate_to(0.5)`` must not empty a log. Pass ``minimum=None`` where a negative
+    offset has a meaning of its own (a read below the log start is ``OffsetOutOfRangeError``).
+    """
+    number = _integer(offset)
+    low = -OFFSET_LIMIT if minimum is None else minimum
+    if number is None or not low <= number < OFFSET_LIMIT:
+        where = f"{partition}: " if partition else ""
+        raise InvalidOffsetError(
+            f"{where}{argument}={offset!r} is not an integer offset in [{low}, {OFFSET_LIMIT})",
+            partition=partition, argument=argument, offset=offset)
+    return number
+
+
+def _integer(value: object) -> int | None:
+    """``value`` as an int if it is an integer type other than bool (numpy's included; numpy's
+    bool has no ``__index__``)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)   # type: ignore[arg-type]
+    except TypeError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,9 +203,7 @@ class PartitionDir:
 
 def partition_dir_name(topic: str, partition: int) -> str:
     validate_topic(topic)
-    if partition < 0:
-        raise InvalidTopicError(f"partition {partition} is negative", topic=topic, partition=partition)
-    return f"{topic}-{partition}"
+    return f"{topic}-{validate_partition(partition, topic)}"
 
 
 def delete_dir_name(topic: str, partition: int, unique: str | None = None) -> str:
@@ -184,10 +239,10 @@ def parse_partition_dir(name: str) -> PartitionDir:
         raise InvalidTopicError(
             f"directory {name!r} is not <topic>-<partition>", directory=name
         )
-    if not partition_text.isdigit():
+    if not _DECIMAL.fullmatch(partition_text) or int(partition_text) >= PARTITION_LIMIT:
         raise InvalidTopicError(
-            f"directory {name!r} has a partition {partition_text!r} that is not a number",
-            directory=name,
+            f"directory {name!r} has a partition {partition_text!r} that is not a number in "
+            f"[0, {PARTITION_LIMIT})", directory=name,
         )
     if not kind:
         try:
