@@ -145,8 +145,30 @@ def validate_partition(partition: object, topic: str | None = None) -> int:
     number = _integer(partition)
     if number is None or not 0 <= number < PARTITION_LIMIT:
         raise InvalidTopicError(
-            f"partition {partition!r} of topic {topic!r} is not an integer in "
-            f"[0, {PARTITION_LIMIT})", topic=topic, partition=partition)
+            f"partition {partition!r}{_of(topic)} is not an integer in [0, {PARTITION_LIMIT})",
+            topic=topic, partition=partition)
+    return number
+
+
+def partition_from_text(text: str, topic: str | None = None) -> int:
+    """The partition number written in ``text`` (a directory name's tail, a CLI argument, a JSON
+    key): ASCII decimal digits only (no sign, space, ``_`` or other scripts' digits) of a
+    partition number ``validate_partition`` accepts, else ``InvalidTopicError``."""
+    if not isinstance(text, str) or not _DECIMAL.fullmatch(text):
+        raise InvalidTopicError(f"partition {text!r}{_of(topic)} is not a decimal number",
+                                topic=topic, partition=text)
+    return validate_partition(int(text), topic)
+
+
+def validate_partition_count(count: object, topic: str | None = None) -> int:
+    """``count`` as an ``int`` when a topic can have that many partitions: an integer in
+    ``[1, 2**31)`` (its partitions are then ``0 .. count - 1``, every one an int32), else
+    ``InvalidTopicError`` naming the topic and the count."""
+    number = _integer(count)
+    if number is None or not 1 <= number < PARTITION_LIMIT:
+        raise InvalidTopicError(
+            f"a topic{_of(topic, '')} cannot have {count!r} partitions: the count is an integer "
+            f"in [1, {PARTITION_LIMIT})", topic=topic, partitions=count)
     return number
 
 
@@ -167,6 +189,10 @@ def validate_offset(offset: object, argument: str, *, partition: str | None = No
             f"{where}{argument}={offset!r} is not an integer offset in [{low}, {OFFSET_LIMIT})",
             partition=partition, argument=argument, offset=offset)
     return number
+
+
+def _of(topic: str | None, prefix: str = " of topic") -> str:
+    return "" if topic is None else f"{prefix} {topic!r}"
 
 
 def _integer(value: object) -> int | None:
@@ -239,17 +265,16 @@ def parse_partition_dir(name: str) -> PartitionDir:
         raise InvalidTopicError(
             f"directory {name!r} is not <topic>-<partition>", directory=name
         )
-    if not _DECIMAL.fullmatch(partition_text) or int(partition_text) >= PARTITION_LIMIT:
-        raise InvalidTopicError(
-            f"directory {name!r} has a partition {partition_text!r} that is not a number in "
-            f"[0, {PARTITION_LIMIT})", directory=name,
-        )
+    try:
+        partition = partition_from_text(partition_text, topic)
+    except InvalidTopicError as err:
+        raise InvalidTopicError(f"directory {name!r}: {err.message}", directory=name) from err
     if not kind:
         try:
             validate_topic(topic)
         except InvalidTopicError as err:
             raise InvalidTopicError(f"directory {name!r}: {err.message}", directory=name) from err
-    return PartitionDir(TopicPartition(topic, int(partition_text)), kind)
+    return PartitionDir(TopicPartition(topic, partition), kind)
 
 
 def topic_partition_of(directory: Path) -> TopicPartition:
