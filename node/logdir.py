@@ -235,6 +235,7 @@ class LogDir:
     def set_topic_config(self, topic: str, config: LogConfig) -> None:
         """Use ``config`` for logs of ``topic`` created from now on (persisting it is the
         caller's business: ``node.server`` keeps ``topic-configs.json``)."""
+        files.validate_topic(topic)
         with self._lock:
             self._topic_configs[topic] = config
 

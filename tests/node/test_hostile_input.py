@@ -12,6 +12,7 @@ from cleaner.config import CleanerConfig
 from cleaner.config import KEYS as CLEANER_KEYS
 from node import LogDirConfig
 from node.config import KEYS as LOG_DIR_KEYS
+from node.server import LogDirServer
 from storage.errors import InvalidConfigError, InvalidTopicError
 from storage.records import Record
 from tests.node.conftest import OpenDir
@@ -96,6 +97,27 @@ def test_a_newline_topic_no_longer_breaks_the_clean_shutdown(open_dir: OpenDir,
     d.close()
     assert (tmp_path / "logs" / ".kafka_cleanshutdown").exists()
     assert list(open_dir().logs()) == [("ok", 0)]
+
+
+@pytest.mark.parametrize(("topic", "partition"), [
+    *[pytest.param(t.values[0], 0, id=f"topic-{t.id}") for t in BAD_TOPICS],
+    *[pytest.param("u", p.values[0], id=f"partition-{p.id}") for p in BAD_PARTITIONS],
+])
+def test_the_node_server_writes_no_topic_config_for_a_refused_partition(
+        tmp_path: Path, topic: object, partition: object) -> None:
+    """``create_partition`` wrote the topic's overrides to ``topic-configs.json`` before the log
+    refused the name, leaving a config for a partition that was never created."""
+    server = LogDirServer(tmp_path / "logs", start_tasks=False)
+    try:
+        server.create_partition("t", 1, {"segment.bytes": "1024"})
+        before = snapshot_files(tmp_path)
+        with pytest.raises(InvalidTopicError):
+            server.create_partition(topic, partition, {"segment.bytes": "2048"})
+        assert snapshot_files(tmp_path) == before
+        assert server.topic_configs() == {"t": {"segment.bytes": "1024"}}
+        assert server.partitions() == [("t", 1)]
+    finally:
+        server.close()
 
 
 # ---- broker-level integer settings (node and cleaner) -----------------------------------------
