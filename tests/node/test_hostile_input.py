@@ -121,50 +121,44 @@ def test_the_node_server_writes_no_topic_config_for_a_refused_partition(
 
 
 # ---- broker-level integer settings (node and cleaner) -----------------------------------------
-BAD_LOG_DIR_CONFIGS = [
-    ("log.retention.check.interval.ms", 2**63),
-    ("log.flush.scheduler.interval.ms", 2**63),
-    ("log.flush.offset.checkpoint.interval.ms", 2**31),
-    ("log.flush.start.offset.checkpoint.interval.ms", 2**31),
-    ("log.initial.task.delay.ms", 2**63),
-    ("num.recovery.threads.per.data.dir", 2**31),
-    ("producer.id.expiration.ms", 2**31),
-    ("producer.id.expiration.check.interval.ms", 2**31),
-    ("num.recovery.threads.per.data.dir", 0),
-    ("producer.id.expiration.ms", 1.5),
-    ("producer.id.expiration.ms", True),
-]
-BAD_CLEANER_CONFIGS = [
-    ("log.cleaner.threads", 2**31),
-    ("log.cleaner.dedupe.buffer.size", 2**63),
-    ("log.cleaner.io.buffer.size", 2**31),
-    ("message.max.bytes", 2**31),
-    ("log.cleaner.backoff.ms", 2**63),
-    ("log.cleaner.uncleanable.retries", 2**31),
-    ("log.cleaner.uncleanable.retry.backoff.ms", 2**63),
-    ("producer.id.expiration.ms", 2**31),
-    ("log.cleaner.io.buffer.size", -1),
-    ("log.cleaner.threads", 1.5),
+# (config class, its key -> field table, Kafka key, value): Kafka's types are in the comments of
+# node/config.py and cleaner/config.py
+BAD_BROKER_CONFIGS = [
+    *[(LogDirConfig, LOG_DIR_KEYS, key, value) for key, value in [
+        ("log.retention.check.interval.ms", 2**63),
+        ("log.flush.scheduler.interval.ms", 2**63),
+        ("log.flush.offset.checkpoint.interval.ms", 2**31),
+        ("log.flush.start.offset.checkpoint.interval.ms", 2**31),
+        ("log.initial.task.delay.ms", 2**63),
+        ("num.recovery.threads.per.data.dir", 2**31),
+        ("producer.id.expiration.ms", 2**31),
+        ("producer.id.expiration.check.interval.ms", 2**31),
+        ("num.recovery.threads.per.data.dir", 0),
+        ("producer.id.expiration.ms", 1.5),
+        ("producer.id.expiration.ms", True)]],
+    *[(CleanerConfig, CLEANER_KEYS, key, value) for key, value in [
+        ("log.cleaner.threads", 2**31),
+        ("log.cleaner.dedupe.buffer.size", 2**63),
+        ("log.cleaner.io.buffer.size", 2**31),
+        ("message.max.bytes", 2**31),
+        ("log.cleaner.backoff.ms", 2**63),
+        ("log.cleaner.uncleanable.retries", 2**31),
+        ("log.cleaner.uncleanable.retry.backoff.ms", 2**63),
+        ("producer.id.expiration.ms", 2**31),
+        ("log.cleaner.io.buffer.size", -1),
+        ("log.cleaner.threads", 1.5)]],
 ]
 
 
-@pytest.mark.parametrize(("key", "value"), BAD_LOG_DIR_CONFIGS)
-def test_a_log_dir_setting_outside_kafkas_range_is_refused(key: str, value: object) -> None:
+@pytest.mark.parametrize(("config", "keys", "key", "value"), BAD_BROKER_CONFIGS,
+                         ids=[f"{c.__name__}-{k}={v}" for c, _, k, v in BAD_BROKER_CONFIGS])
+def test_a_broker_setting_outside_kafkas_range_is_refused_naming_the_key(
+        config: type, keys: dict[str, str], key: str, value: object) -> None:
     with pytest.raises(InvalidConfigError) as raised:
-        LogDirConfig(**{LOG_DIR_KEYS[key]: value})
+        config(**{keys[key]: value})
     assert raised.value.key == key and raised.value.value is value
     with pytest.raises(InvalidConfigError) as raised:
-        LogDirConfig.from_properties({key: value})
-    assert raised.value.key == key and key in str(raised.value)
-
-
-@pytest.mark.parametrize(("key", "value"), BAD_CLEANER_CONFIGS)
-def test_a_cleaner_setting_outside_kafkas_range_is_refused(key: str, value: object) -> None:
-    with pytest.raises(InvalidConfigError) as raised:
-        CleanerConfig(**{CLEANER_KEYS[key]: value})
-    assert raised.value.key == key and raised.value.value is value
-    with pytest.raises(InvalidConfigError) as raised:
-        CleanerConfig.from_properties({key: str(value)})
+        config.from_properties({key: str(value)})
     assert raised.value.key == key and key in str(raised.value)
 
 
