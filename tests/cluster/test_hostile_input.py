@@ -86,6 +86,18 @@ def test_the_client_refuses_a_partition_number_that_is_not_an_int32(
     assert snapshot_files(tmp_path) == before
 
 
+@pytest.mark.parametrize("method", ["abort_and_pause", "resume", "trigger_clean",
+                                    "request_clean"])
+@pytest.mark.parametrize("partition", BAD_PARTITIONS)
+def test_the_coordinator_refuses_a_bad_partition_from_a_client_that_does_not_check(
+        local_cluster: Cluster, method: str, partition: object) -> None:
+    with pytest.raises(InvalidTopicError) as raised:
+        local_cluster._coordinator.call(method, "t", partition)
+    assert raised.value.partition is partition
+    # True and 1.0 paused partition 1 before: a resume would then find a pause to release
+    assert local_cluster._coordinator.call("resume", "t", 1) is False
+
+
 def test_produce_to_partition_true_no_longer_lands_in_partition_1(local_cluster: Cluster) -> None:
     """The exact reproduction: ``True == 1``, so the old client appended to partition 1."""
     with pytest.raises(InvalidTopicError):
