@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from storage.config import BROKER_SYNONYMS
+from storage.config import BROKER_SYNONYMS, INT, INT_MAX, LONG, check_integer, parse_integer
 from storage.errors import InvalidConfigError
 from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
@@ -27,8 +27,20 @@ DEFAULT_ENABLE_CLEANER = True
 DEFAULT_UNCLEANABLE_RETRIES = 3
 DEFAULT_UNCLEANABLE_RETRY_BACKOFF_MS = 60_000
 
-INT_MAX = 2**31 - 1
 BYTES_PER_MAP_ENTRY = 24
+
+# Kafka's type and lower bound of each integer key (CleanerConfig, ServerConfigs,
+# TransactionLogConfig); the two uncleanable.* keys are ours
+_INTEGERS: dict[str, tuple[str, int]] = {
+    "log.cleaner.threads": (INT, 1),          # Kafka allows 0; a pool of 0 cleaners never cleans
+    "log.cleaner.dedupe.buffer.size": (LONG, 1),
+    "log.cleaner.io.buffer.size": (INT, 0),
+    "message.max.bytes": (INT, 0),
+    "log.cleaner.backoff.ms": (LONG, 0),
+    "log.cleaner.uncleanable.retries": (INT, 0),
+    "log.cleaner.uncleanable.retry.backoff.ms": (LONG, 0),
+    "producer.id.expiration.ms": (INT, 1),
+}
 
 # dotted key -> field name
 KEYS: dict[str, str] = {
@@ -70,14 +82,8 @@ class CleanerConfig:
     place a clean keeps for an active producer's last batch (Kafka's ``activeProducers``)."""
 
     def __post_init__(self) -> None:
-        _integer("log.cleaner.threads", self.num_threads, 1)
-        _integer("log.cleaner.dedupe.buffer.size", self.dedupe_buffer_size, 1)
-        _integer("log.cleaner.io.buffer.size", self.io_buffer_size, 0)
-        _integer("message.max.bytes", self.max_message_size, 0)
-        _integer("log.cleaner.backoff.ms", self.backoff_ms, 0)
-        _integer("log.cleaner.uncleanable.retries", self.uncleanable_retries, 0)
-        _integer("log.cleaner.uncleanable.retry.backoff.ms", self.uncleanable_retry_backoff_ms, 0)
-        _integer("producer.id.expiration.ms", self.producer_id_expiration_ms, 1)
+        for key, (kind, minimum) in _INTEGERS.items():
+            check_integer(key, getattr(self, KEYS[key]), kind, minimum)
         if not isinstance(self.enable_cleaner, bool):
             raise InvalidConfigError(
                 f"log.cleaner.enable={self.enable_cleaner!r} is not a boolean",
@@ -147,14 +153,6 @@ class CleanerConfig:
         return cls(**_fields(properties, ignore_unknown))
 
 
-def _integer(key: str, value: Any, minimum: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidConfigError(f"{key}={value!r} is not an integer", key=key, value=value)
-    if value < minimum:
-        raise InvalidConfigError(f"{key}={value} is below the minimum {minimum}", key=key,
-                                 value=value)
-
-
 def _fields(properties: Mapping[str, Any], ignore_unknown: bool) -> dict[str, Any]:
     types = {f.name: f.type for f in dataclasses.fields(CleanerConfig)}
     fields: dict[str, Any] = {}
@@ -177,9 +175,9 @@ def _parse(key: str, kind: Any, raw: Any) -> Any:
             return float(raw)
         return raw
     text = raw.strip()
+    if kind in (int, "int"):
+        return parse_integer(key, text)
     try:
-        if kind in (int, "int"):
-            return int(text)
         if kind in (float, "float"):
             return float(text)
         if kind in (bool, "bool"):

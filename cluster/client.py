@@ -38,6 +38,7 @@ from cluster.metadata import TopicInfo
 from cluster.naming import COORDINATOR_NAME, DEFAULT_NAMESPACE, abs_dir
 from cluster.status import CleanerStatus
 from node.stats import LoadProgress
+from storage import files
 from storage.config import LogConfig
 from storage.log import LogAppendInfo
 from storage.records import Record, build_batch, iter_batches
@@ -151,6 +152,10 @@ class Cluster:
     # ---- topics ------------------------------------------------------------------------------
     def create_topic(self, name: str, partitions: int = 1,
                      config: Mapping[str, Any] | None = None) -> TopicInfo:
+        """Create ``name`` with ``partitions`` partitions. A name or count Kafka refuses raises
+        ``InvalidTopicError`` here, before any call."""
+        files.validate_topic(name)
+        partitions = files.validate_partition_count(partitions, name)
         info = self._coordinator.call("create_topic", name, partitions, dict(config or {}),
                                       timeout=120)
         self._routes[name] = dict(info.partitions)
@@ -164,7 +169,9 @@ class Cluster:
         return self._coordinator.call("list_topics", timeout=60)
 
     def partition_dir(self, topic: str, partition: int) -> str:
-        """The log directory holding ``topic``-``partition``."""
+        """The log directory holding ``topic``-``partition``. A partition number that is not an
+        int32 >= 0 raises ``InvalidTopicError`` (every per-partition call checks it here)."""
+        partition = files.validate_partition(partition, topic)
         routes = self._routes.get(topic)
         if routes is None or partition not in routes:
             routes = self._coordinator.call("routes", topic, timeout=60)[topic]
@@ -258,7 +265,13 @@ class Cluster:
                 max_offset: int | None = None, *,
                 max_bytes: int = DEFAULT_BATCH_BYTES) -> Iterator[Record]:
         """Records from ``from_offset`` up to the log end as of the call (or ``max_offset``,
-        exclusive); each has ``.offset .key .value .timestamp .headers``."""
+        exclusive); each has ``.offset .key .value .timestamp .headers``. Offsets are integers
+        >= 0 (``InvalidOffsetError``)."""
+        from_offset = files.validate_offset(from_offset, "from_offset",
+                                            partition=f"{topic}-{partition}")
+        if max_offset is not None:
+            max_offset = files.validate_offset(max_offset, "max_offset",
+                                               partition=f"{topic}-{partition}")
         node = self._node_of(topic, partition)
         start, end = node.call("offsets", topic, partition, timeout=60)
         stop = end if max_offset is None else min(end, max_offset)
@@ -325,6 +338,7 @@ class Cluster:
         return self._coordinator.call("status", timeout=60)
 
     def explain(self, topic: str, partition: int) -> Explanation:
+        partition = files.validate_partition(partition, topic)
         return self._coordinator.call("explain", topic, partition, timeout=60)
 
     def trigger_clean(self, topic: str, partition: int, *, roll: bool = False,
@@ -334,6 +348,7 @@ class Cluster:
         returns once a clean started after this call has finished (one running already does not
         count; with nothing to clean, at once). Returns the partition's count of finished
         cleans."""
+        partition = files.validate_partition(partition, topic)
         if roll:
             self._node_of(topic, partition).call("roll", topic, partition, timeout=60)
         if not wait:
@@ -349,18 +364,18 @@ class Cluster:
 
     def pause_cleaning(self, topic: str, partition: int, timeout_s: float = 60.0) -> None:
         """Abort any clean of the partition and keep it from being cleaned until resumed."""
+        partition = files.validate_partition(partition, topic)
         self._coordinator.call("abort_and_pause", topic, partition, timeout_s,
                                timeout=timeout_s + 5)
 
     def resume_cleaning(self, topic: str, partition: int) -> bool:
+        partition = files.validate_partition(partition, topic)
         return self._coordinator.call("resume", topic, partition, timeout=60)
 
     # ---- for the Spark data sources (issue 6) ------------------------------------------------
     def topic_layout(self, name: str) -> TopicLayout:
         """Where ``name``'s partitions live and its effective config (broker defaults plus the
         topic's overrides); ``UnknownTopicError`` when the cluster has no such topic."""
-        from storage import files
-
         for info in self.list_topics():
             if info.name == name:
                 base = BrokerConfig.from_properties(self.description.properties).log

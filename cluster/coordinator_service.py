@@ -20,6 +20,7 @@ from cluster.metrics import MetricsSink
 from cluster.placement import DirRoom
 from cleaner.explain import Explanation
 from cluster.status import CleanerStatus
+from storage import files
 
 logger = logging.getLogger(__name__)
 
@@ -102,17 +103,23 @@ class CoordinatorService:
         return rooms
 
     # ---- cleaning ----------------------------------------------------------------------------
+    # a partition number is checked where it would change the cleaning state of a partition:
+    # True == 1 would pause or clean partition 1
     def abort_and_pause(self, topic: str, partition: int, timeout_s: float | None = None) -> bool:
+        partition = files.validate_partition(partition, topic)
         self.coordinator.abort_and_pause(topic, partition, timeout_s)
         return True
 
     def resume(self, topic: str, partition: int) -> bool:
+        partition = files.validate_partition(partition, topic)
         return self.coordinator.resume(topic, partition)
 
     def trigger_clean(self, topic: str, partition: int) -> int:
+        partition = files.validate_partition(partition, topic)
         return self.coordinator.trigger_clean(topic, partition)
 
     def request_clean(self, topic: str, partition: int) -> int:
+        partition = files.validate_partition(partition, topic)
         return self.coordinator.request_clean(topic, partition)
 
     def clean_request_done(self, topic: str, partition: int, ticket: int) -> bool:

@@ -92,9 +92,7 @@ class TopicMetadata:
     def create_topic(self, name: str, partitions: int, config: Mapping[str, Any],
                      rooms: list[DirRoom]) -> TopicInfo:
         files.validate_topic(name)
-        if partitions < 1:
-            raise StorageError(f"a topic needs at least one partition, got {partitions}",
-                               topic=name, partitions=partitions)
+        partitions = files.validate_partition_count(partitions, name)
         overrides = {str(k): _text(v) for k, v in config.items()}
         self._default.with_overrides(overrides)   # refuse bad settings before touching a node
         with self._lock:

@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from storage.config import LONG_MAX
+from storage.config import INT, LONG, LONG_MAX, check_integer, parse_integer
 from storage.errors import InvalidConfigError
 from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
@@ -33,15 +33,17 @@ KEYS: dict[str, str] = {
     "producer.id.expiration.ms": "producer_id_expiration_ms",
     "producer.id.expiration.check.interval.ms": "producer_id_expiration_check_interval_ms",
 }
-_MINIMUM = {
-    "log.retention.check.interval.ms": 1,
-    "log.flush.scheduler.interval.ms": 1,
-    "log.flush.offset.checkpoint.interval.ms": 1,
-    "log.flush.start.offset.checkpoint.interval.ms": 1,
-    "log.initial.task.delay.ms": 0,   # Kafka's is internal and positive; 0 is for tests
-    "num.recovery.threads.per.data.dir": 1,
-    "producer.id.expiration.ms": 1,
-    "producer.id.expiration.check.interval.ms": 1,
+# Kafka's type of each key (LogConfig.SERVER_CONFIG_DEF, ProducerStateManagerConfig) and our
+# lower bound (an interval of 0 would spin its task)
+_RANGES: dict[str, tuple[str, int]] = {
+    "log.retention.check.interval.ms": (LONG, 1),
+    "log.flush.scheduler.interval.ms": (LONG, 1),
+    "log.flush.offset.checkpoint.interval.ms": (INT, 1),
+    "log.flush.start.offset.checkpoint.interval.ms": (INT, 1),
+    "log.initial.task.delay.ms": (LONG, 0),   # Kafka's is internal and positive; 0 is for tests
+    "num.recovery.threads.per.data.dir": (INT, 1),
+    "producer.id.expiration.ms": (INT, 1),
+    "producer.id.expiration.check.interval.ms": (INT, 1),
 }
 
 
@@ -66,12 +68,7 @@ class LogDirConfig:
 
     def __post_init__(self) -> None:
         for key, name in KEYS.items():
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise InvalidConfigError(f"{key}={value!r} is not an integer", key=key, value=value)
-            if value < _MINIMUM[key]:
-                raise InvalidConfigError(f"{key}={value} is below the minimum {_MINIMUM[key]}",
-                                         key=key, value=value)
+            check_integer(key, getattr(self, name), *_RANGES[key])
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, Any]) -> LogDirConfig:
@@ -92,9 +89,5 @@ def _fields(properties: Mapping[str, Any]) -> dict[str, int]:
         if key not in KEYS:
             raise InvalidConfigError(f"unknown log directory config key {key!r}", key=key,
                                      value=raw)
-        try:
-            fields[KEYS[key]] = int(str(raw).strip())
-        except ValueError as err:
-            raise InvalidConfigError(f"{key}={raw!r} is not an integer", key=key,
-                                     value=raw) from err
+        fields[KEYS[key]] = parse_integer(key, raw)
     return fields

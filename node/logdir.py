@@ -260,6 +260,7 @@ class LogDir:
     def set_topic_config(self, topic: str, config: LogConfig) -> None:
         """Use ``config`` for logs of ``topic`` created from now on (persisting it is the
         caller's business: ``node.server`` keeps ``topic-configs.json``)."""
+        files.validate_topic(topic)
         with self._lock:
             self._topic_configs[topic] = config
 
@@ -294,8 +295,12 @@ class LogDir:
                           for tp, lg in self._logs.items())
 
     def get_log(self, topic: str, partition: int) -> Log | None:
+        """The log of ``topic``-``partition``, or None. A name or number that no partition can
+        have (``storage.files.validate_topic``/``validate_partition``) raises
+        ``InvalidTopicError``: ``True`` is not partition 1."""
+        tp = _checked(topic, partition)
         with self._io("get log"), self._lock:
-            return self._logs.get(TopicPartition(topic, partition))
+            return self._logs.get(tp)
 
     def log(self, topic: str, partition: int) -> Log:
         """The log of ``topic``-``partition``; ``UnknownPartitionError`` if there is none."""
@@ -307,8 +312,9 @@ class LogDir:
 
     def get_or_create_log(self, topic: str, partition: int) -> Log:
         """The log of ``topic``-``partition``, created empty (``<topic>-<partition>``, with the
-        topic's config) if this directory does not hold it yet."""
-        tp = TopicPartition(topic, partition)
+        topic's config) if this directory does not hold it yet. An invalid topic name or
+        partition number raises ``InvalidTopicError`` and creates nothing."""
+        tp = _checked(topic, partition)
         with self._io(f"create log {tp}"), self._lock:
             existing = self._logs.get(tp)
             if existing is not None:
@@ -320,7 +326,7 @@ class LogDir:
                     f"({skipped.error}: {skipped.reason}); repair it (strata recover) and "
                     "reopen the directory", topic=topic, partition=partition,
                     directory=str(self.path), reason=skipped.reason)
-            path = self.path / files.partition_dir_name(topic, partition)
+            path = self.path / files.partition_dir_name(tp.topic, tp.partition)
             path.mkdir(exist_ok=True)
             fsync_dir(self.path)
             created = DirLog.open(path, self.config_for(topic), recovery_point=0, clock=self.clock,
@@ -336,7 +342,7 @@ class LogDir:
         rewrite the checkpoints without it, and delete its files ``file.delete.delay.ms`` later
         (by the delete task). Returns the removed log (closed, its files now under the new name),
         or None if this directory does not hold the partition."""
-        tp = TopicPartition(topic, partition)
+        tp = _checked(topic, partition)
         with self._io(f"delete log {tp}"):
             with self._lock:
                 if tp not in self._logs:
@@ -349,7 +355,7 @@ class LogDir:
                 if removed is None:
                     return None
                 try:
-                    removed.rename_dir(files.delete_dir_name(topic, partition))
+                    removed.rename_dir(files.delete_dir_name(tp.topic, tp.partition))
                 except Exception:
                     if not removed.is_closed:   # refused before the rename: the log stays
                         with self._lock:
@@ -532,6 +538,12 @@ class LogDir:
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("online" if self._health.online else "offline")
         return f"LogDir({self.path}, {state}, logs={len(self._logs)})"
+
+
+def _checked(topic: str, partition: int) -> TopicPartition:
+    """The partition a caller names, refused (``InvalidTopicError``) unless Kafka could hold it."""
+    files.validate_topic(topic)
+    return TopicPartition(topic, files.validate_partition(partition, topic))
 
 
 def _flush_and_close(lg: Log) -> None:

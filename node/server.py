@@ -115,8 +115,12 @@ class LogDirServer:
                          config: Mapping[str, Any] | None = None) -> PartitionStats:
         """Create ``topic``-``partition`` (or return the existing one). ``config`` holds the
         topic's overrides (Kafka topic keys); they are written to ``topic-configs.json`` before
-        the log is created, and must equal the overrides already kept for the topic, if any."""
+        the log is created, and must equal the overrides already kept for the topic, if any.
+        A topic name or partition number Kafka refuses raises ``InvalidTopicError`` before
+        anything is written."""
         d = self._dir
+        files.validate_topic(topic)
+        partition = files.validate_partition(partition, topic)
         if config is not None:
             self._set_topic_overrides(d, topic, config)
         return partition_stats(d.get_or_create_log(topic, partition), None)

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import random
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from storage.errors import InvalidConfigError
 
-LONG_MAX = 2**63 - 1
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1      # Kafka's ConfigDef.Type.INT (a Java int)
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1    # Kafka's ConfigDef.Type.LONG (a Java long)
+INT, LONG = "int", "long"
 
 DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
 DEFAULT_SEGMENT_MS = 7 * 24 * 60 * 60 * 1000
@@ -85,6 +89,33 @@ BROKER_SYNONYMS: dict[str, tuple[str, int]] = {
     "log.preallocate": ("preallocate", 1),
     "log.message.timestamp.type": ("message.timestamp.type", 1),
 }
+# Kafka's type and atLeast of every integer topic key (LogConfig.CONFIG); None: no lower bound.
+# A value outside its type's range is refused too: above 2 GiB a segment.bytes gets stuck.
+INTEGER_KEYS: dict[str, tuple[str, int | None]] = {
+    "segment.bytes": (INT, 14),             # atLeast(LegacyRecord.RECORD_OVERHEAD_V0)
+    "segment.ms": (LONG, 1),
+    "segment.jitter.ms": (LONG, 0),
+    "segment.index.bytes": (INT, 4),
+    "index.interval.bytes": (INT, 0),
+    "retention.ms": (LONG, -1),
+    "retention.bytes": (LONG, None),
+    "delete.retention.ms": (LONG, 0),
+    "min.compaction.lag.ms": (LONG, 0),
+    "max.compaction.lag.ms": (LONG, 1),
+    "file.delete.delay.ms": (LONG, 0),
+    "flush.messages": (LONG, 1),
+    "flush.ms": (LONG, 0),
+    "max.message.bytes": (INT, 0),
+}
+# broker keys in a coarser unit are Java ints before they are multiplied (KafkaConfig)
+_UNIT_KEYS: dict[str, tuple[str, int | None]] = {
+    "log.roll.hours": (INT, 1),
+    "log.roll.jitter.hours": (INT, 0),
+    "log.retention.minutes": (INT, None),
+    "log.retention.hours": (INT, None),
+}
+# KafkaConfig.logRetentionTimeMillis: a negative broker retention means unlimited (-1)
+_RETENTION_KEYS = frozenset({"log.retention.ms", "log.retention.minutes", "log.retention.hours"})
 # Kafka resolves ms > minutes > hours: the finer key wins when several are given.
 _PRECEDENCE = {"log.roll.ms": 2, "log.roll.hours": 0, "log.roll.jitter.ms": 2,
                "log.roll.jitter.hours": 0, "log.retention.ms": 2, "log.retention.minutes": 1,
@@ -115,25 +146,22 @@ class LogConfig:
     message_timestamp_type: str = DEFAULT_MESSAGE_TIMESTAMP_TYPE
 
     def __post_init__(self) -> None:
+        for key in ("cleanup.policy", "message.timestamp.type"):
+            if not isinstance(getattr(self, TOPIC_KEYS[key]), str):
+                raise InvalidConfigError(f"{key}={getattr(self, TOPIC_KEYS[key])!r} is not text",
+                                         key=key, value=getattr(self, TOPIC_KEYS[key]))
+        if not isinstance(self.preallocate, bool):
+            raise InvalidConfigError(f"preallocate={self.preallocate!r} is not a boolean",
+                                     key="preallocate", value=self.preallocate)
         policies = self.cleanup_policies
         if not policies or not policies <= {COMPACT, DELETE}:
             raise InvalidConfigError(
                 f"cleanup.policy={self.cleanup_policy!r}: expected compact, delete or both",
                 key="cleanup.policy", value=self.cleanup_policy)
-        _at_least("segment.bytes", self.segment_bytes, 14)
-        _at_least("segment.ms", self.segment_ms, 1)
-        _at_least("segment.jitter.ms", self.segment_jitter_ms, 0)
-        _at_least("segment.index.bytes", self.segment_index_bytes, 4)
-        _at_least("index.interval.bytes", self.index_interval_bytes, 0)
-        _at_least("retention.ms", self.retention_ms, -1)
-        _at_least("delete.retention.ms", self.delete_retention_ms, 0)
-        _at_least("min.compaction.lag.ms", self.min_compaction_lag_ms, 0)
-        _at_least("max.compaction.lag.ms", self.max_compaction_lag_ms, 1)
-        _at_least("file.delete.delay.ms", self.file_delete_delay_ms, 0)
-        _at_least("flush.messages", self.flush_messages, 1)
-        _at_least("flush.ms", self.flush_ms, 0)
-        _at_least("max.message.bytes", self.max_message_bytes, 0)
-        if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
+        for key, (kind, minimum) in INTEGER_KEYS.items():
+            check_integer(key, getattr(self, TOPIC_KEYS[key]), kind, minimum)
+        if not _is_number(self.min_cleanable_dirty_ratio) \
+                or not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
             raise InvalidConfigError(
                 f"min.cleanable.dirty.ratio={self.min_cleanable_dirty_ratio} is outside [0, 1]",
                 key="min.cleanable.dirty.ratio", value=self.min_cleanable_dirty_ratio)
@@ -195,11 +223,38 @@ class LogConfig:
         return cls(**_fields_from_properties(properties))
 
 
-def _at_least(key: str, value: int, minimum: int) -> None:
+_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")   # what Integer.parseInt/Long.parseLong accept
+
+
+def check_integer(key: str, value: object, kind: str = LONG, at_least: int | None = None) -> None:
+    """Kafka's ConfigDef check of an ``INT`` or ``LONG`` setting: ``value`` is an integer (never
+    ``bool`` or ``float``) in the Java type's range and, with ``at_least``, not below it.
+    Raises ``InvalidConfigError`` naming ``key`` and ``value``. Every config of storage, cleaner
+    and node checks its integer settings here."""
+    low, high = (INT_MIN, INT_MAX) if kind == INT else (LONG_MIN, LONG_MAX)
+    minimum = low if at_least is None else max(at_least, low)
     if not isinstance(value, int) or isinstance(value, bool):
         raise InvalidConfigError(f"{key}={value!r} is not an integer", key=key, value=value)
     if value < minimum:
-        raise InvalidConfigError(f"{key}={value} is below the minimum {minimum}", key=key, value=value)
+        raise InvalidConfigError(f"{key}={value} is below the minimum {minimum}", key=key,
+                                 value=value)
+    if value > high:
+        raise InvalidConfigError(f"{key}={value} is above the maximum {high} (Kafka's type of "
+                                 f"{key} is a Java {kind})", key=key, value=value)
+
+
+def parse_integer(key: str, raw: object) -> int:
+    """A dotted key's integer value, from text as Java's ``parseLong`` reads it (ASCII digits
+    with an optional sign; no ``1_000``, no other scripts' digits) or from an integer."""
+    text = None if isinstance(raw, (bool, float)) else str(raw).strip()
+    if text is None or not _JAVA_INTEGER.fullmatch(text):
+        raise InvalidConfigError(f"{key}={raw!r} is not an integer", key=key, value=raw)
+    return int(text)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and not math.isnan(value)
 
 
 def _fields_from_properties(properties: Mapping[str, Any]) -> dict[str, Any]:
@@ -219,14 +274,21 @@ def _fields_from_properties(properties: Mapping[str, Any]) -> dict[str, Any]:
             continue
         rank[name] = precedence
         fields[name] = _parse(key, types[name], raw, multiplier)
+        if multiplier == 1 and topic_key in INTEGER_KEYS:
+            check_integer(key, fields[name], *INTEGER_KEYS[topic_key])   # names the key given
     return fields
 
 
 def _parse(key: str, kind: Any, raw: Any, multiplier: int) -> Any:
     text = str(raw).strip()
+    if kind in (int, "int"):
+        value = parse_integer(key, raw)
+        if key in _UNIT_KEYS:
+            check_integer(key, value, *_UNIT_KEYS[key])
+        if key in _RETENTION_KEYS and value < 0:
+            return -1
+        return value * multiplier
     try:
-        if kind in (int, "int"):
-            return int(text) * multiplier
         if kind in (float, "float"):
             return float(text)
         if kind in (bool, "bool"):

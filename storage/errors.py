@@ -57,6 +57,9 @@ class RecordTooLargeError(StorageError):
 class InvalidOffsetError(StorageError):
     """An offset that breaks ordering: an index entry not above the last one, an append whose
     offsets are not above the log end, a segment that would overflow its 32-bit relative offsets.
+    Also an offset argument that is not an integer offset at all (``truncate_to(0.5)``, a
+    negative target): ``argument`` names it. Unlike ``OffsetOutOfRangeError`` the log's state
+    does not matter: the value is refused before anything is read or changed.
     """
 
 
@@ -85,7 +88,9 @@ class InvalidConfigError(StorageError):
 
 
 class InvalidTopicError(StorageError):
-    """A topic or partition directory name that does not follow Kafka's naming rules."""
+    """A topic name, partition number or partition directory name that does not follow Kafka's
+    rules (``storage.files.validate_topic``, ``validate_partition``): ``topic`` and
+    ``partition``, or ``directory``, name it. Raised before anything is written."""
 
 
 class LogDirOfflineError(StorageError):

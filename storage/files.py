@@ -23,6 +23,7 @@ No other module builds one of these names by hand.
 from __future__ import annotations
 
 import errno
+import operator
 import os
 import re
 import stat
@@ -30,7 +31,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage.errors import InvalidSegmentFileError, InvalidTopicError
+from storage.errors import InvalidOffsetError, InvalidSegmentFileError, InvalidTopicError
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -59,7 +60,10 @@ QUARANTINE_DIR = "quarantine"   # ours: bytes a recovery cut (storage.quarantine
 
 MAX_TOPIC_LENGTH = 249
 MAX_DIR_NAME_LENGTH = 255
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+PARTITION_LIMIT = 2**31          # Kafka's partition is an int32: 0 <= partition < 2**31
+OFFSET_LIMIT = 2**63             # Kafka's offset is an int64: offset < 2**63
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")   # always fullmatch: `$` would let "t\n" through
+_DECIMAL = re.compile(r"[0-9]+")                 # ASCII digits only: str.isdigit takes "²" and "٣"
 _SUFFIXED_DIR = re.compile(r"^(\S+)-(\S+)\.([0-9a-f]{32})(-delete|-future|-stray)$")
 _OFFSET_DIGITS = 20
 MAX_OFFSET = 2**63 - 1          # offsets are int64
@@ -94,14 +98,14 @@ def snapshot_file(directory: Path, offset: int, suffix: str = "") -> Path:
 def offset_from_file_name(name: str) -> int:
     """The base offset encoded in a segment file name: the text before the first ``.``."""
     prefix = name.split(".", 1)[0]
-    if not prefix.isdigit():
+    if not _DECIMAL.fullmatch(prefix):
         raise ValueError(f"{name!r} is not a segment file name")
     return int(prefix)
 
 
 def is_segment_file(name: str) -> bool:
     prefix = name.split(".", 1)[0]
-    return len(prefix) == _OFFSET_DIGITS and prefix.isdigit()
+    return len(prefix) == _OFFSET_DIGITS and _DECIMAL.fullmatch(prefix) is not None
 
 
 def parse_base_offset(directory: Path, name: str) -> int:
@@ -110,7 +114,7 @@ def parse_base_offset(directory: Path, name: str) -> int:
     otherwise (a name that is no segment file at all is one too)."""
     prefix = name.split(".", 1)[0]
     path = str(directory / name)
-    if not prefix.isdigit() or not prefix.isascii():
+    if not _DECIMAL.fullmatch(prefix):
         raise InvalidSegmentFileError(f"{path}: {name!r} is not a segment file name", path=path,
                                       reason="not a segment file name")
     if len(prefix) != _OFFSET_DIGITS:
@@ -148,7 +152,7 @@ def check_partition_entries(directory: Path, *, writable: bool = True) -> None:
                 f"{path}: not a directory, so recovery could not keep what it cuts there",
                 path=path, reason="quarantine is not a directory")
         prefix, dot, _ = name.partition(".")
-        if not dot or not prefix.isdigit():
+        if not dot or not prefix.isdigit():   # any digits, so "0²" is refused below, not ignored
             continue
         parse_base_offset(directory, name)
         path = directory / name
@@ -209,7 +213,13 @@ def with_temp_suffix(path: Path, suffix: str) -> Path:
 
 
 def validate_topic(topic: str) -> None:
-    """Kafka's topic rules: 1..249 characters of ``[a-zA-Z0-9._-]``, not ``.`` or ``..``."""
+    """Kafka's topic rules: 1..249 characters of ``[a-zA-Z0-9._-]``, not ``.`` or ``..``.
+
+    The whole name must match: a name with a newline, a space or a non-ASCII letter would
+    break the checkpoint files (``topic partition offset`` lines) and the directory listing.
+    """
+    if not isinstance(topic, str):
+        raise InvalidTopicError(f"topic name {topic!r} is not a string", topic=topic)
     if not topic:
         raise InvalidTopicError("topic name is empty", topic=topic)
     if topic in (".", ".."):
@@ -222,6 +232,79 @@ def validate_topic(topic: str) -> None:
         raise InvalidTopicError(
             f"topic name {topic!r} has characters outside [a-zA-Z0-9._-]", topic=topic
         )
+
+
+def validate_partition(partition: object, topic: str | None = None) -> int:
+    """``partition`` as an ``int`` when it is a partition number Kafka can hold: an integer
+    (``int`` or a numpy integer, never ``bool``, ``float`` or text) in ``[0, 2**31)``.
+
+    Anything else raises ``InvalidTopicError`` naming the topic and the value: a partition
+    ``1.5``, ``True`` or ``2**31`` would otherwise be written to disk under a directory name that
+    no restart can map back to the partition. Every layer that takes a partition number from a
+    caller checks it here (storage, node, cluster client, CLI, Spark options).
+    """
+    number = _integer(partition)
+    if number is None or not 0 <= number < PARTITION_LIMIT:
+        raise InvalidTopicError(
+            f"partition {partition!r}{_of(topic)} is not an integer in [0, {PARTITION_LIMIT})",
+            topic=topic, partition=partition)
+    return number
+
+
+def partition_from_text(text: str, topic: str | None = None) -> int:
+    """The partition number written in ``text`` (a directory name's tail, a CLI argument, a JSON
+    key): ASCII decimal digits only (no sign, space, ``_`` or other scripts' digits) of a
+    partition number ``validate_partition`` accepts, else ``InvalidTopicError``."""
+    if not isinstance(text, str) or not _DECIMAL.fullmatch(text):
+        raise InvalidTopicError(f"partition {text!r}{_of(topic)} is not a decimal number",
+                                topic=topic, partition=text)
+    return validate_partition(int(text), topic)
+
+
+def validate_partition_count(count: object, topic: str | None = None) -> int:
+    """``count`` as an ``int`` when a topic can have that many partitions: an integer in
+    ``[1, 2**31)`` (its partitions are then ``0 .. count - 1``, every one an int32), else
+    ``InvalidTopicError`` naming the topic and the count."""
+    number = _integer(count)
+    if number is None or not 1 <= number < PARTITION_LIMIT:
+        raise InvalidTopicError(
+            f"a topic{_of(topic, '')} cannot have {count!r} partitions: the count is an integer "
+            f"in [1, {PARTITION_LIMIT})", topic=topic, partitions=count)
+    return number
+
+
+def validate_offset(offset: object, argument: str, *, partition: str | None = None,
+                    minimum: int | None = 0) -> int:
+    """``offset`` as an ``int`` when it is an integer (never ``bool`` or ``float``) below
+    ``2**63`` and, unless ``minimum`` is None, at least ``minimum``.
+
+    Anything else raises ``InvalidOffsetError`` naming the partition, the ``argument`` and the
+    value: ``truncate_to(0.5)`` must not empty a log. Pass ``minimum=None`` where a negative
+    offset has a meaning of its own (a read below the log start is ``OffsetOutOfRangeError``).
+    """
+    number = _integer(offset)
+    low = -OFFSET_LIMIT if minimum is None else minimum
+    if number is None or not low <= number < OFFSET_LIMIT:
+        where = f"{partition}: " if partition else ""
+        raise InvalidOffsetError(
+            f"{where}{argument}={offset!r} is not an integer offset in [{low}, {OFFSET_LIMIT})",
+            partition=partition, argument=argument, offset=offset)
+    return number
+
+
+def _of(topic: str | None, prefix: str = " of topic") -> str:
+    return "" if topic is None else f"{prefix} {topic!r}"
+
+
+def _integer(value: object) -> int | None:
+    """``value`` as an int if it is an integer type other than bool (numpy's included; numpy's
+    bool has no ``__index__``)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)   # type: ignore[arg-type]
+    except TypeError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,9 +330,7 @@ class PartitionDir:
 
 def partition_dir_name(topic: str, partition: int) -> str:
     validate_topic(topic)
-    if partition < 0:
-        raise InvalidTopicError(f"partition {partition} is negative", topic=topic, partition=partition)
-    return f"{topic}-{partition}"
+    return f"{topic}-{validate_partition(partition, topic)}"
 
 
 def delete_dir_name(topic: str, partition: int, unique: str | None = None) -> str:
@@ -285,17 +366,16 @@ def parse_partition_dir(name: str) -> PartitionDir:
         raise InvalidTopicError(
             f"directory {name!r} is not <topic>-<partition>", directory=name
         )
-    if not partition_text.isdigit():
-        raise InvalidTopicError(
-            f"directory {name!r} has a partition {partition_text!r} that is not a number",
-            directory=name,
-        )
+    try:
+        partition = partition_from_text(partition_text, topic)
+    except InvalidTopicError as err:
+        raise InvalidTopicError(f"directory {name!r}: {err.message}", directory=name) from err
     if not kind:
         try:
             validate_topic(topic)
         except InvalidTopicError as err:
             raise InvalidTopicError(f"directory {name!r}: {err.message}", directory=name) from err
-    return PartitionDir(TopicPartition(topic, int(partition_text)), kind)
+    return PartitionDir(TopicPartition(topic, partition), kind)
 
 
 def topic_partition_of(directory: Path) -> TopicPartition:

@@ -30,7 +30,6 @@ from storage.config import LogConfig
 from storage.durable import fsync_dir
 from storage.errors import (
     CorruptRecordError,
-    InvalidOffsetError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     StorageError,
@@ -349,6 +348,8 @@ class Log:
     def flush(self, offset: int | None = None) -> None:
         """Make every batch below ``offset`` (default: the log end) durable and move the recovery
         point there."""
+        if offset is not None:
+            offset = files.validate_offset(offset, "offset", partition=self.name)
         with self._lock:
             if self._closed:
                 return
@@ -373,7 +374,10 @@ class Log:
     def read_raw(self, start_offset: int, max_bytes: int = DEFAULT_FETCH_BYTES,
                  min_one_message: bool = True) -> FetchData | None:
         """Whole batches from the one holding ``start_offset`` (at least one if
-        ``min_one_message``), from a single segment. None at the log end."""
+        ``min_one_message``), from a single segment. None at the log end. An offset that is not
+        an integer raises ``InvalidOffsetError``; one outside the log, ``OffsetOutOfRangeError``."""
+        start_offset = files.validate_offset(start_offset, "start_offset", partition=self.name,
+                                             minimum=None)
         for _ in range(3):
             with self._lock:
                 end = self._log_end_offset
@@ -404,7 +408,13 @@ class Log:
     def read(self, start_offset: int | None = None, max_offset: int | None = None,
              fetch_bytes: int = DEFAULT_FETCH_BYTES) -> Iterator[Record]:
         """Every record from ``start_offset`` (default: the log start) up to the log end at the time
-        of the call (or ``max_offset``, exclusive), across segments and gaps left by compaction."""
+        of the call (or ``max_offset``, exclusive), across segments and gaps left by compaction.
+        Offsets must be integers (``InvalidOffsetError``), ``max_offset`` not negative."""
+        if start_offset is not None:
+            start_offset = files.validate_offset(start_offset, "start_offset",
+                                                 partition=self.name, minimum=None)
+        if max_offset is not None:
+            max_offset = files.validate_offset(max_offset, "max_offset", partition=self.name)
         offset = self._log_start_offset if start_offset is None else start_offset
         stop = self._log_end_offset if max_offset is None else min(max_offset,
                                                                    self._log_end_offset)
@@ -451,10 +461,9 @@ class Log:
 
     # ---- truncation --------------------------------------------------------------------------
     def truncate_to(self, target_offset: int) -> bool:
-        """Remove every batch with offsets >= ``target_offset``. Returns whether anything changed."""
-        if target_offset < 0:
-            raise InvalidOffsetError(f"{self.name}: cannot truncate to {target_offset}",
-                                     partition=self.name, offset=target_offset)
+        """Remove every batch with offsets >= ``target_offset``. Returns whether anything changed.
+        A target that is not an integer >= 0 raises ``InvalidOffsetError`` and changes nothing."""
+        target_offset = files.validate_offset(target_offset, "target_offset", partition=self.name)
         with self._lock:
             self._ensure_open()
             if target_offset >= self._log_end_offset:
@@ -479,7 +488,9 @@ class Log:
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Delete every segment and restart the log empty at ``offset``."""
+        """Delete every segment and restart the log empty at ``offset`` (an integer >= 0, else
+        ``InvalidOffsetError`` and nothing is deleted)."""
+        offset = files.validate_offset(offset, "offset", partition=self.name)
         with self._lock:
             self._ensure_open()
             doomed = self.segments()
@@ -561,7 +572,9 @@ class Log:
             return len(doomed)
 
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
-        """Raise the log start offset (DeleteRecords); segments below it go at the next retention."""
+        """Raise the log start offset (DeleteRecords); segments below it go at the next retention.
+        ``offset`` must be an integer >= 0 (``InvalidOffsetError``)."""
+        offset = files.validate_offset(offset, "offset", partition=self.name)
         with self._lock:
             if offset > self._log_end_offset:
                 raise OffsetOutOfRangeError(

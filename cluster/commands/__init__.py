@@ -19,7 +19,7 @@ import dataclasses
 import enum
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from cluster.tools import UsageError
 
@@ -57,11 +57,53 @@ def connect(args: argparse.Namespace) -> Cluster:
 
 
 def topic_partition(text: str) -> tuple[str, int]:
-    """``orders-3`` -> ("orders", 3) (the topic may contain dashes)."""
+    """``orders-3`` -> ("orders", 3) (the topic may contain dashes); the partition is an int32."""
+    from storage.errors import InvalidTopicError
+    from storage.files import partition_from_text
+
     topic, sep, partition = text.rpartition("-")
-    if not sep or not topic or not partition.isdigit():
-        raise UsageError(f"{text!r} is not TOPIC-PARTITION (e.g. orders-0)")
-    return topic, int(partition)
+    try:
+        if not sep or not topic:
+            raise InvalidTopicError("no dash", topic=topic)
+        return topic, partition_from_text(partition, topic)
+    except InvalidTopicError:
+        raise UsageError(f"{text!r} is not TOPIC-PARTITION (e.g. orders-0)") from None
+
+
+def partition_number(text: str) -> int:
+    """argparse type of ``--partition``: a partition number Kafka can hold, in [0, 2**31)."""
+    from storage.files import partition_from_text
+
+    return _argument(text, partition_from_text)
+
+
+def partition_count(text: str) -> int:
+    """argparse type of ``--partitions``: a count of partitions, in [1, 2**31)."""
+    from storage.files import validate_partition_count
+
+    return _argument(text, lambda t: validate_partition_count(_digits(t)))
+
+
+def offset_number(text: str) -> int:
+    """argparse type of an offset argument: an int64 >= 0."""
+    from storage.files import validate_offset
+
+    return _argument(text, lambda t: validate_offset(_digits(t), "offset"))
+
+
+def _digits(text: str) -> int | str:
+    """``text`` as an int when it is ASCII decimal digits, else unchanged (then refused as not
+    an integer): argparse's ``int`` would take ``1_0``, `` 5`` and other scripts' digits."""
+    return int(text) if text.isascii() and text.isdigit() else text
+
+
+def _argument(text: str, parse: Callable[[str], int]) -> int:
+    from storage.errors import StorageError
+
+    try:
+        return parse(text)
+    except StorageError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def parse_config(pairs: list[str] | None) -> dict[str, str]:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cluster.commands import add_common_args, connect, disconnect, jsonable, write
+from cluster.commands import (add_common_args, connect, disconnect, jsonable,
+                              partition_number, write)
 from cluster.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
 
 
@@ -39,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                     + help_text[1:] + ".")
         add_common_args(action)
         action.add_argument("topic")
-        action.add_argument("--partition", type=int, default=0, help="(default 0)")
+        action.add_argument("--partition", type=partition_number, default=0, help="(default 0)")
         if name == "trigger":
             action.add_argument("--roll", action="store_true",
                                 help="roll the active segment first, so it is cleaned too")

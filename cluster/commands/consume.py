@@ -15,7 +15,8 @@ import argparse
 import sys
 from typing import Any
 
-from cluster.commands import add_common_args, connect, disconnect, text_or_base64
+from cluster.commands import (add_common_args, connect, disconnect, offset_number,
+                              partition_number, text_or_base64)
 from cluster.tools import EXIT_OK, UsageError
 
 
@@ -25,9 +26,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Print the records of a partition (or of every partition) from an offset.")
     add_common_args(parser, json_help="one JSON document per record (JSON Lines)")
     parser.add_argument("topic")
-    parser.add_argument("--partition", type=int, default=None,
+    parser.add_argument("--partition", type=partition_number, default=None,
                         help="the partition (default: every partition, in order)")
-    parser.add_argument("--from-offset", "--offset", type=int, default=0, dest="from_offset",
+    parser.add_argument("--from-offset", "--offset", type=offset_number, default=0,
+                        dest="from_offset",
                         help="first offset (default 0; below the log start means the start)")
     parser.add_argument("--max", type=int, default=None, dest="max_records",
                         help="stop after this many records")

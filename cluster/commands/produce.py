@@ -16,7 +16,7 @@ import sys
 import time
 from typing import IO, Any, Iterator
 
-from cluster.commands import add_common_args, connect, disconnect, write
+from cluster.commands import add_common_args, connect, disconnect, partition_number, write
 from cluster.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
 
 DEFAULT_BATCH_BYTES = 1 << 20
@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "with --value-only), read from --file or stdin.")
     add_common_args(parser, json_help="print the summary as one JSON document")
     parser.add_argument("topic")
-    parser.add_argument("--partition", type=int, default=None,
+    parser.add_argument("--partition", type=partition_number, default=None,
                         help="the partition (default: by key, as Kafka's default partitioner)")
     parser.add_argument("--file", default=None, help="read this file instead of stdin")
     parser.add_argument("--value-only", action="store_true",

@@ -8,7 +8,7 @@ import argparse
 from typing import Any
 
 from cluster.commands import (add_common_args, connect, disconnect, jsonable,
-                               parse_config, write)
+                               parse_config, partition_count, write)
 from cluster.tools import EXIT_OK, UsageError
 
 
@@ -22,7 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                             "log directories with the most room.")
     add_common_args(create)
     create.add_argument("topic")
-    create.add_argument("--partitions", type=int, default=1)
+    create.add_argument("--partitions", type=partition_count, default=1,
+                        help="how many partitions (default 1; at most 2147483647)")
     create.add_argument("--config", action="append", metavar="KEY=VALUE",
                         help="a topic override with Kafka's key (repeatable), "
                              "e.g. cleanup.policy=compact")
@@ -47,8 +48,6 @@ def run_create(args: argparse.Namespace) -> int:
     from cluster.errors import TopicExistsError
     from storage.errors import StorageError
 
-    if args.partitions < 1:
-        raise UsageError("--partitions must be at least 1")
     cluster = connect(args)
     try:
         info = cluster.create_topic(args.topic, args.partitions, parse_config(args.config))

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 from cluster.naming import DEFAULT_NAMESPACE
 from cluster.spark.errors import SourceOptionError
+from storage import files
+from storage.errors import StorageError
 from storage.records import Compression
 
 EARLIEST, LATEST = -2, -1
@@ -121,15 +123,22 @@ def starting_offsets(options: Mapping[str, str], topic_name: str) -> tuple[int, 
             parsed = parsed[topic_name]
         if not isinstance(parsed, dict):
             raise ValueError("not a JSON object")
-        chosen = {int(p): int(o) for p, o in parsed.items()}
     except (ValueError, TypeError) as err:
         raise SourceOptionError(
             f"option startingOffsets must be earliest, latest or JSON like "
             f"{{\"0\": 42}}, not {raw!r} ({err})", option="startingOffsets", value=raw) from None
-    bad = {p: o for p, o in chosen.items() if o < EARLIEST}
-    if bad:
-        raise SourceOptionError(f"startingOffsets holds offsets below -2: {bad}",
-                                option="startingOffsets", value=raw)
+    chosen: dict[int, int] = {}
+    for key, offset in parsed.items():
+        try:
+            partition = files.partition_from_text(key, topic_name)
+            chosen[partition] = files.validate_offset(offset, f"startingOffsets[{key!r}]",
+                                                      partition=f"{topic_name}-{partition}",
+                                                      minimum=EARLIEST)
+        except StorageError as err:
+            raise SourceOptionError(
+                f"option startingOffsets: {err} (partitions are JSON keys of decimal digits, "
+                f"offsets JSON integers, -2 earliest, -1 latest)", option="startingOffsets",
+                value=raw) from None
     return EARLIEST, chosen
 
 

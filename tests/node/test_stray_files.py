@@ -245,3 +245,14 @@ def test_a_checkpoint_that_is_no_regular_file_reads_as_empty(tmp_path: Path, kin
     else:                       # the first checkpoint replaces the FIFO or the link
         d.close()
         assert checkpoint.is_file() and not checkpoint.is_symlink()
+
+
+def test_a_segment_name_with_a_non_ascii_digit_skips_only_its_partition(tmp_path: Path) -> None:
+    """``str.isdigit`` takes "²": such a stray name made the whole open fail with ValueError."""
+    with LogDir.open(tmp_path / "d") as d:
+        d.get_or_create_log("good", 0).append([Record(key=b"k", value=b"v", timestamp=1)])
+        d.get_or_create_log("bad", 0)
+    (tmp_path / "d" / "bad-0" / "0000000000000000000\u00b2.log").touch()
+    with LogDir.open(tmp_path / "d") as d:
+        assert [r.value for r in d.log("good", 0).read(0)] == [b"v"]
+        assert [(p.name, p.error) for p in d.problems] == [("bad-0", "InvalidSegmentFileError")]
