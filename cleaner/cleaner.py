@@ -430,7 +430,9 @@ def group_segments_by_size(segments: Sequence[LogSegment], max_size: int, max_in
                            first_uncleanable_offset: int) -> list[list[LogSegment]]:
     """Kafka's groupSegmentsBySize: consecutive runs whose log bytes fit ``segment.bytes``, whose
     offset and time index bytes each fit ``segment.index.bytes``, and whose offsets span at most
-    2^31-1 (so relative offsets fit the index)."""
+    2^31-1 from the group's *first* base offset (so every offset fits the cleaned segment's 32-bit
+    relative offsets). A segment's last offset is bounded by the next segment's base - 1 (or
+    ``first_uncleanable_offset - 1`` for the last one); an empty segment always joins."""
     groups: list[list[LogSegment]] = []
     remaining = list(segments)
     while remaining:
@@ -446,7 +448,7 @@ def group_segments_by_size(segments: Sequence[LogSegment], max_size: int, max_in
             if (log_size + candidate.size > max_size
                     or index_size + _index_bytes(candidate.offset_index.path) > max_index_size
                     or time_index_size + _index_bytes(candidate.time_index.path) > max_index_size
-                    or (candidate.size > 0 and next_last - group[-1].base_offset > INT32_MAX)):
+                    or (candidate.size > 0 and next_last - group[0].base_offset > INT32_MAX)):
                 break
             group.append(remaining.pop(0))
             log_size += candidate.size
