@@ -8,8 +8,9 @@
 3. Clean each group into one ``<first base>.log.cleaned`` segment, keeping a record when it is past
    the map, or is the latest of its key and is not a tombstone past its delete horizon; unkeyed
    records are dropped and counted. Batches keep their base offset, so every kept record keeps its
-   offset; a batch that lost records keeps its last offset as an empty batch when it is a producer's
-   last batch or the last batch of the round. Tombstones get a delete horizon
+   offset; a batch left without records (or already empty) stays, as an empty batch, only while it
+   is an active producer's last batch or the last batch of the round (its next offset is the first
+   uncleanable offset), and is dropped by the first clean after that. Tombstones get a delete horizon
    (``now + delete.retention.ms``) the first time a clean keeps them (KIP-534).
 4. Swap each group in with ``Log.replace_segments`` (the crash-safe rename order).
 
@@ -104,9 +105,10 @@ class Cleaner:
         groups = group_segments_by_size(log.segments_in_range(0, end_offset),
                                         log.config.segment_bytes, log.config.segment_index_bytes,
                                         end_offset)
-        producers = _LastBatches(lambda: self._last_batches_of_producers(log, now))
+        producers = _LastBatches(lambda: self._last_batches_of_producers(
+            log, self.clock.milliseconds()))
         for group in groups:
-            self.clean_segments(log, group, now, stats, legacy_horizon, end_offset, producers)
+            self.clean_segments(log, group, now, stats, legacy_horizon, end, producers)
         stats.buffer_utilization = self.offset_map.utilization
         stats.all_done()
         return CleanResult(tp, first_dirty_offset, end, end_offset, stats.snapshot(), len(groups))
@@ -211,7 +213,9 @@ class Cleaner:
     def _last_batches_of_producers(self, log: Log, now_ms: int) -> dict[int, int]:
         """Active producer id -> last offset of its last batch in the log: that batch keeps its
         place (as an empty batch if need be) so the producer's sequence survives the clean. A
-        producer whose last batch is ``producer.id.expiration.ms`` old is no longer active."""
+        producer whose last batch is ``producer.id.expiration.ms`` older than ``now_ms`` (the
+        clock, as Kafka's producer state expires by wall time, not by the clean's
+        ``currentTime``) is no longer active."""
         last: dict[int, tuple[int, int]] = {}
         for segment in log.segments():
             for _position, _chunk, scan in self._chunks(log, segment, 0):
@@ -274,17 +278,19 @@ class Cleaner:
         for _ in range(invalid):
             stats.invalid_message()
         kept = int(np.count_nonzero(keep))
-        tombstones = bool(np.any(keep & ~has_value))
-        needs_horizon = header.magic >= 2 and tombstones and header.delete_horizon_ms is None
-        if kept == records.count and not needs_horizon and header.magic >= 2:
-            return raw, kept, header.max_timestamp
         if kept == 0:
+            # Kafka's batch retention: an emptied batch (or one already empty) stays only while it
+            # holds its producer's last sequence, or the last offset of this round
             producer_last = header.producer_id >= 0 and \
                 last_batch_of_producer.get(header.producer_id) == header.last_offset
             if producer_last or header.next_offset == upper_bound:
                 empty = _empty_batch(header)
                 return empty, 0, header.max_timestamp
             return None
+        tombstones = bool(np.any(keep & ~has_value))
+        needs_horizon = header.magic >= 2 and tombstones and header.delete_horizon_ms is None
+        if kept == records.count and not needs_horizon and header.magic >= 2:
+            return raw, kept, header.max_timestamp
         if needs_horizon or header.magic < 2:
             return self._rebuild(raw, header, keep, offsets, now_ms + delete_retention
                                  if needs_horizon else None)

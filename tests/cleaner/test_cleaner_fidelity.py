@@ -16,8 +16,11 @@ from tests.cleaner.kafka_logs import (
     follower_log,
     kafka_config,
     keys_in_log,
+    last_offsets_per_batch,
+    last_sequences_in_log,
     log_factory,
     make_cleaner,
+    record,
 )
 
 
@@ -42,3 +45,39 @@ def test_a_follower_log_with_sparse_offsets_is_cleaned_not_stuck(
     assert [s.base_offset for s in log.segments()] == [0, 2 * step, 4 * step]
     for segment in log.segments():
         assert segment.read_next_offset() - 1 - segment.base_offset <= INT_MAX
+
+
+def test_an_emptied_batch_goes_once_its_producer_writes_again(make_log: MakeLog,
+                                                              clock: FakeClock) -> None:
+    log = make_log()
+    cleaner = make_cleaner(1024, clock)
+    log.append_batch(record(0, 1, producer_id=1, producer_epoch=0, sequence=0))   # offset 0
+    log.append_batch(record(0, 2))                                                # offset 1
+    log.roll()
+    cleaner.clean(log, 0, clock.milliseconds())
+    assert last_offsets_per_batch(log) == [0, 1]       # producer 1's last sequence, kept empty
+    log.append_batch(record(1, 3, producer_id=1, producer_epoch=0, sequence=1))   # offset 2
+    log.roll()
+    for _round in range(3):
+        cleaner.clean(log, 0, clock.milliseconds())
+        assert last_offsets_per_batch(log) == [1, 2]
+        assert last_sequences_in_log(log) == {1: 1}
+
+
+def test_the_rounds_last_empty_batch_goes_in_a_later_round(make_log: MakeLog,
+                                                           clock: FakeClock) -> None:
+    log = make_log(delete_retention_ms=0)
+    cleaner = make_cleaner(1024, clock)
+    log.append_batch(record(0, 0))
+    log.append_batch(record(0, None))
+    log.roll()
+    now = clock.milliseconds()
+    cleaner.clean(log, 0, now)
+    cleaner.clean(log, 0, now + 1)          # the tombstone's horizon has passed
+    assert last_offsets_per_batch(log) == [1]     # empty: the last offset of that round
+    log.append_batch(record(1, 1))
+    log.append_batch(record(2, 2))
+    log.roll()
+    cleaner.clean(log, 0, now + 2)
+    assert last_offsets_per_batch(log) == [2, 3]
+    assert keys_in_log(log) == [1, 2]

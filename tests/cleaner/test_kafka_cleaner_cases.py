@@ -18,18 +18,28 @@ from pathlib import Path
 import pytest
 
 from cleaner.cleaner import group_segments_by_size
+from cleaner.stats import CleanerStats
 from storage.clock import FakeClock
-from storage.records import Record, build_batch
+from storage.records import Record, RecordBatch, build_batch
 from storage.scheduler import FakeScheduler
 from storage.segment import LogSegment
 from tests.cleaner.kafka_logs import (
     INT_MAX,
+    LARGE_TIMESTAMP,
+    LONG_MAX,
     T0,
+    TOMBSTONE_RETENTION_MS,
     MakeLog,
     follower_log,
     kafka_config,
+    key,
+    keys_in_log,
+    last_offsets_per_batch,
+    last_sequences_in_log,
     log_factory,
     make_cleaner,
+    offsets_in_log,
+    record,
 )
 
 
@@ -162,3 +172,92 @@ def test_segment_grouping_following_load_of_zero_index(tmp_path: Path, clock: Fa
         assert group[-1].read_next_offset() - 1 - group[0].base_offset <= INT_MAX, \
             "Relative offset greater than Int.MaxValue"
     check_segment_order(groups)
+
+
+# ---- empty batches and producer state ------------------------------------------------------------
+def test_empty_batch_removal_with_sequence_reuse(make_log: MakeLog, clock: FakeClock) -> None:
+    """Kafka's testEmptyBatchRemovalWithSequenceReuse, its non-transactional part: a producer that
+    restarts its sequence at 0 (a new epoch) keeps its last batch as an empty batch, and that
+    empty batch goes once the producer has written a later one. (The commit markers of the
+    original are ported with the transaction tests.)"""
+    log = make_log(segment_bytes=2048)
+    cleaner = make_cleaner(INT_MAX, clock)
+    log.append_batch(record(1, 1, producer_id=1, producer_epoch=0, sequence=0))
+    log.append_batch(record(2, 2, producer_id=1, producer_epoch=1, sequence=0))
+    log.append_batch(record(1, 1))
+    log.append_batch(record(2, 1))
+    log.roll()
+
+    cleaner.clean(log, 0, LARGE_TIMESTAMP)
+    assert offsets_in_log(log) == [2, 3]
+    assert last_offsets_per_batch(log) == [1, 2, 3]    # the producer's last batch, emptied
+
+    log.append_batch(record(3, 3, producer_id=1, producer_epoch=1, sequence=1))
+    log.roll()
+    cleaner.clean(log, 0, LARGE_TIMESTAMP)
+    assert offsets_in_log(log) == [2, 3, 4]
+    assert last_offsets_per_batch(log) == [2, 3, 4]    # the empty batch is gone
+
+
+def test_clean_segments_retaining_last_empty_batch(make_log: MakeLog, clock: FakeClock) -> None:
+    """Kafka's testCleanSegmentsRetainingLastEmptyBatch: when every key is deleted the last batch
+    of the round stays, empty, so the last offset survives."""
+    log = make_log()
+    cleaner = make_cleaner(INT_MAX, clock)
+    while log.number_of_segments < 4:
+        log.append_batch(record(log.log_end_offset, log.log_end_offset))
+    keys_found = keys_in_log(log)
+    assert keys_found == list(range(log.log_end_offset))
+    for k in keys_found:
+        cleaner.offset_map.put(key(k), LONG_MAX)      # pretend all keys are deleted
+
+    segments = log.segments()[:3]
+    cleaner.clean_segments(log, segments, 0, CleanerStats(clock), -1,
+                           segments[-1].read_next_offset(), {})
+    assert log.number_of_segments == 2
+    first = log.segments()[0]
+    retained = [RecordBatch(first.read_bytes(e.position, e.size)) for e in first.batches()]
+    assert len(retained) == 1, "one batch should be retained in the cleaned segment"
+    assert retained[0].last_offset == log.segments()[-1].base_offset - 1, \
+        "the retained batch should be the last batch"
+    assert retained[0].records() == [], "the retained batch should be an empty batch"
+
+
+def test_deleted_batches_with_no_messages_read(make_log: MakeLog, clock: FakeClock) -> None:
+    """Kafka's testDeletedBatchesWithNoMessagesRead, its non-transactional part: with read buffers
+    of one batch (max message size 100), chunks whose every batch is dropped move the clean on to
+    the next offset instead of growing buffers or stopping."""
+    log = make_log(max_message_bytes=100, segment_bytes=1000)
+    cleaner = make_cleaner(INT_MAX, clock, max_message_size=100)
+    sequence = 0
+    for k in (1, 2, 2, 1):
+        log.append_batch(record(k, k, producer_id=1, producer_epoch=0, sequence=sequence))
+        sequence += 1
+    log.roll()
+
+    cleaner.clean(log, 0, LARGE_TIMESTAMP)
+    assert keys_in_log(log) == [2, 1]
+    assert offsets_in_log(log) == [2, 3]
+    cleaner.clean(log, 0, LARGE_TIMESTAMP)
+    cleaner.clean(log, 0, LARGE_TIMESTAMP + TOMBSTONE_RETENTION_MS + 1)
+    assert keys_in_log(log) == [2, 1]
+    assert offsets_in_log(log) == [2, 3]
+
+
+def test_log_cleaner_retains_producer_last_sequence(make_log: MakeLog, clock: FakeClock) -> None:
+    """Kafka's testLogCleanerRetainsProducerLastSequence: each active producer's last batch keeps
+    its place (empty if need be), so its last sequence survives."""
+    log = make_log()
+    cleaner = make_cleaner(10, clock)
+    log.append_batch(record(0, 0))                                                # offset 0
+    log.append_batch(record(0, 1, producer_id=1, producer_epoch=0, sequence=0))   # offset 1
+    log.append_batch(record(0, 2, producer_id=2, producer_epoch=0, sequence=0))   # offset 2
+    log.append_batch(record(0, 3, producer_id=3, producer_epoch=0, sequence=0))   # offset 3
+    log.append_batch(record(1, 1, producer_id=2, producer_epoch=0, sequence=1))   # offset 4
+    log.roll()
+
+    cleaner.clean(log, 0, clock.milliseconds())
+    assert last_offsets_per_batch(log) == [1, 3, 4]
+    assert last_sequences_in_log(log) == {1: 0, 2: 1, 3: 0}
+    assert keys_in_log(log) == [0, 1]
+    assert offsets_in_log(log) == [3, 4]
