@@ -30,6 +30,7 @@ import crc32c
 import numpy as np
 
 from cleaner.config import CleanerConfig
+from cleaner.errors import CorruptSegmentError
 from cleaner.kernels import gather_records
 from cleaner.offset_map import OffsetMap
 from cleaner.stats import CleanerStats, CleanerStatsSnapshot
@@ -44,10 +45,12 @@ from storage.records import (
     BATCH_HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    MAX_DECOMPRESSED_BYTES,
     BatchHeader,
     Compression,
     RecordBatch,
     build_batch,
+    max_records_in,
     scan_batches,
 )
 from storage.segment import LogSegment
@@ -136,14 +139,15 @@ class Cleaner:
                      stats: CleanerStats) -> bool:
         """Returns True when the map filled up inside this segment."""
         position = segment.offset_index.lookup(start).position
-        for _position, chunk, scan in self._chunks(log, segment, position):
+        for chunk_position, chunk, scan in self._chunks(log, segment, position):
             for pos, size, magic in zip(scan.positions.tolist(), scan.sizes.tolist(),
                                         scan.magics.tolist()):
                 header = _header(chunk, pos, size, magic)
                 if header.is_control:
                     stats.index_messages_read(1)
                 else:
-                    batch = _Records.of(chunk, pos, size, header, log)
+                    batch = _Records.read(chunk, pos, size, header, log, segment,
+                                          chunk_position + pos)
                     n = batch.count
                     offsets = batch.offsets()
                     lengths = np.where(offsets >= start, batch.key_len, -1)
@@ -158,9 +162,12 @@ class Cleaner:
         self.offset_map.update_latest_offset(next_start - 1)
         return False
 
-    def _chunks(self, log: Log, segment: LogSegment, position: int):
+    def _chunks(self, log: Log, segment: LogSegment, position: int, *, check_crc: bool = True):
         """Read ``segment`` from ``position`` in I/O-buffer-sized chunks of whole batches, growing
-        the buffer for a batch larger than it (up to max.message.bytes, then to the batch)."""
+        the buffer for a batch larger than it (up to max.message.bytes, then to the batch).
+
+        With ``check_crc`` (every pass that uses records) each batch's CRC is verified before it is
+        yielded; a batch that fails it, or an impossible batch, raises ``CorruptSegmentError``."""
         buffer_size = self.io_buffer_size
         max_size = max(log.config.max_message_bytes, self.config.max_message_size)
         end = segment.size
@@ -168,20 +175,20 @@ class Cleaner:
             self.check_done(log.topic_partition)
             chunk = segment.read_bytes(position, min(buffer_size, end - position))
             self.throttler.maybe_throttle(len(chunk))
-            scan = scan_batches(chunk)
+            scan = scan_batches(chunk, check_crc=check_crc)
             if scan.error is not None and len(scan.positions) == 0:
-                raise CorruptRecordError(
-                    f"{segment.log_path}: {scan.error} at position {position}",
-                    path=str(segment.log_path), position=position)
+                bad = max(scan.error_position, 0)
+                raise _corrupt(log, segment, position + bad, _claimed_offset(chunk, bad),
+                               scan.error.replace(f"at position {scan.error_position}",
+                                                  "").strip())
             if len(scan.positions) == 0:
                 if len(chunk) < LOG_OVERHEAD:
                     return
                 batch_size = int.from_bytes(chunk[8:12], "big", signed=True) + LOG_OVERHEAD
                 if position + batch_size > end:
-                    raise CorruptRecordError(
-                        f"{segment.log_path}: batch at position {position} claims {batch_size} "
-                        f"bytes but only {end - position} remain", path=str(segment.log_path),
-                        position=position)
+                    raise _corrupt(log, segment, position, _claimed_offset(chunk, 0),
+                                   f"the batch claims {batch_size} bytes but only "
+                                   f"{end - position} remain in the segment")
                 if buffer_size >= batch_size:
                     return
                 # Kafka's growBuffersOrFail: double up to max.message.bytes, then fit the batch
@@ -218,7 +225,7 @@ class Cleaner:
         ``currentTime``) is no longer active."""
         last: dict[int, tuple[int, int]] = {}
         for segment in log.segments():
-            for _position, _chunk, scan in self._chunks(log, segment, 0):
+            for _position, _chunk, scan in self._chunks(log, segment, 0, check_crc=False):
                 with_producer = np.flatnonzero(scan.producer_ids >= 0)
                 for pid, offset, timestamp in zip(scan.producer_ids[with_producer].tolist(),
                                                   scan.last_offsets[with_producer].tolist(),
@@ -232,14 +239,16 @@ class Cleaner:
                     stats: CleanerStats, retain_legacy_deletes: bool, upper_bound: int,
                     last_batch_of_producer: _LastBatches) -> None:
         delete_retention = log.config.delete_retention_ms
-        for _position, chunk, scan in self._chunks(log, source, 0):
+        for chunk_position, chunk, scan in self._chunks(log, source, 0):
             pieces: list[bytes | bytearray | memoryview] = []
             max_ts, max_ts_offset, last_offset = -1, -1, -1
             for pos, size, magic in zip(scan.positions.tolist(), scan.sizes.tolist(),
                                         scan.magics.tolist()):
                 header = _header(chunk, pos, size, magic)
                 stats.read_messages(max(header.records_count, 0), size)
-                out = self._filter_batch(log, chunk, pos, size, header, now_ms, stats,
+                records = None if header.is_control else _Records.read(
+                    chunk, pos, size, header, log, source, chunk_position + pos)
+                out = self._filter_batch(log, chunk, pos, size, header, records, now_ms, stats,
                                          retain_legacy_deletes, delete_retention, upper_bound,
                                          last_batch_of_producer)
                 if out is None:
@@ -255,14 +264,14 @@ class Cleaner:
                 self.throttler.maybe_throttle(sum(len(p) for p in pieces))
 
     def _filter_batch(self, log: Log, chunk: bytes, pos: int, size: int, header: BatchHeader,
-                      now_ms: int, stats: CleanerStats, retain_legacy_deletes: bool,
-                      delete_retention: int, upper_bound: int,
+                      records: _Records | None, now_ms: int, stats: CleanerStats,
+                      retain_legacy_deletes: bool, delete_retention: int, upper_bound: int,
                       last_batch_of_producer: _LastBatches) -> tuple[bytes | bytearray | memoryview, int, int] | None:
-        """The retained form of one batch: (bytes, records kept, max timestamp), or None."""
+        """The retained form of one batch: (bytes, records kept, max timestamp), or None.
+        ``records`` is the batch decoded (None for a control batch)."""
         raw = memoryview(chunk)[pos:pos + size]   # no copy: pieces are written with writev
-        if header.is_control:
+        if records is None:
             return raw, max(header.records_count, 0), header.max_timestamp
-        records = _Records.of(chunk, pos, size, header, log)
         offsets = records.offsets()
         latest = self.offset_map.latest_offset
         mapped = self.offset_map.get_batch(records.buf, records.key_start, records.key_len)
@@ -354,26 +363,38 @@ class _Records:
         return self.base_offset + self.offset_delta
 
     @classmethod
-    def of(cls, chunk: bytes, pos: int, size: int, header: BatchHeader, log: Log) -> _Records:
+    def read(cls, chunk: bytes, pos: int, size: int, header: BatchHeader, log: Log,
+             segment: LogSegment, file_position: int) -> _Records:
+        """Decode the batch at ``chunk[pos:pos + size]`` (at ``file_position`` of ``segment``)
+        within the read path's limits: at most ``MAX_DECOMPRESSED_BYTES`` decompressed, a records
+        count no larger than its bytes can hold. Any failure is a ``CorruptSegmentError``."""
+        try:
+            return cls._decode(chunk, pos, size, header)
+        except CorruptRecordError as err:
+            raise _corrupt(log, segment, file_position, header.base_offset, err.message) from err
+
+    @classmethod
+    def _decode(cls, chunk: bytes, pos: int, size: int, header: BatchHeader) -> _Records:
         if header.magic < 2:
             return cls._legacy(chunk[pos:pos + size])
-        count = max(header.records_count, 0)
+        count = header.records_count
         if header.compression == Compression.NONE:
             buf = np.frombuffer(chunk, dtype=np.uint8)
             start, end = pos + HEADER_SIZE, pos + size
         else:
             body = compression.decompress(Compression(header.compression),
                                           chunk[pos + HEADER_SIZE:pos + size],
-                                          max_size=max(64 * 1024 * 1024,
-                                                       log.config.max_message_bytes * 64))
+                                          max_size=MAX_DECOMPRESSED_BYTES)
             buf = np.frombuffer(body, dtype=np.uint8)
             start, end = 0, len(body)
+        if not 0 <= count <= max_records_in(end - start):
+            raise CorruptRecordError(f"records count {count} cannot fit in the batch's "
+                                     f"{end - start} bytes of records")
         table = np.empty((kernels.RECORD_ROWS, count), dtype=np.int64)
         read, status, where = kernels.walk_records(buf, start, end, table)
         if status != kernels.OK:
             raise CorruptRecordError(
-                f"batch at offset {header.base_offset}: malformed record {read} at byte {where}",
-                offset=header.base_offset, position=int(where))
+                f"malformed record {read} at byte {where - start} of the records")
         return cls(buf, count, header.base_offset, table[kernels.REC_START],
                    table[kernels.REC_END], table[kernels.REC_TIMESTAMP_DELTA],
                    table[kernels.REC_OFFSET_DELTA], table[kernels.REC_KEY_POS],
@@ -394,6 +415,19 @@ class _Records:
         zeros = np.zeros(len(records), dtype=np.int64)
         return cls(buf, len(records), base, zeros, zeros, zeros, offsets - base, starts, lengths,
                    values)
+
+
+def _claimed_offset(chunk: bytes, pos: int) -> int:
+    """The base offset a (possibly damaged) batch header at ``chunk[pos:]`` claims, or -1."""
+    return int.from_bytes(chunk[pos:pos + 8], "big", signed=True) if len(chunk) >= pos + 8 else -1
+
+
+def _corrupt(log: Log, segment: LogSegment, position: int, offset: int,
+             problem: str) -> CorruptSegmentError:
+    return CorruptSegmentError(
+        f"{segment.log_path}: corrupt batch at position {position} (offset {offset}) of "
+        f"partition {log.name}: {problem}; the clean stops and the segment is left as it is",
+        path=str(segment.log_path), position=position, offset=offset, partition=log.name)
 
 
 def _header(chunk: bytes, pos: int, size: int, magic: int) -> BatchHeader:
