@@ -49,6 +49,7 @@ from storage.records import (
     BatchHeader,
     Compression,
     RecordBatch,
+    TimestampType,
     build_batch,
     max_records_in,
     scan_batches,
@@ -312,12 +313,17 @@ class Cleaner:
 
     def _rebuild(self, raw: memoryview, header: BatchHeader, keep: np.ndarray, offsets: np.ndarray,
                  delete_horizon_ms: int | None) -> tuple[bytes, int, int]:
-        """Re-encode the kept records (tombstone horizon, or a legacy batch becoming v2)."""
+        """Re-encode the kept records (tombstone horizon, or a legacy batch becoming v2). The
+        timestamp type stays; under LogAppendTime so does the batch's max timestamp (the append
+        time every record reads back), as Kafka's buildRetainedRecordsInto keeps them."""
         keep_offsets = set(offsets[keep].tolist())
         kept = [r for r in RecordBatch(raw).records() if r.offset in keep_offsets]
         base = header.base_offset
+        log_append_time = header.timestamp_type == TimestampType.LOG_APPEND_TIME
         data = build_batch(
             kept, base_offset=base,
+            timestamp_type=header.timestamp_type,
+            max_timestamp=header.max_timestamp if log_append_time else None,
             compression=Compression(header.compression) if header.magic >= 2 else Compression.NONE,
             producer_id=header.producer_id if header.magic >= 2 else -1,
             producer_epoch=header.producer_epoch if header.magic >= 2 else -1,
@@ -327,7 +333,8 @@ class Cleaner:
             delete_horizon_ms=delete_horizon_ms,
             offset_deltas=[r.offset - base for r in kept],
             last_offset_delta=header.last_offset - base)
-        return data, len(kept), max(r.timestamp for r in kept)
+        max_ts = header.max_timestamp if log_append_time else max(r.timestamp for r in kept)
+        return data, len(kept), max_ts
 
 
 class _LastBatches:

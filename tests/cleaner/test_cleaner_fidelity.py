@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 
 from storage.clock import FakeClock
+from storage.records import Record, TimestampType
 from storage.scheduler import FakeScheduler
 from tests.cleaner.kafka_logs import (
     INT_MAX,
     MakeLog,
+    batches,
     follower_log,
     kafka_config,
     keys_in_log,
@@ -81,3 +83,38 @@ def test_the_rounds_last_empty_batch_goes_in_a_later_round(make_log: MakeLog,
     cleaner.clean(log, 0, now + 2)
     assert last_offsets_per_batch(log) == [2, 3]
     assert keys_in_log(log) == [1, 2]
+
+
+def test_a_delete_horizon_rebuild_keeps_log_append_time(make_log: MakeLog,
+                                                        clock: FakeClock) -> None:
+    log = make_log(message_timestamp_type="LogAppendTime")
+    cleaner = make_cleaner(1024, clock)
+    appended_at = clock.milliseconds()
+    log.append([Record(b"a", b"1", 5), Record(b"b", b"2", 6), Record(b"a", None, 7)])
+    clock.advance(1000)
+    log.append([Record(b"c", b"3", 8)])
+    log.roll()
+    cleaner.clean(log, 0, clock.milliseconds())
+    first = next(batches(log))
+    assert first.delete_horizon_ms == clock.milliseconds() + log.config.delete_retention_ms
+    assert first.timestamp_type == TimestampType.LOG_APPEND_TIME
+    assert first.max_timestamp == appended_at
+    assert [(r.key, r.timestamp) for r in first.records()] == [(b"b", appended_at),
+                                                               (b"a", appended_at)]
+    first.ensure_valid()
+    assert log.segments()[0].max_timestamp_so_far == appended_at + 1000
+
+
+def test_a_delete_horizon_rebuild_keeps_create_time_and_record_timestamps(
+        make_log: MakeLog, clock: FakeClock) -> None:
+    log = make_log()
+    cleaner = make_cleaner(1024, clock)
+    log.append([Record(b"a", b"1", 5), Record(b"b", b"2", 9), Record(b"a", None, 7)])
+    log.append([Record(b"c", b"3", 8)])
+    log.roll()
+    cleaner.clean(log, 0, clock.milliseconds())
+    first = next(batches(log))
+    assert first.timestamp_type == TimestampType.CREATE_TIME
+    assert first.delete_horizon_ms is not None
+    assert first.max_timestamp == 9
+    assert [(r.key, r.timestamp) for r in first.records()] == [(b"b", 9), (b"a", 7)]
