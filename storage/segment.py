@@ -198,6 +198,21 @@ class LogSegment:
         """Bytes of batches in the ``.log`` (excluding preallocated space)."""
         return self._size
 
+    def size_to_written_batches(self) -> int:
+        """Take ``size`` as the end of the last whole batch instead of the file's length, for a
+        read-only view of an active segment that its owner preallocated (``preallocate=true``:
+        ``segment.bytes`` long, zeros after the batches). Walks the batch headers from the last
+        offset index entry; stops at the first bytes that are no batch. Returns the new size."""
+        start = self.offset_index.lookup(2**63 - 1).position if self.offset_index.exists() else 0
+        end = start = min(start, self._size)
+        try:
+            for entry in self.batches(start):
+                end = entry.position + entry.size
+        except CorruptRecordError:
+            pass                    # the zeroed tail of the preallocated file
+        self._size = end
+        return end
+
     @property
     def last_modified_ms(self) -> int:
         return self.log_path.stat().st_mtime_ns // 1_000_000

@@ -48,6 +48,9 @@ class LogView:
         if not bases:
             raise StorageError(f"{directory} holds no segment", path=str(directory))
         segments = [LogSegment(directory, base, config, clock=clock) for base in bases]
+        if config.preallocate:
+            # the owner's active segment is preallocated: its file length is not its size
+            segments[-1].size_to_written_batches()
         return cls(directory, config, segments, swap, clock)
 
     @property

@@ -11,6 +11,7 @@ import pytest
 from storage.clock import FakeClock
 from storage.records import Record, TimestampType
 from storage.scheduler import FakeScheduler
+from storage.view import LogView
 from tests.cleaner.kafka_logs import (
     INT_MAX,
     MakeLog,
@@ -118,3 +119,22 @@ def test_a_delete_horizon_rebuild_keeps_create_time_and_record_timestamps(
     assert first.delete_horizon_ms is not None
     assert first.max_timestamp == 9
     assert [(r.key, r.timestamp) for r in first.records()] == [(b"b", 9), (b"a", 7)]
+
+
+def test_a_view_clean_of_a_preallocated_log_reads_only_written_bytes(
+        make_log: MakeLog, clock: FakeClock) -> None:
+    log = make_log(preallocate=True, segment_bytes=4096)
+    for i in range(60):                           # every batch but the last three loses its record
+        log.append_batch(record(i % 3, i, producer_id=1, producer_epoch=0, sequence=i))
+    log.roll()
+    log.append_batch(record(7, 7))                # the active segment: 4096 bytes on disk, mostly 0
+    active = log.active_segment
+    assert active.log_path.stat().st_size == 4096 > active.size
+    view = LogView.open(log.dir, log.config, log.replace_cleaned, clock=clock)
+    assert view.active_segment.size == active.size
+    result = make_cleaner(1024, clock).clean(view, 0, clock.milliseconds(),
+                                             first_uncleanable_offset=active.base_offset)
+    view.close()
+    assert result.next_dirty_offset == active.base_offset
+    assert keys_in_log(log) == [0, 1, 2, 7]
+    assert last_offsets_per_batch(log) == [57, 58, 59, 60]
