@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import struct
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import crc32c
 import numpy as np
@@ -54,7 +54,7 @@ from storage.records import (
     max_records_in,
     scan_batches,
 )
-from storage.segment import LogSegment
+from storage.segment import LogSegment, SegmentIdentity
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +103,9 @@ class Cleaner:
             first_uncleanable_offset, log.active_segment.base_offset)
         stats = CleanerStats(self.clock)
         legacy_horizon = self._legacy_delete_horizon(log, first_dirty_offset)
+        # what the segments are before anything is read: the swap is refused if one changes
+        seen = {s.base_offset: s.identity for s in log.segments_in_range(0, end)
+                if s.base_offset < end}
         self.build_offset_map(log, first_dirty_offset, end, stats)
         end_offset = self.offset_map.latest_offset + 1
         stats.index_done()
@@ -112,7 +115,7 @@ class Cleaner:
         producers = _LastBatches(lambda: self._last_batches_of_producers(
             log, self.clock.milliseconds()))
         for group in groups:
-            self.clean_segments(log, group, now, stats, legacy_horizon, end, producers)
+            self.clean_segments(log, group, now, stats, legacy_horizon, end, producers, seen)
         stats.buffer_utilization = self.offset_map.utilization
         stats.all_done()
         return CleanResult(tp, first_dirty_offset, end, end_offset, stats.snapshot(), len(groups))
@@ -201,8 +204,11 @@ class Cleaner:
     # ---- cleaning ----------------------------------------------------------------------------
     def clean_segments(self, log: Log, group: Sequence[LogSegment], now_ms: int,
                        stats: CleanerStats, legacy_horizon: int, upper_bound: int,
-                       last_batch_of_producer: _LastBatches) -> None:
-        """Clean one group into one ``.cleaned`` segment and swap it in."""
+                       last_batch_of_producer: _LastBatches,
+                       seen: Mapping[int, SegmentIdentity] | None = None) -> None:
+        """Clean one group into one ``.cleaned`` segment and swap it in. ``seen`` holds the
+        segments' identities from before the clean read them; the swap is refused
+        (``SegmentsChangedError``) when one of them changed since."""
         cleaned = log.create_cleaned_segment(group[0].base_offset)
         try:
             for source in group:
@@ -213,7 +219,9 @@ class Cleaner:
             cleaned.flush()
             cleaned.set_last_modified_ms(group[-1].last_modified_ms)
             self.check_done(log.topic_partition)
-            log.replace_segments([cleaned], list(group))
+            expected = None if seen is None else [seen.get(s.base_offset, s.identity)
+                                                  for s in group]
+            log.replace_segments([cleaned], list(group), expected)
         except BaseException:
             cleaned.delete_files()
             raise

@@ -94,3 +94,13 @@ class LogDirOfflineError(StorageError):
 
 class LogCleaningAbortedError(StorageError):
     """A clean was aborted (truncation, deletion, shutdown) before it swapped anything in."""
+
+
+class SegmentsChangedError(LogCleaningAbortedError):
+    """A swap of cleaned segments refused because a segment they were cleaned from is no longer
+    the one the cleaner read: truncated (even if regrown to the same size), deleted or replaced
+    since (``partition``, ``offset`` = the cleaned segment's base, ``changed`` = the base offsets
+    that changed). The cleaned files are deleted and the log is untouched. Unlike its parent,
+    nobody asked the clean to stop: the log's owner found out at the swap; like it, the clean is
+    simply abandoned (it says nothing against the partition) and the next one starts afresh.
+    """

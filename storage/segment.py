@@ -111,6 +111,17 @@ class BatchEntry:
     records_count: int
 
 
+class SegmentIdentity(NamedTuple):
+    """What a cleaner saw of a segment it read, for the owner to check at the swap: the base
+    offset, the byte size and the ``.log`` file's mtime in nanoseconds. The owner also keeps the
+    identities of segments it truncated, so a segment truncated and regrown to the same size and
+    mtime still does not match."""
+
+    base_offset: int
+    size: int
+    mtime_ns: int
+
+
 class RollParams(NamedTuple):
     """What an append brings that decides whether the active segment must roll first.
 
@@ -197,6 +208,11 @@ class LogSegment:
     def size(self) -> int:
         """Bytes of batches in the ``.log`` (excluding preallocated space)."""
         return self._size
+
+    @property
+    def identity(self) -> SegmentIdentity:
+        """Base offset, size and the ``.log`` file's mtime (one ``stat``)."""
+        return SegmentIdentity(self.base_offset, self._size, self.log_path.stat().st_mtime_ns)
 
     def size_to_written_batches(self) -> int:
         """Take ``size`` as the end of the last whole batch instead of the file's length, for a

@@ -4,16 +4,21 @@ the timestamp type of a rebuilt batch."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from storage.clock import FakeClock
+from storage.errors import SegmentsChangedError
+from storage.log import Log
 from storage.records import Record, TimestampType
 from storage.scheduler import FakeScheduler
+from storage.segment import SegmentIdentity
 from storage.view import LogView
 from tests.cleaner.kafka_logs import (
     INT_MAX,
+    T0,
     MakeLog,
     batches,
     follower_log,
@@ -138,3 +143,67 @@ def test_a_view_clean_of_a_preallocated_log_reads_only_written_bytes(
     assert result.next_dirty_offset == active.base_offset
     assert keys_in_log(log) == [0, 1, 2, 7]
     assert last_offsets_per_batch(log) == [57, 58, 59, 60]
+
+
+def fixed_size_log(make_log: MakeLog) -> Log:
+    """Records of one size (keys k00..k19, values v000..), 10 to a segment, three closed
+    segments and an active one."""
+    log = make_log(segment_bytes=10 * 80)
+    for i in range(30):
+        log.append([Record(b"k%02d" % (i % 20), b"v%03d" % i, T0)])
+    log.roll()
+    assert log.segment_base_offsets() == [0, 10, 20, 30]
+    return log
+
+
+def truncate_and_regrow(log: Log, offset: int) -> list[tuple[int, bytes | None]]:
+    """Kafka's follower truncation followed by a refetch from a new leader: the same offsets and
+    sizes, other values. Returns (offset, value) of the whole log afterwards."""
+    sizes = [s.size for s in log.segments()]
+    log.truncate_to(offset)
+    for i in range(offset, 30):
+        log.append([Record(b"k%02d" % (i % 20), b"w%03d" % i, T0)])
+    log.roll()
+    assert [s.size for s in log.segments()] == sizes          # base offsets and sizes match
+    return [(r.offset, r.value) for r in log.read()]
+
+
+def test_a_view_clean_is_not_swapped_in_after_a_truncation_regrew_the_segment(
+        make_log: MakeLog, clock: FakeClock) -> None:
+    log = fixed_size_log(make_log)
+    after: list[tuple[int, bytes | None]] = []
+
+    def swap_after_truncation(base: int, old: list[SegmentIdentity]) -> None:
+        if not after:
+            after.extend(truncate_and_regrow(log, 5))
+        log.replace_cleaned(base, old)
+
+    view = LogView.open(log.dir, log.config, swap_after_truncation, clock=clock)
+    with pytest.raises(SegmentsChangedError) as caught:
+        make_cleaner(1024, clock).clean(view, 0, clock.milliseconds(),
+                                        first_uncleanable_offset=30)
+    view.close()
+    assert caught.value.changed == [0]
+    assert [(r.offset, r.value) for r in log.read()] == after
+    assert after[5] == (5, b"w005")
+    assert not [n for n in os.listdir(log.dir) if n.endswith((".cleaned", ".swap"))]
+
+
+def test_an_in_process_clean_is_not_swapped_in_after_a_truncation(
+        make_log: MakeLog, clock: FakeClock) -> None:
+    log = fixed_size_log(make_log)
+    after: list[tuple[int, bytes | None]] = []
+    swap = log.replace_segments
+
+    def replace_after_truncation(new, old, expected=None):  # type: ignore[no-untyped-def]
+        # Kafka's testCleanSegmentsWithConcurrentSegmentDeletion overrides replaceSegments the
+        # same way, to act between the clean and its swap
+        if not after:
+            after.extend(truncate_and_regrow(log, 5))
+        swap(new, old, expected)
+
+    log.replace_segments = replace_after_truncation  # type: ignore[method-assign]
+    with pytest.raises(SegmentsChangedError):
+        make_cleaner(1024, clock).clean(log, 0, clock.milliseconds())
+    assert [(r.offset, r.value) for r in log.read()] == after
+    assert not [n for n in os.listdir(log.dir) if n.endswith((".cleaned", ".swap"))]
