@@ -177,7 +177,12 @@ class Cleaner:
         end = segment.size
         while position < end:
             self.check_done(log.topic_partition)
-            chunk = segment.read_bytes(position, min(buffer_size, end - position))
+            wanted = min(buffer_size, end - position)
+            chunk = segment.read_bytes(position, wanted)
+            if len(chunk) < wanted:
+                raise _corrupt(log, segment, position, _claimed_offset(chunk, 0),
+                               f"the file ends at byte {position + len(chunk)}, before the "
+                               f"segment's {end} bytes")
             self.throttler.maybe_throttle(len(chunk))
             scan = scan_batches(chunk, check_crc=check_crc)
             if scan.error is not None and len(scan.positions) == 0:
@@ -193,8 +198,10 @@ class Cleaner:
                     raise _corrupt(log, segment, position, _claimed_offset(chunk, 0),
                                    f"the batch claims {batch_size} bytes but only "
                                    f"{end - position} remain in the segment")
-                if buffer_size >= batch_size:
-                    return
+                if buffer_size >= batch_size:      # cannot happen after a full read
+                    raise _corrupt(log, segment, position, _claimed_offset(chunk, 0),
+                                   f"a batch of {batch_size} bytes is not whole in "
+                                   f"{len(chunk)} bytes read")
                 # Kafka's growBuffersOrFail: double up to max.message.bytes, then fit the batch
                 buffer_size = min(buffer_size * 2, max_size) if buffer_size < max_size else batch_size
                 continue

@@ -13,6 +13,8 @@ testCleanSegmentsWithAbort (test_abort_leaves_log_unchanged_and_no_cleaned_files
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,10 @@ import pytest
 from cleaner.cleaner import group_segments_by_size
 from cleaner.stats import CleanerStats
 from storage.clock import FakeClock
-from storage.records import Record, RecordBatch, build_batch
+from storage.config import LogConfig
+from storage.errors import CorruptRecordError
+from storage.log import Log
+from storage.records import MAGIC_OFFSET, Record, RecordBatch, build_batch
 from storage.scheduler import FakeScheduler
 from storage.segment import LogSegment
 from tests.cleaner.kafka_logs import (
@@ -30,6 +35,7 @@ from tests.cleaner.kafka_logs import (
     T0,
     TOMBSTONE_RETENTION_MS,
     MakeLog,
+    batches,
     follower_log,
     kafka_config,
     key,
@@ -46,6 +52,16 @@ from tests.cleaner.kafka_logs import (
 @pytest.fixture
 def make_log(tmp_path: Path, clock: FakeClock, scheduler: FakeScheduler) -> MakeLog:
     return log_factory(tmp_path, clock, scheduler)
+
+
+def first_batch(log: Log) -> RecordBatch:
+    segment = log.segments()[0]
+    entry = next(iter(segment.batches()))
+    return RecordBatch(segment.read_bytes(entry.position, entry.size))
+
+
+def unkeyed_count(log: Log) -> int:
+    return sum(1 for b in batches(log) for r in b.records() if r.key is None and r.value)
 
 
 def check_segment_order(groups: list[list[LogSegment]]) -> None:
@@ -261,3 +277,252 @@ def test_log_cleaner_retains_producer_last_sequence(make_log: MakeLog, clock: Fa
     assert last_sequences_in_log(log) == {1: 0, 2: 1, 3: 0}
     assert keys_in_log(log) == [0, 1]
     assert offsets_in_log(log) == [3, 4]
+
+
+# ---- cleaning --------------------------------------------------------------------------------
+def test_clean_segments(make_log: MakeLog, clock: FakeClock) -> None:
+    """Kafka's testCleanSegments: keys mapped past a group are removed from it, and every byte of
+    the group is read."""
+    log = make_log(segment_bytes=1024)
+    cleaner = make_cleaner(INT_MAX, clock)
+    while log.number_of_segments < 4:
+        log.append_batch(record(log.log_end_offset, log.log_end_offset))
+    assert keys_in_log(log) == list(range(log.log_end_offset))
+    keys = [1, 3, 5, 7, 9]
+    for k in keys:
+        cleaner.offset_map.put(key(k), LONG_MAX)
+
+    segments = log.segments()[:3]
+    stats = CleanerStats(clock)
+    expected_bytes_read = sum(s.size for s in segments)
+    should_remain = [k for k in keys_in_log(log) if k not in keys]
+    cleaner.clean_segments(log, segments, 0, stats, -1, segments[-1].read_next_offset(), {})
+    assert keys_in_log(log) == should_remain
+    assert stats.bytes_read == expected_bytes_read
+
+
+def test_size_trimmed_for_preallocated_and_compacted_topic(make_log: MakeLog,
+                                                           clock: FakeClock) -> None:
+    """Kafka's testSizeTrimmedForPreallocatedAndCompactedTopic: a cleaned segment of a
+    preallocated log is as long as its batches."""
+    original_max_file_size = 1024
+    log = make_log(segment_bytes=original_max_file_size, preallocate=True)
+    cleaner = make_cleaner(2, clock)
+    for k in (0, 1, 0, 1, 0):
+        log.append_batch(record(k, k))
+    log.roll()
+    cleaner.clean(log, 2, clock.milliseconds())
+    assert log.segments()[0].log_path.stat().st_size < original_max_file_size, \
+        "Cleaned segment file should be trimmed to its real size."
+
+
+def test_log_cleaner_stats(make_log: MakeLog, clock: FakeClock) -> None:
+    """Kafka's testLogCleanerStats: a map of 3 usable slots, first dirty offset 2."""
+    log = make_log(segment_bytes=1024)
+    cleaner = make_cleaner(4, clock)
+    for k in (0, 1, 0, 1, 0):                  # offsets 0..4
+        log.append_batch(record(k, k))
+    log.roll()
+    initial_log_size = log.size_in_bytes
+
+    result = cleaner.clean(log, 2, clock.milliseconds())
+    stats = result.stats
+    assert result.next_dirty_offset == 5
+    assert stats.messages_read == 5
+    assert stats.bytes_read == initial_log_size
+    assert stats.messages_written == 2
+    assert stats.bytes_written == log.size_in_bytes
+    assert stats.invalid_messages_read == 0
+    assert stats.end_time >= stats.start_time
+
+
+def test_cleaning_with_deletes(make_log: MakeLog, clock: FakeClock) -> None:
+    """Kafka's testCleaningWithDeletes: tombstones of every even key remove those keys."""
+    log = make_log(segment_bytes=1024)
+    cleaner = make_cleaner(INT_MAX, clock)
+    while log.number_of_segments < 2:
+        log.append_batch(record(log.log_end_offset, log.log_end_offset))
+    leo = log.log_end_offset
+    for k in range(0, leo, 2):
+        log.append_batch(record(k, None))
+    while log.number_of_segments < 4:
+        log.append_batch(record(log.log_end_offset, log.log_end_offset))
+
+    cleaner.clean(log, 0, clock.milliseconds())
+    keys = set(keys_in_log(log))
+    assert not any(k in keys for k in range(0, leo, 2)), \
+        "None of the keys we deleted should still exist."
+
+
+def test_clean_tombstone(tmp_path: Path, clock: FakeClock, scheduler: FakeScheduler) -> None:
+    """Kafka's testCleanTombstone: a tombstone whose own timestamp is older than
+    delete.retention.ms still survives the cleans that follow its first (KIP-534)."""
+    config = LogConfig(file_delete_delay_ms=0)          # Kafka's LogConfig(new Properties())
+    log = Log.open(tmp_path / "test-0", config, recovery_point=0, had_clean_shutdown=True,
+                   clock=clock, scheduler=scheduler)
+    cleaner = make_cleaner(10, clock)
+    now = clock.milliseconds()
+    log.append_batch(record(0, 0, timestamp=now + config.delete_retention_ms + 10_000))
+    log.roll()
+    cleaner.clean(log, 0, clock.milliseconds())
+    log.append_batch(record(0, None, timestamp=now - config.delete_retention_ms - 10_000))
+    log.roll()
+    cleaner.clean(log, 1, clock.milliseconds())
+    assert first_batch(log).last_offset == 1, "The tombstone should be retained."
+    log.append_batch(record(1, 1, timestamp=now))
+    log.roll()
+    cleaner.clean(log, 2, clock.milliseconds())
+    assert first_batch(log).last_offset == 1, "The tombstone should be retained."
+
+
+def test_cleaning_with_unkeyed_messages(make_log: MakeLog, clock: FakeClock) -> None:
+    """Kafka's testCleaningWithUnkeyedMessages: unkeyed records (appended while the topic was not
+    compacted) are dropped, their bytes freed, and counted as invalid."""
+    log = make_log(segment_bytes=1024, cleanup_policy="delete")
+    cleaner = make_cleaner(INT_MAX, clock)
+    while log.number_of_segments < 2:
+        log.append_batch(record(None, log.log_end_offset))
+    num_invalid = unkeyed_count(log)
+    size_with_unkeyed = log.size_in_bytes
+    while log.number_of_segments < 3:
+        log.append_batch(record(log.log_end_offset, log.log_end_offset))
+    expected_size_after_cleaning = log.size_in_bytes - size_with_unkeyed
+
+    result = cleaner.clean(log, 0, clock.milliseconds())
+    assert unkeyed_count(log) == 0, "Log should only contain keyed messages after cleaning."
+    assert log.size_in_bytes == expected_size_after_cleaning, \
+        "Log should only contain keyed messages after cleaning."
+    assert result.stats.invalid_messages_read == num_invalid
+
+
+# ---- offset map --------------------------------------------------------------------------------
+def test_build_offset_map(make_log: MakeLog, clock: FakeClock) -> None:
+    """Kafka's testBuildOffsetMap: three ranges, each mapping exactly its keys."""
+    log = make_log()
+    cleaner = make_cleaner(1000, clock)
+    for i in range(500):
+        log.append_batch(record(i, i))
+    segments = log.segments()
+
+    def check_range(start: int, end: int) -> None:
+        stats = CleanerStats(clock)
+        cleaner.build_offset_map(log, start, end, stats)
+        m = cleaner.offset_map
+        assert m.latest_offset + 1 == end, "Last offset should be the end offset."
+        assert m.size == end - start, "Should have the expected number of messages in the map."
+        for i in range(start, end):
+            assert m.get(key(i)) == i, "Should find all the keys"
+        assert m.get(key(start - 1)) == -1, "Should not find a value too small"
+        assert m.get(key(end)) == -1, "Should not find a value too large"
+        assert stats.map_messages_read == end - start
+
+    check_range(0, segments[1].base_offset)
+    check_range(segments[1].base_offset, segments[3].base_offset)
+    check_range(segments[3].base_offset, log.log_end_offset)
+
+
+def test_build_partial_offset_map(make_log: MakeLog, clock: FakeClock) -> None:
+    """Kafka's testBuildPartialOffsetMap: a map of 2 usable slots maps offsets 2 and 3 only."""
+    log = make_log()
+    cleaner = make_cleaner(3, clock)
+    for i in range(5):
+        log.append_batch(record(i, i))
+    log.roll()
+    stats = CleanerStats(clock)
+    cleaner.build_offset_map(log, 2, INT_MAX, stats)
+    m = cleaner.offset_map
+    assert m.size == 2
+    assert m.get(key(0)) == -1
+    assert m.get(key(2)) == 2
+    assert m.get(key(3)) == 3
+    assert m.get(key(4)) == -1
+    assert stats.map_messages_read == 4
+
+
+def test_cleaning_beyond_missing_offsets(tmp_path: Path, clock: FakeClock,
+                                         scheduler: FakeScheduler) -> None:
+    """Kafka's testCleaningBeyondMissingOffsets: the next dirty offset passes offset gaps between
+    segments, in one segment and in several."""
+    config = kafka_config(segment_bytes=1024 * 1024)
+    cleaner = make_cleaner(INT_MAX, clock)
+
+    def keys(offset: int) -> bytes:
+        return b"1015" if offset in (11, 30) else key(offset)
+
+    log = follower_log(tmp_path / "gap-0", config, [(0, list(range(10))), (11, [11])], clock,
+                       scheduler, keys)
+    result = cleaner.clean(log, 0, clock.milliseconds())
+    assert result.next_dirty_offset == log.active_segment.base_offset == 11, \
+        "Cleaning point should pass offset gap"
+
+    log = follower_log(tmp_path / "gap-1", config,
+                       [(0, list(range(10))), (15, list(range(15, 25))), (30, [30])], clock,
+                       scheduler, keys)
+    result = cleaner.clean(log, 0, clock.milliseconds())
+    assert result.next_dirty_offset == log.active_segment.base_offset == 30, \
+        "Cleaning point should pass offset gap in multiple segments"
+
+
+# ---- large and corrupt batches -------------------------------------------------------------------
+LARGE_MESSAGE_SIZE = 1024 * 1024
+
+
+def log_with_large_messages(make_log: MakeLog, tmp_path: Path, clock: FakeClock,
+                            scheduler: FakeScheduler, max_message_bytes: int) -> Log:
+    """Kafka's createLogWithMessagesLargerThanMaxSize (and testLargeMessage's log): 1 MiB records
+    in 16 MiB segments until there are two; the log is then reopened with ``max.message.bytes``
+    (Kafka's updateConfig)."""
+    log = make_log(segment_bytes=LARGE_MESSAGE_SIZE * 16, max_message_bytes=LARGE_MESSAGE_SIZE * 2)
+    while log.number_of_segments < 2:
+        log.append_batch(record(log.log_end_offset, bytes(LARGE_MESSAGE_SIZE)))
+    assert keys_in_log(log) == list(range(log.log_end_offset))
+    log.close()
+    config = dataclasses.replace(log.config, max_message_bytes=max_message_bytes)
+    return Log.open(log.dir, config, recovery_point=log.log_end_offset, had_clean_shutdown=True,
+                    clock=clock, scheduler=scheduler)
+
+
+@pytest.mark.parametrize("max_message_bytes", [LARGE_MESSAGE_SIZE * 2, LARGE_MESSAGE_SIZE // 2],
+                         ids=["testLargeMessage", "testMessageLargerThanMaxMessageSize"])
+def test_large_message(make_log: MakeLog, tmp_path: Path, clock: FakeClock,
+                       scheduler: FakeScheduler, max_message_bytes: int) -> None:
+    """Kafka's testLargeMessage and testMessageLargerThanMaxMessageSize: a cleaner whose buffers
+    start at 1 KiB cleans 1 MiB batches, also when the topic's max.message.bytes was lowered
+    below them."""
+    log = log_with_large_messages(make_log, tmp_path, clock, scheduler, max_message_bytes)
+    cleaner = make_cleaner(INT_MAX, clock, max_message_size=1024)
+    keys = [1, 3, 5, 7, 9]
+    for k in keys:
+        cleaner.offset_map.put(key(k), LONG_MAX)
+    first = log.segments()[0]
+    should_remain = [k for k in keys_in_log(log) if k not in keys]
+    cleaner.clean_segments(log, [first], 0, CleanerStats(clock), -1, first.read_next_offset(), {})
+    assert keys_in_log(log) == should_remain
+
+
+def test_message_larger_than_max_message_size_with_corrupt_header(
+        make_log: MakeLog, tmp_path: Path, clock: FakeClock, scheduler: FakeScheduler) -> None:
+    """Kafka's testMessageLargerThanMaxMessageSizeWithCorruptHeader: a bad magic byte is a
+    CorruptRecordError."""
+    log = log_with_large_messages(make_log, tmp_path, clock, scheduler, LARGE_MESSAGE_SIZE // 2)
+    first = log.segments()[0]
+    with open(first.log_path, "r+b") as f:
+        f.seek(MAGIC_OFFSET)
+        f.write(b"\xff")
+    cleaner = make_cleaner(INT_MAX, clock, max_message_size=1024)
+    with pytest.raises(CorruptRecordError):
+        cleaner.clean_segments(log, [first], 0, CleanerStats(clock), -1,
+                               first.read_next_offset(), {})
+
+
+def test_corrupt_message_size_larger_than_bytes_available(
+        make_log: MakeLog, tmp_path: Path, clock: FakeClock, scheduler: FakeScheduler) -> None:
+    """Kafka's testCorruptMessageSizeLargerThanBytesAvailable: a segment file cut to 1 KiB under
+    a 1 MiB batch is a CorruptRecordError, never a clean of the bytes that remain."""
+    log = log_with_large_messages(make_log, tmp_path, clock, scheduler, LARGE_MESSAGE_SIZE // 2)
+    first = log.segments()[0]
+    upper_bound = first.read_next_offset()     # Kafka reads it after the cut; it is the same
+    os.truncate(first.log_path, 1024)
+    cleaner = make_cleaner(INT_MAX, clock, max_message_size=1024)
+    with pytest.raises(CorruptRecordError):
+        cleaner.clean_segments(log, [first], 0, CleanerStats(clock), -1, upper_bound, {})
