@@ -104,8 +104,7 @@ class Cleaner:
         stats = CleanerStats(self.clock)
         legacy_horizon = self._legacy_delete_horizon(log, first_dirty_offset)
         # what the segments are before anything is read: the swap is refused if one changes
-        seen = {s.base_offset: s.identity for s in log.segments_in_range(0, end)
-                if s.base_offset < end}
+        seen = {s.base_offset: s.identity for s in log.segments_in_range(0, end)}
         self.build_offset_map(log, first_dirty_offset, end, stats)
         end_offset = self.offset_map.latest_offset + 1
         stats.index_done()

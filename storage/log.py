@@ -469,15 +469,15 @@ class Log:
                 self.truncate_fully_and_start_at(target_offset)
                 return True
             doomed = [self._segments[b] for b in self._bases if b > target_offset]
-            self._truncated.extend(s.identity for s in doomed)
+            self._remember_truncated(doomed)
             for segment in doomed:
                 self._remove_segment(segment.base_offset)
             self._delete_segment_files(doomed)
             active = self._segments[self._bases[-1]]
-            before = active.identity
+            before = _identity_or_none(active)
             if not active.is_open_for_writes:
                 active.make_writable()
-            if active.truncate_to(target_offset):
+            if active.truncate_to(target_offset) and before is not None:
                 self._truncated.append(before)
             active.size_indexes_for_appends()
             self._log_end_offset = active.read_next_offset()
@@ -492,7 +492,7 @@ class Log:
         with self._lock:
             self._ensure_open()
             doomed = self.segments()
-            self._truncated.extend(s.identity for s in doomed)
+            self._remember_truncated(doomed)
             for segment in doomed:
                 self._remove_segment(segment.base_offset)
             self._delete_segment_files(doomed, sync=True)
@@ -755,6 +755,9 @@ class Log:
                                  header.max_timestamp)
         state.map_end_offset = end
 
+    def _remember_truncated(self, segments: Sequence[LogSegment]) -> None:
+        self._truncated.extend(i for s in segments if (i := _identity_or_none(s)) is not None)
+
     def _ensure_open(self) -> None:
         if self._closed:
             raise StorageError(f"log {self.dir} is closed", partition=self.name)
@@ -796,6 +799,14 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({self.dir}, start={self._log_start_offset}, end={self._log_end_offset}, "
                 f"segments={len(self._bases)})")
+
+
+def _identity_or_none(segment: LogSegment) -> SegmentIdentity | None:
+    """The segment's identity, or None when its file cannot be read (it is going anyway)."""
+    try:
+        return segment.identity
+    except OSError:
+        return None
 
 
 def _batch_spans(view: memoryview) -> list[tuple[int, int]] | None:
