@@ -145,7 +145,7 @@ class Cleaner:
         for chunk_position, chunk, scan in self._chunks(log, segment, position):
             for pos, size, magic in zip(scan.positions.tolist(), scan.sizes.tolist(),
                                         scan.magics.tolist()):
-                header = _header(chunk, pos, size, magic)
+                header = _header(chunk, pos, size, magic, log, segment, chunk_position + pos)
                 if header.is_control:
                     stats.index_messages_read(1)
                 else:
@@ -259,7 +259,7 @@ class Cleaner:
             max_ts, max_ts_offset, last_offset = -1, -1, -1
             for pos, size, magic in zip(scan.positions.tolist(), scan.sizes.tolist(),
                                         scan.magics.tolist()):
-                header = _header(chunk, pos, size, magic)
+                header = _header(chunk, pos, size, magic, log, source, chunk_position + pos)
                 stats.read_messages(max(header.records_count, 0), size)
                 records = None if header.is_control else _Records.read(
                     chunk, pos, size, header, log, source, chunk_position + pos)
@@ -451,10 +451,17 @@ def _corrupt(log: Log, segment: LogSegment, position: int, offset: int,
         path=str(segment.log_path), position=position, offset=offset, partition=log.name)
 
 
-def _header(chunk: bytes, pos: int, size: int, magic: int) -> BatchHeader:
+def _header(chunk: bytes, pos: int, size: int, magic: int, log: Log, segment: LogSegment,
+            file_position: int) -> BatchHeader:
+    """The batch's header; a legacy entry's is read through its (bounded) wrapper, and a wrapper
+    that cannot be read is a ``CorruptSegmentError``."""
     if magic >= 2:
         return BatchHeader.parse(chunk, pos)
-    return RecordBatch(chunk[pos:pos + size]).header
+    try:
+        return RecordBatch(chunk[pos:pos + size], file_position, segment.log_path).header
+    except CorruptRecordError as err:
+        raise _corrupt(log, segment, file_position, _claimed_offset(chunk, pos),
+                       err.message) from err
 
 
 def _rewrite_batch(raw: memoryview, header: BatchHeader, body: memoryview, count: int,

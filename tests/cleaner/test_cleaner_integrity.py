@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import struct
 import tracemalloc
+import zlib
 from pathlib import Path
 
 import crc32c
@@ -181,3 +182,30 @@ def test_a_zstd_bomb_is_cut_at_the_shared_cap_whatever_max_message_bytes(
     assert f"more than {MAX_DECOMPRESSED_BYTES} bytes" in str(caught.value)
     assert caught.value.position == 0 and caught.value.offset == 0
     assert peak < 2 * MAX_DECOMPRESSED_BYTES + 16 * MIB
+
+
+def legacy_message(offset: int, attributes: int, key: bytes | None, value: bytes) -> bytes:
+    """One magic 1 entry (Kafka's LegacyRecord): offset, size, crc, magic, attributes,
+    timestamp, key, value."""
+    body = (struct.pack(">bbq", 1, attributes, T0)
+            + struct.pack(">i", -1 if key is None else len(key)) + (key or b"")
+            + struct.pack(">i", len(value)) + value)
+    entry = struct.pack(">I", zlib.crc32(body)) + body
+    return struct.pack(">qi", offset, len(entry)) + entry
+
+
+def test_a_legacy_gzip_bomb_is_a_typed_error_naming_the_segment(
+        tmp_path: Path, clock: FakeClock, scheduler: FakeScheduler) -> None:
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)        # gzip framing
+    zero = bytes(16 * MIB)
+    bomb = b"".join([compressor.compress(zero) for _ in range(2 * MAX_DECOMPRESSED_BYTES
+                                                               // len(zero))]
+                    + [compressor.flush()])
+    wrapper = legacy_message(0, 1, None, bomb)                 # codec 1: gzip
+    log = planted_log(tmp_path, clock, scheduler, wrapper,
+                      LogConfig(cleanup_policy="compact", max_message_bytes=256 * MIB))
+    segment = log.segments()[0]
+    with pytest.raises(CorruptSegmentError) as caught:
+        make_cleaner(1024, clock).clean(log, 0, clock.milliseconds())
+    assert (caught.value.path, caught.value.position) == (str(segment.log_path), 0)
+    assert f"more than {MAX_DECOMPRESSED_BYTES} bytes" in str(caught.value)
