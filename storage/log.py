@@ -56,7 +56,7 @@ from storage.records import (
     scan_batches,
 )
 from storage.scheduler import Scheduler, default_scheduler
-from storage.segment import LogSegment, RollParams, SegmentIdentity
+from storage.segment import LogSegment, RollParams, SegmentIdentity, identity_or_none
 from storage.validation import validate_for_append
 
 log = logging.getLogger(__name__)
@@ -474,7 +474,7 @@ class Log:
                 self._remove_segment(segment.base_offset)
             self._delete_segment_files(doomed)
             active = self._segments[self._bases[-1]]
-            before = _identity_or_none(active)
+            before = identity_or_none(active)
             if not active.is_open_for_writes:
                 active.make_writable()
             if active.truncate_to(target_offset) and before is not None:
@@ -756,7 +756,7 @@ class Log:
         state.map_end_offset = end
 
     def _remember_truncated(self, segments: Sequence[LogSegment]) -> None:
-        self._truncated.extend(i for s in segments if (i := _identity_or_none(s)) is not None)
+        self._truncated.extend(i for s in segments if (i := identity_or_none(s)) is not None)
 
     def _ensure_open(self) -> None:
         if self._closed:
@@ -799,14 +799,6 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({self.dir}, start={self._log_start_offset}, end={self._log_end_offset}, "
                 f"segments={len(self._bases)})")
-
-
-def _identity_or_none(segment: LogSegment) -> SegmentIdentity | None:
-    """The segment's identity, or None when its file cannot be read (it is going anyway)."""
-    try:
-        return segment.identity
-    except OSError:
-        return None
 
 
 def _batch_spans(view: memoryview) -> list[tuple[int, int]] | None:

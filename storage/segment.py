@@ -654,5 +654,13 @@ class LogSegment:
         return f"LogSegment({self.log_path}, size={self._size})"
 
 
+def identity_or_none(segment: LogSegment) -> SegmentIdentity | None:
+    """The segment's identity, or None when its file cannot be read (swapped or deleted)."""
+    try:
+        return segment.identity
+    except OSError:
+        return None
+
+
 class SegmentError(StorageError):
     """A segment that cannot be opened or created (an existing file in the way, a bad name)."""

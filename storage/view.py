@@ -22,7 +22,7 @@ from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
 from storage.errors import StorageError
 from storage.records import RecordBatch
-from storage.segment import LogSegment, SegmentIdentity
+from storage.segment import LogSegment, SegmentIdentity, identity_or_none
 
 SwapFn = Callable[[int, list[SegmentIdentity]], None]
 """``swap(cleaned_base, old)``: the owner's ``Log.replace_cleaned``, given the identities of the
@@ -40,7 +40,7 @@ class LogView:
         self._swap = swap
         self._segments = segments
         self._identities = {s.base_offset: i for s in segments
-                            if (i := _identity_or_none(s)) is not None}
+                            if (i := identity_or_none(s)) is not None}
         self.topic_partition = files.topic_partition_of(directory)
 
     @classmethod
@@ -146,14 +146,6 @@ def read_partition_batches(directory: Path | str, config: LogConfig, start_offse
                 raise
         finally:
             view.close()
-
-
-def _identity_or_none(segment: LogSegment) -> SegmentIdentity | None:
-    """The segment's identity, or None when its file went (a swap or retention by the owner)."""
-    try:
-        return segment.identity
-    except FileNotFoundError:
-        return None
 
 
 def _next_base(view: LogView, segment: LogSegment) -> int:
