@@ -8,8 +8,9 @@
 3. Clean each group into one ``<first base>.log.cleaned`` segment, keeping a record when it is past
    the map, or is the latest of its key and is not a tombstone past its delete horizon; unkeyed
    records are dropped and counted. Batches keep their base offset, so every kept record keeps its
-   offset; a batch that lost records keeps its last offset as an empty batch when it is a producer's
-   last batch or the last batch of the round. Tombstones get a delete horizon
+   offset; a batch left without records (or already empty) stays, as an empty batch, only while it
+   is an active producer's last batch or the last batch of the round (its next offset is the first
+   uncleanable offset), and is dropped by the first clean after that. Tombstones get a delete horizon
    (``now + delete.retention.ms``) the first time a clean keeps them (KIP-534).
 4. Swap each group in with ``Log.replace_segments`` (the crash-safe rename order).
 
@@ -23,12 +24,13 @@ from __future__ import annotations
 import logging
 import struct
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import crc32c
 import numpy as np
 
 from cleaner.config import CleanerConfig
+from cleaner.errors import CorruptSegmentError
 from cleaner.kernels import gather_records
 from cleaner.offset_map import OffsetMap
 from cleaner.stats import CleanerStats, CleanerStatsSnapshot
@@ -43,13 +45,16 @@ from storage.records import (
     BATCH_HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    MAX_DECOMPRESSED_BYTES,
     BatchHeader,
     Compression,
     RecordBatch,
+    TimestampType,
     build_batch,
+    max_records_in,
     scan_batches,
 )
-from storage.segment import LogSegment
+from storage.segment import LogSegment, SegmentIdentity
 
 logger = logging.getLogger(__name__)
 
@@ -98,15 +103,18 @@ class Cleaner:
             first_uncleanable_offset, log.active_segment.base_offset)
         stats = CleanerStats(self.clock)
         legacy_horizon = self._legacy_delete_horizon(log, first_dirty_offset)
+        # what the segments are before anything is read: the swap is refused if one changes
+        seen = {s.base_offset: s.identity for s in log.segments_in_range(0, end)}
         self.build_offset_map(log, first_dirty_offset, end, stats)
         end_offset = self.offset_map.latest_offset + 1
         stats.index_done()
         groups = group_segments_by_size(log.segments_in_range(0, end_offset),
                                         log.config.segment_bytes, log.config.segment_index_bytes,
                                         end_offset)
-        producers = _LastBatches(lambda: self._last_batches_of_producers(log, now))
+        producers = _LastBatches(lambda: self._last_batches_of_producers(
+            log, self.clock.milliseconds()))
         for group in groups:
-            self.clean_segments(log, group, now, stats, legacy_horizon, end_offset, producers)
+            self.clean_segments(log, group, now, stats, legacy_horizon, end, producers, seen)
         stats.buffer_utilization = self.offset_map.utilization
         stats.all_done()
         return CleanResult(tp, first_dirty_offset, end, end_offset, stats.snapshot(), len(groups))
@@ -134,14 +142,15 @@ class Cleaner:
                      stats: CleanerStats) -> bool:
         """Returns True when the map filled up inside this segment."""
         position = segment.offset_index.lookup(start).position
-        for _position, chunk, scan in self._chunks(log, segment, position):
+        for chunk_position, chunk, scan in self._chunks(log, segment, position):
             for pos, size, magic in zip(scan.positions.tolist(), scan.sizes.tolist(),
                                         scan.magics.tolist()):
-                header = _header(chunk, pos, size, magic)
+                header = _header(chunk, pos, size, magic, log, segment, chunk_position + pos)
                 if header.is_control:
                     stats.index_messages_read(1)
                 else:
-                    batch = _Records.of(chunk, pos, size, header, log)
+                    batch = _Records.read(chunk, pos, size, header, log, segment,
+                                          chunk_position + pos)
                     n = batch.count
                     offsets = batch.offsets()
                     lengths = np.where(offsets >= start, batch.key_len, -1)
@@ -156,32 +165,42 @@ class Cleaner:
         self.offset_map.update_latest_offset(next_start - 1)
         return False
 
-    def _chunks(self, log: Log, segment: LogSegment, position: int):
+    def _chunks(self, log: Log, segment: LogSegment, position: int, *, check_crc: bool = True):
         """Read ``segment`` from ``position`` in I/O-buffer-sized chunks of whole batches, growing
-        the buffer for a batch larger than it (up to max.message.bytes, then to the batch)."""
+        the buffer for a batch larger than it (up to max.message.bytes, then to the batch).
+
+        With ``check_crc`` (every pass that uses records) each batch's CRC is verified before it is
+        yielded; a batch that fails it, or an impossible batch, raises ``CorruptSegmentError``."""
         buffer_size = self.io_buffer_size
         max_size = max(log.config.max_message_bytes, self.config.max_message_size)
         end = segment.size
         while position < end:
             self.check_done(log.topic_partition)
-            chunk = segment.read_bytes(position, min(buffer_size, end - position))
+            wanted = min(buffer_size, end - position)
+            chunk = segment.read_bytes(position, wanted)
+            if len(chunk) < wanted:
+                raise _corrupt(log, segment, position, _claimed_offset(chunk, 0),
+                               f"the file ends at byte {position + len(chunk)}, before the "
+                               f"segment's {end} bytes")
             self.throttler.maybe_throttle(len(chunk))
-            scan = scan_batches(chunk)
+            scan = scan_batches(chunk, check_crc=check_crc)
             if scan.error is not None and len(scan.positions) == 0:
-                raise CorruptRecordError(
-                    f"{segment.log_path}: {scan.error} at position {position}",
-                    path=str(segment.log_path), position=position)
+                bad = max(scan.error_position, 0)
+                raise _corrupt(log, segment, position + bad, _claimed_offset(chunk, bad),
+                               scan.error.replace(f"at position {scan.error_position}",
+                                                  "").strip())
             if len(scan.positions) == 0:
                 if len(chunk) < LOG_OVERHEAD:
                     return
                 batch_size = int.from_bytes(chunk[8:12], "big", signed=True) + LOG_OVERHEAD
                 if position + batch_size > end:
-                    raise CorruptRecordError(
-                        f"{segment.log_path}: batch at position {position} claims {batch_size} "
-                        f"bytes but only {end - position} remain", path=str(segment.log_path),
-                        position=position)
-                if buffer_size >= batch_size:
-                    return
+                    raise _corrupt(log, segment, position, _claimed_offset(chunk, 0),
+                                   f"the batch claims {batch_size} bytes but only "
+                                   f"{end - position} remain in the segment")
+                if buffer_size >= batch_size:      # cannot happen after a full read
+                    raise _corrupt(log, segment, position, _claimed_offset(chunk, 0),
+                                   f"a batch of {batch_size} bytes is not whole in "
+                                   f"{len(chunk)} bytes read")
                 # Kafka's growBuffersOrFail: double up to max.message.bytes, then fit the batch
                 buffer_size = min(buffer_size * 2, max_size) if buffer_size < max_size else batch_size
                 continue
@@ -191,8 +210,11 @@ class Cleaner:
     # ---- cleaning ----------------------------------------------------------------------------
     def clean_segments(self, log: Log, group: Sequence[LogSegment], now_ms: int,
                        stats: CleanerStats, legacy_horizon: int, upper_bound: int,
-                       last_batch_of_producer: _LastBatches) -> None:
-        """Clean one group into one ``.cleaned`` segment and swap it in."""
+                       last_batch_of_producer: _LastBatches,
+                       seen: Mapping[int, SegmentIdentity] | None = None) -> None:
+        """Clean one group into one ``.cleaned`` segment and swap it in. ``seen`` holds the
+        segments' identities from before the clean read them; the swap is refused
+        (``SegmentsChangedError``) when one of them changed since."""
         cleaned = log.create_cleaned_segment(group[0].base_offset)
         try:
             for source in group:
@@ -203,7 +225,9 @@ class Cleaner:
             cleaned.flush()
             cleaned.set_last_modified_ms(group[-1].last_modified_ms)
             self.check_done(log.topic_partition)
-            log.replace_segments([cleaned], list(group))
+            expected = None if seen is None else [seen.get(s.base_offset, s.identity)
+                                                  for s in group]
+            log.replace_segments([cleaned], list(group), expected)
         except BaseException:
             cleaned.delete_files()
             raise
@@ -211,10 +235,12 @@ class Cleaner:
     def _last_batches_of_producers(self, log: Log, now_ms: int) -> dict[int, int]:
         """Active producer id -> last offset of its last batch in the log: that batch keeps its
         place (as an empty batch if need be) so the producer's sequence survives the clean. A
-        producer whose last batch is ``producer.id.expiration.ms`` old is no longer active."""
+        producer whose last batch is ``producer.id.expiration.ms`` older than ``now_ms`` (the
+        clock, as Kafka's producer state expires by wall time, not by the clean's
+        ``currentTime``) is no longer active."""
         last: dict[int, tuple[int, int]] = {}
         for segment in log.segments():
-            for _position, _chunk, scan in self._chunks(log, segment, 0):
+            for _position, _chunk, scan in self._chunks(log, segment, 0, check_crc=False):
                 with_producer = np.flatnonzero(scan.producer_ids >= 0)
                 for pid, offset, timestamp in zip(scan.producer_ids[with_producer].tolist(),
                                                   scan.last_offsets[with_producer].tolist(),
@@ -228,14 +254,16 @@ class Cleaner:
                     stats: CleanerStats, retain_legacy_deletes: bool, upper_bound: int,
                     last_batch_of_producer: _LastBatches) -> None:
         delete_retention = log.config.delete_retention_ms
-        for _position, chunk, scan in self._chunks(log, source, 0):
+        for chunk_position, chunk, scan in self._chunks(log, source, 0):
             pieces: list[bytes | bytearray | memoryview] = []
             max_ts, max_ts_offset, last_offset = -1, -1, -1
             for pos, size, magic in zip(scan.positions.tolist(), scan.sizes.tolist(),
                                         scan.magics.tolist()):
-                header = _header(chunk, pos, size, magic)
+                header = _header(chunk, pos, size, magic, log, source, chunk_position + pos)
                 stats.read_messages(max(header.records_count, 0), size)
-                out = self._filter_batch(log, chunk, pos, size, header, now_ms, stats,
+                records = None if header.is_control else _Records.read(
+                    chunk, pos, size, header, log, source, chunk_position + pos)
+                out = self._filter_batch(log, chunk, pos, size, header, records, now_ms, stats,
                                          retain_legacy_deletes, delete_retention, upper_bound,
                                          last_batch_of_producer)
                 if out is None:
@@ -251,14 +279,14 @@ class Cleaner:
                 self.throttler.maybe_throttle(sum(len(p) for p in pieces))
 
     def _filter_batch(self, log: Log, chunk: bytes, pos: int, size: int, header: BatchHeader,
-                      now_ms: int, stats: CleanerStats, retain_legacy_deletes: bool,
-                      delete_retention: int, upper_bound: int,
+                      records: _Records | None, now_ms: int, stats: CleanerStats,
+                      retain_legacy_deletes: bool, delete_retention: int, upper_bound: int,
                       last_batch_of_producer: _LastBatches) -> tuple[bytes | bytearray | memoryview, int, int] | None:
-        """The retained form of one batch: (bytes, records kept, max timestamp), or None."""
+        """The retained form of one batch: (bytes, records kept, max timestamp), or None.
+        ``records`` is the batch decoded (None for a control batch)."""
         raw = memoryview(chunk)[pos:pos + size]   # no copy: pieces are written with writev
-        if header.is_control:
+        if records is None:
             return raw, max(header.records_count, 0), header.max_timestamp
-        records = _Records.of(chunk, pos, size, header, log)
         offsets = records.offsets()
         latest = self.offset_map.latest_offset
         mapped = self.offset_map.get_batch(records.buf, records.key_start, records.key_len)
@@ -274,17 +302,19 @@ class Cleaner:
         for _ in range(invalid):
             stats.invalid_message()
         kept = int(np.count_nonzero(keep))
-        tombstones = bool(np.any(keep & ~has_value))
-        needs_horizon = header.magic >= 2 and tombstones and header.delete_horizon_ms is None
-        if kept == records.count and not needs_horizon and header.magic >= 2:
-            return raw, kept, header.max_timestamp
         if kept == 0:
+            # Kafka's batch retention: an emptied batch (or one already empty) stays only while it
+            # holds its producer's last sequence, or the last offset of this round
             producer_last = header.producer_id >= 0 and \
                 last_batch_of_producer.get(header.producer_id) == header.last_offset
             if producer_last or header.next_offset == upper_bound:
                 empty = _empty_batch(header)
                 return empty, 0, header.max_timestamp
             return None
+        tombstones = bool(np.any(keep & ~has_value))
+        needs_horizon = header.magic >= 2 and tombstones and header.delete_horizon_ms is None
+        if kept == records.count and not needs_horizon and header.magic >= 2:
+            return raw, kept, header.max_timestamp
         if needs_horizon or header.magic < 2:
             return self._rebuild(raw, header, keep, offsets, now_ms + delete_retention
                                  if needs_horizon else None)
@@ -297,12 +327,17 @@ class Cleaner:
 
     def _rebuild(self, raw: memoryview, header: BatchHeader, keep: np.ndarray, offsets: np.ndarray,
                  delete_horizon_ms: int | None) -> tuple[bytes, int, int]:
-        """Re-encode the kept records (tombstone horizon, or a legacy batch becoming v2)."""
+        """Re-encode the kept records (tombstone horizon, or a legacy batch becoming v2). The
+        timestamp type stays; under LogAppendTime so does the batch's max timestamp (the append
+        time every record reads back), as Kafka's buildRetainedRecordsInto keeps them."""
         keep_offsets = set(offsets[keep].tolist())
         kept = [r for r in RecordBatch(raw).records() if r.offset in keep_offsets]
         base = header.base_offset
+        log_append_time = header.timestamp_type == TimestampType.LOG_APPEND_TIME
         data = build_batch(
             kept, base_offset=base,
+            timestamp_type=header.timestamp_type,
+            max_timestamp=header.max_timestamp if log_append_time else None,
             compression=Compression(header.compression) if header.magic >= 2 else Compression.NONE,
             producer_id=header.producer_id if header.magic >= 2 else -1,
             producer_epoch=header.producer_epoch if header.magic >= 2 else -1,
@@ -312,7 +347,8 @@ class Cleaner:
             delete_horizon_ms=delete_horizon_ms,
             offset_deltas=[r.offset - base for r in kept],
             last_offset_delta=header.last_offset - base)
-        return data, len(kept), max(r.timestamp for r in kept)
+        max_ts = header.max_timestamp if log_append_time else max(r.timestamp for r in kept)
+        return data, len(kept), max_ts
 
 
 class _LastBatches:
@@ -348,26 +384,38 @@ class _Records:
         return self.base_offset + self.offset_delta
 
     @classmethod
-    def of(cls, chunk: bytes, pos: int, size: int, header: BatchHeader, log: Log) -> _Records:
+    def read(cls, chunk: bytes, pos: int, size: int, header: BatchHeader, log: Log,
+             segment: LogSegment, file_position: int) -> _Records:
+        """Decode the batch at ``chunk[pos:pos + size]`` (at ``file_position`` of ``segment``)
+        within the read path's limits: at most ``MAX_DECOMPRESSED_BYTES`` decompressed, a records
+        count no larger than its bytes can hold. Any failure is a ``CorruptSegmentError``."""
+        try:
+            return cls._decode(chunk, pos, size, header)
+        except CorruptRecordError as err:
+            raise _corrupt(log, segment, file_position, header.base_offset, err.message) from err
+
+    @classmethod
+    def _decode(cls, chunk: bytes, pos: int, size: int, header: BatchHeader) -> _Records:
         if header.magic < 2:
             return cls._legacy(chunk[pos:pos + size])
-        count = max(header.records_count, 0)
+        count = header.records_count
         if header.compression == Compression.NONE:
             buf = np.frombuffer(chunk, dtype=np.uint8)
             start, end = pos + HEADER_SIZE, pos + size
         else:
             body = compression.decompress(Compression(header.compression),
                                           chunk[pos + HEADER_SIZE:pos + size],
-                                          max_size=max(64 * 1024 * 1024,
-                                                       log.config.max_message_bytes * 64))
+                                          max_size=MAX_DECOMPRESSED_BYTES)
             buf = np.frombuffer(body, dtype=np.uint8)
             start, end = 0, len(body)
+        if not 0 <= count <= max_records_in(end - start):
+            raise CorruptRecordError(f"records count {count} cannot fit in the batch's "
+                                     f"{end - start} bytes of records")
         table = np.empty((kernels.RECORD_ROWS, count), dtype=np.int64)
         read, status, where = kernels.walk_records(buf, start, end, table)
         if status != kernels.OK:
             raise CorruptRecordError(
-                f"batch at offset {header.base_offset}: malformed record {read} at byte {where}",
-                offset=header.base_offset, position=int(where))
+                f"malformed record {read} at byte {where - start} of the records")
         return cls(buf, count, header.base_offset, table[kernels.REC_START],
                    table[kernels.REC_END], table[kernels.REC_TIMESTAMP_DELTA],
                    table[kernels.REC_OFFSET_DELTA], table[kernels.REC_KEY_POS],
@@ -390,10 +438,30 @@ class _Records:
                    values)
 
 
-def _header(chunk: bytes, pos: int, size: int, magic: int) -> BatchHeader:
+def _claimed_offset(chunk: bytes, pos: int) -> int:
+    """The base offset a (possibly damaged) batch header at ``chunk[pos:]`` claims, or -1."""
+    return int.from_bytes(chunk[pos:pos + 8], "big", signed=True) if len(chunk) >= pos + 8 else -1
+
+
+def _corrupt(log: Log, segment: LogSegment, position: int, offset: int,
+             problem: str) -> CorruptSegmentError:
+    return CorruptSegmentError(
+        f"{segment.log_path}: corrupt batch at position {position} (offset {offset}) of "
+        f"partition {log.name}: {problem}; the clean stops and the segment is left as it is",
+        path=str(segment.log_path), position=position, offset=offset, partition=log.name)
+
+
+def _header(chunk: bytes, pos: int, size: int, magic: int, log: Log, segment: LogSegment,
+            file_position: int) -> BatchHeader:
+    """The batch's header; a legacy entry's is read through its (bounded) wrapper, and a wrapper
+    that cannot be read is a ``CorruptSegmentError``."""
     if magic >= 2:
         return BatchHeader.parse(chunk, pos)
-    return RecordBatch(chunk[pos:pos + size]).header
+    try:
+        return RecordBatch(chunk[pos:pos + size], file_position, segment.log_path).header
+    except CorruptRecordError as err:
+        raise _corrupt(log, segment, file_position, _claimed_offset(chunk, pos),
+                       err.message) from err
 
 
 def _rewrite_batch(raw: memoryview, header: BatchHeader, body: memoryview, count: int,
@@ -430,7 +498,9 @@ def group_segments_by_size(segments: Sequence[LogSegment], max_size: int, max_in
                            first_uncleanable_offset: int) -> list[list[LogSegment]]:
     """Kafka's groupSegmentsBySize: consecutive runs whose log bytes fit ``segment.bytes``, whose
     offset and time index bytes each fit ``segment.index.bytes``, and whose offsets span at most
-    2^31-1 (so relative offsets fit the index)."""
+    2^31-1 from the group's *first* base offset (so every offset fits the cleaned segment's 32-bit
+    relative offsets). A segment's last offset is bounded by the next segment's base - 1 (or
+    ``first_uncleanable_offset - 1`` for the last one); an empty segment always joins."""
     groups: list[list[LogSegment]] = []
     remaining = list(segments)
     while remaining:
@@ -446,7 +516,7 @@ def group_segments_by_size(segments: Sequence[LogSegment], max_size: int, max_in
             if (log_size + candidate.size > max_size
                     or index_size + _index_bytes(candidate.offset_index.path) > max_index_size
                     or time_index_size + _index_bytes(candidate.time_index.path) > max_index_size
-                    or (candidate.size > 0 and next_last - group[-1].base_offset > INT32_MAX)):
+                    or (candidate.size > 0 and next_last - group[0].base_offset > INT32_MAX)):
                 break
             group.append(remaining.pop(0))
             log_size += candidate.size

@@ -37,6 +37,7 @@ from storage.config import LogConfig
 from storage.errors import StorageError
 from storage.files import TopicPartition
 from storage.log import DEFAULT_FETCH_BYTES, FetchData, LogAppendInfo
+from storage.segment import SegmentIdentity
 
 log = logging.getLogger(__name__)
 
@@ -231,10 +232,13 @@ class LogDirServer:
         return snapshot_log(self._dir.log(topic, partition))
 
     def swap_cleaned(self, topic: str, partition: int, cleaned_base: int,
-                     old_bases: list[int]) -> None:
+                     old_bases: list[int] | list[SegmentIdentity]) -> None:
         """Swap in ``<cleaned_base>.log.cleaned`` written by a cleaner worker in place of the
-        segments at ``old_bases`` (``Log.replace_cleaned``: refused, and the cleaned files
-        deleted, when the log changed meanwhile)."""
+        segments it was cleaned from, given as their identities when the cleaner read them (or
+        bare base offsets). ``Log.replace_cleaned`` refuses the swap, and deletes the cleaned
+        files, when the log changed meanwhile: ``SegmentsChangedError`` when one of them was
+        truncated or replaced since, e.g. by a truncation done while the coordinator was
+        unreachable and cleaning could not be paused."""
         target = self._dir.log(topic, partition)
         if not files.log_file(target.dir, cleaned_base, files.CLEANED_SUFFIX).exists():
             raise StorageError(f"{target.name}: no cleaned segment {cleaned_base} to swap in",

@@ -107,3 +107,13 @@ class InvalidSegmentFileError(StorageError):
     segment name, a symlink loop, a file this process may not read and write. ``path`` names the
     entry and ``reason`` says what is wrong. A log directory skips the partition (it is reported,
     never loaded or changed) instead of failing as a whole."""
+
+
+class SegmentsChangedError(LogCleaningAbortedError):
+    """A swap of cleaned segments refused because a segment they were cleaned from is no longer
+    the one the cleaner read: truncated (even if regrown to the same size), deleted or replaced
+    since (``partition``, ``offset`` = the cleaned segment's base, ``changed`` = the base offsets
+    that changed). The cleaned files are deleted and the log is untouched. Unlike its parent,
+    nobody asked the clean to stop: the log's owner found out at the swap; like it, the clean is
+    simply abandoned (it says nothing against the partition) and the next one starts afresh.
+    """

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+from collections import deque
 import os
 import struct
 import threading
@@ -32,6 +33,7 @@ from storage.errors import (
     CorruptRecordError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
+    SegmentsChangedError,
     StorageError,
 )
 from storage.loader import LogLoader, LoadResult
@@ -53,7 +55,7 @@ from storage.records import (
     scan_batches,
 )
 from storage.scheduler import Scheduler, default_scheduler
-from storage.segment import LogSegment, RollParams
+from storage.segment import LogSegment, RollParams, SegmentIdentity, identity_or_none
 from storage.validation import validate_for_append
 
 log = logging.getLogger(__name__)
@@ -68,6 +70,7 @@ _CRC_POSITION = 17
 _LOG_APPEND_TIME_FLAG = 0x08
 DEFAULT_FETCH_BYTES = 1024 * 1024
 INDEXED_SEGMENTS_KEPT = 16
+TRUNCATED_IDENTITIES_KEPT = 1024   # truncations are rare: this covers any clean in flight
 
 
 class LogAppendInfo(NamedTuple):
@@ -118,6 +121,9 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = clock.milliseconds()
         self._indexed: list[int] = []   # closed segments whose indexes are loaded, oldest first
+        # what segments looked like before a truncation changed or removed them: a swap of
+        # segments cleaned from one of these is refused (``replace_segments``)
+        self._truncated: deque[SegmentIdentity] = deque(maxlen=TRUNCATED_IDENTITIES_KEPT)
         self.load_result = load
         self._closed = False
         self.producer_state = ProducerStateManager(directory, producer_id_expiration_ms)
@@ -472,13 +478,16 @@ class Log:
                 self.truncate_fully_and_start_at(target_offset)
                 return True
             doomed = [self._segments[b] for b in self._bases if b > target_offset]
+            self._remember_truncated(doomed)
             for segment in doomed:
                 self._remove_segment(segment.base_offset)
             self._delete_segment_files(doomed)
             active = self._segments[self._bases[-1]]
+            before = identity_or_none(active)
             if not active.is_open_for_writes:
                 active.make_writable()
-            active.truncate_to(target_offset)
+            if active.truncate_to(target_offset) and before is not None:
+                self._truncated.append(before)
             active.size_indexes_for_appends()
             self._log_end_offset = active.read_next_offset()
             self._recovery_point = min(self._recovery_point, self._log_end_offset)
@@ -494,6 +503,7 @@ class Log:
         with self._lock:
             self._ensure_open()
             doomed = self.segments()
+            self._remember_truncated(doomed)
             for segment in doomed:
                 self._remove_segment(segment.base_offset)
             self._delete_segment_files(doomed, sync=True)
@@ -591,7 +601,8 @@ class Log:
         return LogSegment.create_cleaned(self.dir, base_offset, self.config, clock=self.clock)
 
     def replace_segments(self, new_segments: Sequence[LogSegment],
-                         old_segments: Sequence[LogSegment]) -> None:
+                         old_segments: Sequence[LogSegment],
+                         expected: Sequence[SegmentIdentity] | None = None) -> None:
         """Swap cleaned segments in, crash-safely (Kafka's order):
 
         1. rename each new segment ``.cleaned`` -> ``.swap``, highest offset first, and add it;
@@ -600,10 +611,16 @@ class Log:
         3. rename each new segment ``.swap`` -> final name, then fsync the directory.
 
         A crash anywhere leaves files from which the loader restores the log as before or as after.
+        Old segments already gone (retention) are skipped, as Kafka does. ``expected`` holds the
+        identities of the old segments as the cleaner read them: when one was truncated since, or
+        is no longer that segment, the swap is refused with ``SegmentsChangedError`` and the new
+        segments' files are deleted.
         """
         new_sorted = sorted(new_segments, key=lambda s: s.base_offset)
         with self._lock:
             self._ensure_open()
+            if expected is not None:
+                self._refuse_changed(expected, new_sorted, require_all=False)
             live = [s for s in old_segments if self._segments.get(s.base_offset) is s]
             active_base = self._bases[-1]
             if any(s.base_offset == active_base for s in live):
@@ -626,12 +643,18 @@ class Log:
                 segment.change_file_suffixes(files.SWAP_SUFFIX, "")
             fsync_dir(self.dir)
 
-    def replace_cleaned(self, cleaned_base: int, old_bases: Sequence[int]) -> None:
+    def replace_cleaned(self, cleaned_base: int,
+                        old_segments: Sequence[int | SegmentIdentity]) -> None:
         """Swap in a ``<cleaned_base>.log.cleaned`` segment written by a cleaner in another
-        process, replacing the segments at ``old_bases``. Refused (and the cleaned files deleted)
-        when those segments are no longer exactly the log's, e.g. after a truncation."""
+        process, replacing the segments it was cleaned from: their identities as the cleaner read
+        them (``SegmentIdentity``), or bare base offsets (matched by base alone). Refused, and the
+        cleaned files deleted, when those segments are no longer exactly the log's: gone, active,
+        or (for identities) truncated or otherwise changed since, even if regrown to the same size
+        (``SegmentsChangedError``)."""
         cleaned = LogSegment(self.dir, cleaned_base, self.config, suffix=files.CLEANED_SUFFIX,
                              clock=self.clock)
+        identities = [o for o in old_segments if isinstance(o, tuple)]
+        old_bases = [o.base_offset if isinstance(o, tuple) else o for o in old_segments]
         with self._lock:
             self._ensure_open()
             old = [self._segments.get(base) for base in old_bases]
@@ -640,10 +663,34 @@ class Log:
                     or active_base in old_bases or not old_bases
                     or cleaned_base != min(old_bases)):
                 cleaned.delete_files()
-                raise StorageError(
-                    f"{self.name}: cannot swap cleaned segment {cleaned_base} for {list(old_bases)}"
-                    f": the log changed meanwhile", partition=self.name, offset=cleaned_base)
+                raise SegmentsChangedError(
+                    f"{self.name}: cannot swap cleaned segment {cleaned_base} for {old_bases}"
+                    f": the log changed meanwhile", partition=self.name, offset=cleaned_base,
+                    changed=[b for b, s in zip(old_bases, old) if s is None])
+            self._refuse_changed([SegmentIdentity(*i) for i in identities], [cleaned],
+                                 require_all=True)
             self.replace_segments([cleaned], [s for s in old if s is not None])
+
+    def _refuse_changed(self, expected: Sequence[SegmentIdentity],
+                        new_segments: Sequence[LogSegment], *, require_all: bool) -> None:
+        """Raise ``SegmentsChangedError`` (after deleting ``new_segments``' files) when a segment
+        of ``expected`` was truncated since it was read, or is now different; a segment that is
+        gone counts only with ``require_all``. Call under the lock."""
+        truncated = set(self._truncated)
+        changed = []
+        for seen in expected:
+            current = self._segments.get(seen.base_offset)
+            if seen in truncated or (current is None and require_all) or (
+                    current is not None and current.identity != seen):
+                changed.append(seen.base_offset)
+        if changed:
+            for segment in new_segments:
+                segment.delete_files()
+            base = min(s.base_offset for s in new_segments) if new_segments else -1
+            raise SegmentsChangedError(
+                f"{self.name}: cannot swap cleaned segment {base} in: segments {changed} were "
+                f"truncated or changed after the cleaner read them (the log changed meanwhile)",
+                partition=self.name, offset=base, changed=changed)
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -720,6 +767,9 @@ class Log:
                                  header.last_sequence, header.base_offset, header.last_offset,
                                  header.max_timestamp)
         state.map_end_offset = end
+
+    def _remember_truncated(self, segments: Sequence[LogSegment]) -> None:
+        self._truncated.extend(i for s in segments if (i := identity_or_none(s)) is not None)
 
     def _ensure_open(self) -> None:
         if self._closed:

@@ -114,7 +114,8 @@ CONTROL_MASK = 0x20
 DELETE_HORIZON_MASK = 0x40
 
 INT32_MAX = 2**31 - 1
-MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024      # default bound on one batch's decompressed records
+MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024      # bound on one batch's decompressed records, for
+                                                # every reader (read path, cleaner), any topic config
 
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
@@ -540,7 +541,7 @@ class RecordBatch:
                                 base_offset=header.base_offset) from err
 
     def _walk(self, data: bytes, count: int) -> np.ndarray:
-        if count > len(data) // kernels.MIN_RECORD_SIZE:
+        if count > max_records_in(len(data)):
             raise self._corrupt(f"records count {count} cannot fit in {len(data)} bytes",
                                 base_offset=self.header.base_offset)
         fields = np.empty((kernels.RECORD_ROWS, count), dtype=np.int64)
@@ -555,6 +556,13 @@ class RecordBatch:
     def __repr__(self) -> str:
         return (f"RecordBatch(magic={self.magic}, last_offset={self.last_offset}, "
                 f"size={self.size}, position={self._position})")
+
+
+def max_records_in(size: int) -> int:
+    """The most v2 records ``size`` bytes of records can hold (each takes at least
+    ``kernels.MIN_RECORD_SIZE`` bytes): every reader checks a batch's records count against it
+    before allocating per-record tables, so a forged count cannot claim memory."""
+    return max(size, 0) // kernels.MIN_RECORD_SIZE
 
 
 RECORD_ERRORS = {

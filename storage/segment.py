@@ -111,6 +111,17 @@ class BatchEntry:
     records_count: int
 
 
+class SegmentIdentity(NamedTuple):
+    """What a cleaner saw of a segment it read, for the owner to check at the swap: the base
+    offset, the byte size and the ``.log`` file's mtime in nanoseconds. The owner also keeps the
+    identities of segments it truncated, so a segment truncated and regrown to the same size and
+    mtime still does not match."""
+
+    base_offset: int
+    size: int
+    mtime_ns: int
+
+
 class RollParams(NamedTuple):
     """What an append brings that decides whether the active segment must roll first.
 
@@ -197,6 +208,26 @@ class LogSegment:
     def size(self) -> int:
         """Bytes of batches in the ``.log`` (excluding preallocated space)."""
         return self._size
+
+    @property
+    def identity(self) -> SegmentIdentity:
+        """Base offset, size and the ``.log`` file's mtime (one ``stat``)."""
+        return SegmentIdentity(self.base_offset, self._size, self.log_path.stat().st_mtime_ns)
+
+    def size_to_written_batches(self) -> int:
+        """Take ``size`` as the end of the last whole batch instead of the file's length, for a
+        read-only view of an active segment that its owner preallocated (``preallocate=true``:
+        ``segment.bytes`` long, zeros after the batches). Walks the batch headers from the last
+        offset index entry; stops at the first bytes that are no batch. Returns the new size."""
+        start = self.offset_index.lookup(2**63 - 1).position if self.offset_index.exists() else 0
+        end = start = min(start, self._size)
+        try:
+            for entry in self.batches(start):
+                end = entry.position + entry.size
+        except CorruptRecordError:
+            pass                    # the zeroed tail of the preallocated file
+        self._size = end
+        return end
 
     @property
     def last_modified_ms(self) -> int:
@@ -626,6 +657,14 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path}, size={self._size})"
+
+
+def identity_or_none(segment: LogSegment) -> SegmentIdentity | None:
+    """The segment's identity, or None when its file cannot be read (swapped or deleted)."""
+    try:
+        return segment.identity
+    except OSError:
+        return None
 
 
 class SegmentError(StorageError):

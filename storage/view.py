@@ -22,9 +22,11 @@ from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
 from storage.errors import StorageError
 from storage.records import RecordBatch
-from storage.segment import LogSegment
+from storage.segment import LogSegment, SegmentIdentity, identity_or_none
 
-SwapFn = Callable[[int, list[int]], None]
+SwapFn = Callable[[int, list[SegmentIdentity]], None]
+"""``swap(cleaned_base, old)``: the owner's ``Log.replace_cleaned``, given the identities of the
+segments the cleaned one replaces as this view read them."""
 
 
 class LogView:
@@ -37,6 +39,8 @@ class LogView:
         self.clock = clock
         self._swap = swap
         self._segments = segments
+        self._identities = {s.base_offset: i for s in segments
+                            if (i := identity_or_none(s)) is not None}
         self.topic_partition = files.topic_partition_of(directory)
 
     @classmethod
@@ -48,6 +52,9 @@ class LogView:
         if not bases:
             raise StorageError(f"{directory} holds no segment", path=str(directory))
         segments = [LogSegment(directory, base, config, clock=clock) for base in bases]
+        if config.preallocate:
+            # the owner's active segment is preallocated: its file length is not its size
+            segments[-1].size_to_written_batches()
         return cls(directory, config, segments, swap, clock)
 
     @property
@@ -71,17 +78,24 @@ class LogView:
         return LogSegment.create_cleaned(self.dir, base_offset, self.config, clock=self.clock)
 
     def replace_segments(self, new_segments: Sequence[LogSegment],
-                         old_segments: Sequence[LogSegment]) -> None:
-        """Ask the owner to swap each cleaned segment in, then follow the swap in this view."""
+                         old_segments: Sequence[LogSegment],
+                         expected: Sequence[SegmentIdentity] | None = None) -> None:
+        """Ask the owner to swap each cleaned segment in, then follow the swap in this view. The
+        owner checks the old segments against ``expected`` (default: the identities this view saw
+        at ``open``) and refuses the swap when one changed (``SegmentsChangedError``)."""
         old_bases = [s.base_offset for s in old_segments]
+        seen = list(expected) if expected is not None else [
+            self._identities.get(s.base_offset) or s.identity for s in old_segments]
         for segment in new_segments:
             segment.close()
-            self._swap(segment.base_offset, old_bases)
+            self._swap(segment.base_offset, seen)
         for segment in old_segments:
             segment.release()
         kept = [s for s in self._segments if s.base_offset not in old_bases]
         for segment in new_segments:
-            kept.append(LogSegment(self.dir, segment.base_offset, self.config, clock=self.clock))
+            swapped = LogSegment(self.dir, segment.base_offset, self.config, clock=self.clock)
+            kept.append(swapped)
+            self._identities[swapped.base_offset] = swapped.identity
         self._segments = sorted(kept, key=lambda s: s.base_offset)
 
     def close(self) -> None:
