@@ -237,10 +237,10 @@ class Log:
         if spans is None:
             scan = scan_batches(view)
             if scan.error is not None or scan.valid_bytes != len(view) or len(scan.positions) == 0:
+                at = scan.error_position if scan.error_position >= 0 else scan.valid_bytes
                 raise CorruptRecordError(
-                    f"append to {self.name}: {scan.error or 'incomplete batch'} at byte "
-                    f"{scan.error_position if scan.error_position >= 0 else scan.valid_bytes} of "
-                    f"{len(view)}", partition=self.name, position=scan.valid_bytes)
+                    f"append to {self.name}: {scan.problem or 'incomplete batch'} at byte {at} "
+                    f"of {len(view)}", partition=self.name, position=at)
             spans = list(zip(scan.positions.tolist(), scan.sizes.tolist()))
         checks = []
         require_keys = self.config.compact
