@@ -17,6 +17,7 @@ segment may run concurrently with each other.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import threading
 from collections import OrderedDict
@@ -47,6 +48,8 @@ from storage.records import (
 INT32_MAX = 2**31 - 1
 SCAN_CHUNK_BYTES = 256 * 1024
 RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024
+
+log = logging.getLogger(__name__)
 
 
 class HandleCache:
@@ -382,7 +385,8 @@ class LogSegment:
     def batches(self, start_position: int = 0, end_position: int | None = None,
                 chunk_bytes: int = SCAN_CHUNK_BYTES, *, verify: bool = False,
                 next_base_offset: int | None = None, target_offset: int | None = None,
-                torn_tail_ok: bool = False) -> Iterator[BatchEntry]:
+                torn_tail_ok: bool = False,
+                index_entry_offset: int | None = None) -> Iterator[BatchEntry]:
         """Walk the batch headers from ``start_position``; stops at the first incomplete batch.
 
         Raises CorruptRecordError (with file and position) for an impossible batch size.
@@ -405,6 +409,11 @@ class LogSegment:
         is skipped when ``target_offset`` is given and the next batch, intact, starts at or below
         it: the damaged batch then provably holds no offset the caller wants (its own header cannot
         be trusted to say so), and reads from offsets after a damaged batch keep working.
+
+        ``index_entry_offset`` is the offset of the offset-index entry ``start_position`` came
+        from: the first batch there must end at or below it (an entry is the last offset of the
+        append that starts at its position). If it does not, the entry is wrong, and the walk
+        starts over from the segment's first byte rather than skip what lies before.
         """
         end = self._size if end_position is None else min(end_position, self._size)
         rows = self._rows(start_position, end, chunk_bytes, check_crc=verify,
@@ -416,7 +425,14 @@ class LogSegment:
         upper = self.base_offset + INT32_MAX
         if next_base_offset is not None:
             upper = min(upper, next_base_offset - 1)
-        yield from self._verified(rows, upper, target_offset)
+        first_last = index_entry_offset if start_position > 0 else None
+        try:
+            yield from self._verified(rows, upper, target_offset, first_last)
+        except _IndexEntryMismatch as mismatch:
+            log.warning("%s: %s; reading from the start of the segment instead",
+                        self.offset_index.path, mismatch)
+            rows = self._rows(0, end, chunk_bytes, check_crc=True, torn_tail_ok=torn_tail_ok)
+            yield from self._verified(rows, upper, target_offset, None)
 
     def _rows(self, start: int, end: int, chunk_bytes: int, *, check_crc: bool,
               torn_tail_ok: bool) -> Iterator[tuple[BatchEntry, int, int]]:
@@ -449,8 +465,10 @@ class LogSegment:
                                              f"{end} are not a complete batch")
 
     def _verified(self, rows: Iterator[tuple[BatchEntry, int, int]], upper: int,
-                  target_offset: int | None) -> Iterator[BatchEntry]:
-        """The checks of ``batches(verify=True)`` over the rows of ``_rows``."""
+                  target_offset: int | None, first_last: int | None) -> Iterator[BatchEntry]:
+        """The checks of ``batches(verify=True)`` over the rows of ``_rows``; raises
+        ``_IndexEntryMismatch``, before yielding anything, when the first batch ends above
+        ``first_last``."""
         previous_last = self.base_offset - 1
         held: BatchEntry | None = None         # yielded once the batch after it fits behind it
         damaged: CorruptRecordError | None = None    # a CRC failure that may yet be skipped
@@ -473,6 +491,12 @@ class LogSegment:
                 damaged = error
                 continue
             base, last = entry.base_offset, entry.last_offset
+            if first_last is not None:
+                if last > first_last and held is None and damaged is None:
+                    raise _IndexEntryMismatch(f"the index entry for offset {first_last} at "
+                                              f"position {entry.position} points at a batch "
+                                              f"ending at offset {last}")
+                first_last = None
             if base <= previous_last or last < base or last > upper:
                 raise damaged or self._offsets_out_of_place(entry, previous_last, upper)
             if damaged is not None:
@@ -517,7 +541,9 @@ class LogSegment:
         verified (``batches(verify=True)``)."""
         entry = self.offset_index.lookup(offset)
         for batch in self.batches(max(entry.position, start_position), verify=True,
-                                  next_base_offset=next_base_offset, target_offset=offset):
+                                  next_base_offset=next_base_offset, target_offset=offset,
+                                  index_entry_offset=entry.offset
+                                  if entry.position >= start_position else None):
             if batch.last_offset >= offset:
                 return batch
         return None
@@ -538,7 +564,7 @@ class LogSegment:
         first: BatchEntry | None = None
         end = budget = 0
         walk = self.batches(entry.position, limit, verify=True, next_base_offset=next_base_offset,
-                            target_offset=start_offset)
+                            target_offset=start_offset, index_entry_offset=entry.offset)
         try:
             for batch in walk:
                 if first is None:
@@ -563,8 +589,9 @@ class LogSegment:
         """(offset, timestamp) of the first record with timestamp >= ``timestamp`` at or after
         ``start_offset``, or None."""
         ts_entry = self.time_index.lookup(timestamp)
-        position = self.offset_index.lookup(max(ts_entry.offset, start_offset)).position
-        for entry in self.batches(position, verify=True, target_offset=start_offset):
+        index_entry = self.offset_index.lookup(max(ts_entry.offset, start_offset))
+        for entry in self.batches(index_entry.position, verify=True, target_offset=start_offset,
+                                  index_entry_offset=index_entry.offset):
             if entry.max_timestamp < timestamp or entry.last_offset < start_offset:
                 continue
             batch = RecordBatch(self.read_bytes(entry.position, entry.size), entry.position,
@@ -748,6 +775,11 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path}, size={self._size})"
+
+
+class _IndexEntryMismatch(Exception):
+    """An offset-index entry that does not match the batch at its position (never escapes
+    ``LogSegment.batches``, which then walks the segment from its start)."""
 
 
 class SegmentError(StorageError):

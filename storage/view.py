@@ -115,13 +115,15 @@ def read_partition_batches(directory: Path | str, config: LogConfig, start_offse
         try:
             progressed = False
             for segment in view.segments_in_range(offset, end_offset):
-                position = segment.offset_index.lookup(offset).position
+                index_entry = segment.offset_index.lookup(offset)
                 # verified walk: CRC and offsets (below the next segment's base) of every batch;
                 # the active segment may end in an append still being written
                 active = segment is view.active_segment
                 next_base = None if active else _next_base(view, segment)
-                for entry in segment.batches(position, verify=True, next_base_offset=next_base,
-                                             target_offset=offset, torn_tail_ok=active):
+                for entry in segment.batches(index_entry.position, verify=True,
+                                             next_base_offset=next_base, target_offset=offset,
+                                             torn_tail_ok=active,
+                                             index_entry_offset=index_entry.offset):
                     if entry.base_offset >= end_offset:
                         return
                     if entry.last_offset < offset:

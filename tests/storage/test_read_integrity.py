@@ -345,3 +345,24 @@ def test_segment_walks_name_the_file_and_one_position(partition: Partition, tmp_
     message = str(caught.value)
     assert message.startswith(f"{copy / path.name}: record batch at position {position}: ")
     assert message.count("position") == 1 and caught.value.position == position
+
+
+def test_an_index_entry_pointing_past_the_wanted_batch_does_not_make_a_reader_skip_records(
+        partition: Partition, tmp_path: Path, clock: FakeClock) -> None:
+    """An offset-index entry whose offset was damaged downwards (it now claims a lower offset
+    for a later position) would start a read past the batches it wants. The batch at the
+    entry's position ends above the entry's offset, so the reader walks from the segment's
+    start instead, and returns every record."""
+    path = _segment_files(partition.directory)[0]
+    copy = _copy(partition, tmp_path / "damaged")
+    index_path = copy / path.name.replace(files.LOG_SUFFIX, files.INDEX_SUFFIX)
+    entries = index_path.read_bytes()
+    relative = int.from_bytes(entries[0:4], "big")       # the first entry's relative offset
+    lowered = relative // 2
+    assert lowered > 0
+    index_path.write_bytes(lowered.to_bytes(4, "big") + entries[4:])
+    log = _open(copy, clock, recovery_point=partition.log_end_offset, had_clean_shutdown=True)
+    for start in range(lowered, relative + 1):
+        got, error = _read_all(log, start)
+        assert error is None and got == partition.records[start:], f"read from {start}"
+    log.close()
