@@ -467,8 +467,9 @@ class LogSegment:
     def _verified(self, rows: Iterator[tuple[BatchEntry, int, int]], upper: int,
                   target_offset: int | None, first_last: int | None) -> Iterator[BatchEntry]:
         """The checks of ``batches(verify=True)`` over the rows of ``_rows``; raises
-        ``_IndexEntryMismatch``, before yielding anything, when the first batch ends above
-        ``first_last``."""
+        ``_IndexEntryMismatch``, before yielding anything, when the first batch is not a batch,
+        fails its CRC or ends above ``first_last`` (the walk then starts again from the
+        segment's first byte, where a damaged index cannot mislead it)."""
         previous_last = self.base_offset - 1
         held: BatchEntry | None = None         # yielded once the batch after it fits behind it
         damaged: CorruptRecordError | None = None    # a CRC failure that may yet be skipped
@@ -478,10 +479,17 @@ class LogSegment:
             except StopIteration:
                 break
             except CorruptRecordError as err:
+                if first_last is not None and held is None and damaged is None:
+                    raise _IndexEntryMismatch(f"no batch at position {err.position}, where the "
+                                              f"index entry for offset {first_last} points")
                 if held is not None:
                     yield held                  # intact: the damage lies after it
                 raise damaged or err
             if computed != stored:
+                if first_last is not None and held is None and damaged is None:
+                    raise _IndexEntryMismatch(f"the batch at position {entry.position}, where the "
+                                              f"index entry for offset {first_last} points, fails "
+                                              f"its CRC")
                 if held is not None:
                     yield held                  # intact: the damage lies in the batch after it
                     held = None

@@ -366,3 +366,20 @@ def test_an_index_entry_pointing_past_the_wanted_batch_does_not_make_a_reader_sk
         got, error = _read_all(log, start)
         assert error is None and got == partition.records[start:], f"read from {start}"
     log.close()
+
+
+def test_an_index_entry_pointing_inside_a_batch_does_not_make_a_read_fail(
+        partition: Partition, tmp_path: Path, clock: FakeClock) -> None:
+    """An offset-index entry whose position was damaged (it now points inside a batch): the
+    read walks the segment from its start and returns every record, since the data is intact."""
+    path = _segment_files(partition.directory)[0]
+    copy = _copy(partition, tmp_path / "damaged")
+    index_path = copy / path.name.replace(files.LOG_SUFFIX, files.INDEX_SUFFIX)
+    entries = index_path.read_bytes()
+    relative = int.from_bytes(entries[0:4], "big")
+    position = int.from_bytes(entries[4:8], "big")
+    index_path.write_bytes(entries[:4] + (position + 9).to_bytes(4, "big") + entries[8:])
+    log = _open(copy, clock, recovery_point=partition.log_end_offset, had_clean_shutdown=True)
+    got, error = _read_all(log, relative)
+    assert error is None and got == partition.records[relative:]
+    log.close()
