@@ -35,7 +35,7 @@ from storage.errors import (
     SegmentOffsetOverflowError,
     StorageError,
 )
-from storage.index import OffsetIndex, TimeIndex, TimestampOffset
+from storage.index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
 from storage.records import (
     HEADER_SIZE_UP_TO_MAGIC,
     LOG_OVERHEAD,
@@ -542,12 +542,22 @@ class LogSegment:
         return self._corrupt_at(entry.position, f"the batch at offsets {base}..{last} is out of "
                                                 f"place: {why}", base_offset=base, offset=last)
 
+    def walk_start(self, offset: int) -> OffsetPosition:
+        """Where a verified walk for ``offset`` starts: the offset-index entry *before* the one at
+        or below ``offset`` (``(base offset, 0)`` when there is none). Starting one entry early
+        costs about ``index.interval.bytes`` of walk, and gives the first batch a reader may want
+        a predecessor to check its base offset against."""
+        entry = self.offset_index.lookup(offset)
+        if entry.position == 0:
+            return entry
+        return self.offset_index.lookup(entry.offset - 1)
+
     def translate_offset(self, offset: int, start_position: int = 0, *,
                          next_base_offset: int | None = None) -> BatchEntry | None:
         """The first batch whose last offset is >= ``offset`` (the batch holding it, or the next
         batch after a gap), searching from the index entry at or below it. Every batch walked is
         verified (``batches(verify=True)``)."""
-        entry = self.offset_index.lookup(offset)
+        entry = self.walk_start(offset)
         for batch in self.batches(max(entry.position, start_position), verify=True,
                                   next_base_offset=next_base_offset, target_offset=offset,
                                   index_entry_offset=entry.offset
@@ -568,7 +578,7 @@ class LogSegment:
         batch ends the bytes returned before it; ``CorruptRecordError`` is raised when it would be
         the first batch returned."""
         limit = self._size if max_position is None else max_position
-        entry = self.offset_index.lookup(start_offset)
+        entry = self.walk_start(start_offset)
         first: BatchEntry | None = None
         end = budget = 0
         walk = self.batches(entry.position, limit, verify=True, next_base_offset=next_base_offset,
@@ -597,7 +607,7 @@ class LogSegment:
         """(offset, timestamp) of the first record with timestamp >= ``timestamp`` at or after
         ``start_offset``, or None."""
         ts_entry = self.time_index.lookup(timestamp)
-        index_entry = self.offset_index.lookup(max(ts_entry.offset, start_offset))
+        index_entry = self.walk_start(max(ts_entry.offset, start_offset))
         for entry in self.batches(index_entry.position, verify=True, target_offset=start_offset,
                                   index_entry_offset=index_entry.offset):
             if entry.max_timestamp < timestamp or entry.last_offset < start_offset:

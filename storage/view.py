@@ -115,7 +115,7 @@ def read_partition_batches(directory: Path | str, config: LogConfig, start_offse
         try:
             progressed = False
             for segment in view.segments_in_range(offset, end_offset):
-                index_entry = segment.offset_index.lookup(offset)
+                index_entry = segment.walk_start(offset)
                 # verified walk: CRC and offsets (below the next segment's base) of every batch;
                 # the active segment may end in an append still being written
                 active = segment is view.active_segment

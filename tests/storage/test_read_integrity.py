@@ -383,3 +383,28 @@ def test_an_index_entry_pointing_inside_a_batch_does_not_make_a_read_fail(
     got, error = _read_all(log, relative)
     assert error is None and got == partition.records[relative:]
     log.close()
+
+
+def test_a_lowered_base_offset_at_an_index_entry_does_not_make_a_reader_skip_its_records(
+        partition: Partition, tmp_path: Path, clock: FakeClock) -> None:
+    """The batch an offset-index entry points at has one set bit of its baseOffset cleared, so
+    it claims to end below the entry's offset. A read from that offset walks from the entry
+    before, where the batch's predecessor shows it out of place: an error, not a silent skip
+    of the offsets it holds."""
+    path = _segment_files(partition.directory)[0]
+    copy = _copy(partition, tmp_path / "damaged")
+    entries = (copy / path.name.replace(files.LOG_SUFFIX, files.INDEX_SUFFIX)).read_bytes()
+    entry_offset = int.from_bytes(entries[0:4], "big")
+    entry_position = int.from_bytes(entries[4:8], "big")
+    data = (copy / path.name).read_bytes()
+    scan = scan_batches(data)
+    index = scan.positions.tolist().index(entry_position)
+    base = int(scan.base_offsets[index])
+    assert int(scan.last_offsets[index]) == entry_offset and base > 0
+    bit = (base & -base).bit_length() - 1                  # the lowest set bit
+    _flip(copy / path.name, entry_position + 7 - bit // 8, bit % 8)
+    log = _open(copy, clock, recovery_point=partition.log_end_offset, had_clean_shutdown=True)
+    got, error = _read_all(log, entry_offset)
+    _assert_never_altered(got, error, partition.records[entry_offset:], f"from {entry_offset}")
+    assert isinstance(error, CorruptRecordError) and error.position == entry_position
+    log.close()
