@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
+from crc32c import crc32c
+
 from storage import files
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
@@ -37,8 +39,11 @@ from storage.errors import (
 )
 from storage.index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
 from storage.records import (
+    ATTRIBUTES_OFFSET,
     HEADER_SIZE_UP_TO_MAGIC,
     LOG_OVERHEAD,
+    MAGIC,
+    BatchScan,
     RecordBatch,
     batch_crc,
     batch_location,
@@ -416,28 +421,32 @@ class LogSegment:
         starts over from the segment's first byte rather than skip what lies before.
         """
         end = self._size if end_position is None else min(end_position, self._size)
-        rows = self._rows(start_position, end, chunk_bytes, check_crc=verify,
-                          torn_tail_ok=torn_tail_ok or not verify)
+        chunks = self._chunks(start_position, end, chunk_bytes,
+                              torn_tail_ok=torn_tail_ok or not verify)
         if not verify:
-            for entry, _stored, _computed in rows:
-                yield entry
+            for position, scan, _view in chunks:
+                for pos, size, base, last, max_ts, magic, n in zip(
+                        scan.positions.tolist(), scan.sizes.tolist(), scan.base_offsets.tolist(),
+                        scan.last_offsets.tolist(), scan.max_timestamps.tolist(),
+                        scan.magics.tolist(), scan.records_counts.tolist()):
+                    yield BatchEntry(position + pos, size, base, last, max_ts, magic, n)
             return
         upper = self.base_offset + INT32_MAX
         if next_base_offset is not None:
             upper = min(upper, next_base_offset - 1)
         first_last = index_entry_offset if start_position > 0 else None
         try:
-            yield from self._verified(rows, upper, target_offset, first_last)
+            yield from self._verified(chunks, upper, target_offset, first_last)
         except _IndexEntryMismatch as mismatch:
             log.warning("%s: %s; reading from the start of the segment instead",
                         self.offset_index.path, mismatch)
-            rows = self._rows(0, end, chunk_bytes, check_crc=True, torn_tail_ok=torn_tail_ok)
-            yield from self._verified(rows, upper, target_offset, None)
+            chunks = self._chunks(0, end, chunk_bytes, torn_tail_ok=torn_tail_ok)
+            yield from self._verified(chunks, upper, target_offset, None)
 
-    def _rows(self, start: int, end: int, chunk_bytes: int, *, check_crc: bool,
-              torn_tail_ok: bool) -> Iterator[tuple[BatchEntry, int, int]]:
-        """``(entry, stored crc, computed crc)`` of every complete batch in ``[start, end)``; the
-        computed CRC is the stored one unless ``check_crc``."""
+    def _chunks(self, start: int, end: int, chunk_bytes: int, *,
+                torn_tail_ok: bool) -> Iterator[tuple[int, BatchScan, memoryview]]:
+        """``(file position, scan, bytes)`` of each chunk of complete batches in ``[start, end)``;
+        a chunk's problem is raised after the chunk, so its good batches come first."""
         position = start
         while position + HEADER_SIZE_UP_TO_MAGIC <= end:
             data = self.read_bytes(position, min(chunk_bytes, end - position))
@@ -450,13 +459,7 @@ class LogSegment:
                     break    # incomplete batch at the end of the file
                 chunk_bytes = batch_size
                 continue
-            view = memoryview(data)
-            for pos, size, base, last, max_ts, magic, n, stored in zip(
-                    scan.positions.tolist(), scan.sizes.tolist(), scan.base_offsets.tolist(),
-                    scan.last_offsets.tolist(), scan.max_timestamps.tolist(), scan.magics.tolist(),
-                    scan.records_counts.tolist(), scan.crcs.tolist()):
-                computed = batch_crc(view, pos, size, magic) if check_crc else stored
-                yield BatchEntry(position + pos, size, base, last, max_ts, magic, n), stored, computed
+            yield position, scan, memoryview(data)
             if scan.problem is not None:
                 raise self._corrupt_at(position + scan.error_position, scan.problem)
             position += scan.valid_bytes
@@ -464,9 +467,9 @@ class LogSegment:
             raise self._corrupt_at(position, f"the {end - position} bytes from here to position "
                                              f"{end} are not a complete batch")
 
-    def _verified(self, rows: Iterator[tuple[BatchEntry, int, int]], upper: int,
+    def _verified(self, chunks: Iterator[tuple[int, BatchScan, memoryview]], upper: int,
                   target_offset: int | None, first_last: int | None) -> Iterator[BatchEntry]:
-        """The checks of ``batches(verify=True)`` over the rows of ``_rows``; raises
+        """The checks of ``batches(verify=True)`` over the chunks of ``_chunks``; raises
         ``_IndexEntryMismatch``, before yielding anything, when the first batch is not a batch,
         fails its CRC or ends above ``first_last`` (the walk then starts again from the
         segment's first byte, where a damaged index cannot mislead it)."""
@@ -475,7 +478,7 @@ class LogSegment:
         damaged: CorruptRecordError | None = None    # a CRC failure that may yet be skipped
         while True:
             try:
-                entry, stored, computed = next(rows)
+                position, scan, view = next(chunks)
             except StopIteration:
                 break
             except CorruptRecordError as err:
@@ -485,35 +488,41 @@ class LogSegment:
                 if held is not None:
                     yield held                  # intact: the damage lies after it
                 raise damaged or err
-            if computed != stored:
-                if first_last is not None and held is None and damaged is None:
-                    raise _IndexEntryMismatch(f"the batch at position {entry.position}, where the "
-                                              f"index entry for offset {first_last} points, fails "
-                                              f"its CRC")
+            for pos, size, base, last, max_ts, magic, n, stored in zip(
+                    scan.positions.tolist(), scan.sizes.tolist(), scan.base_offsets.tolist(),
+                    scan.last_offsets.tolist(), scan.max_timestamps.tolist(), scan.magics.tolist(),
+                    scan.records_counts.tolist(), scan.crcs.tolist()):
+                entry = BatchEntry(position + pos, size, base, last, max_ts, magic, n)
+                computed = crc32c(view[pos + ATTRIBUTES_OFFSET:pos + size]) if magic == MAGIC \
+                    else batch_crc(view, pos, size, magic)
+                if computed != stored:
+                    if first_last is not None and held is None and damaged is None:
+                        raise _IndexEntryMismatch(
+                            f"the batch at position {entry.position}, where the index entry for "
+                            f"offset {first_last} points, fails its CRC")
+                    if held is not None:
+                        yield held              # intact: the damage lies in the batch after it
+                        held = None
+                    error = self._crc_mismatch(entry, stored, computed)
+                    if damaged is not None or target_offset is None:
+                        raise damaged or error
+                    damaged = error
+                    continue
+                if first_last is not None:
+                    if last > first_last and held is None and damaged is None:
+                        raise _IndexEntryMismatch(f"the index entry for offset {first_last} at "
+                                                  f"position {entry.position} points at a batch "
+                                                  f"ending at offset {last}")
+                    first_last = None
+                if base <= previous_last or last < base or last > upper:
+                    raise damaged or self._offsets_out_of_place(entry, previous_last, upper)
+                if damaged is not None:
+                    if target_offset is None or base > target_offset:
+                        raise damaged
+                    damaged = None
                 if held is not None:
-                    yield held                  # intact: the damage lies in the batch after it
-                    held = None
-                error = self._crc_mismatch(entry, stored, computed)
-                if damaged is not None or target_offset is None:
-                    raise damaged or error
-                damaged = error
-                continue
-            base, last = entry.base_offset, entry.last_offset
-            if first_last is not None:
-                if last > first_last and held is None and damaged is None:
-                    raise _IndexEntryMismatch(f"the index entry for offset {first_last} at "
-                                              f"position {entry.position} points at a batch "
-                                              f"ending at offset {last}")
-                first_last = None
-            if base <= previous_last or last < base or last > upper:
-                raise damaged or self._offsets_out_of_place(entry, previous_last, upper)
-            if damaged is not None:
-                if target_offset is None or base > target_offset:
-                    raise damaged
-                damaged = None
-            if held is not None:
-                yield held
-            held, previous_last = entry, last
+                    yield held
+                held, previous_last = entry, last
         if held is not None:
             yield held
         if damaged is not None:
