@@ -492,9 +492,10 @@ class RecordBatch:
         return self.compute_crc() == self.stored_crc()
 
     def ensure_valid(self) -> None:
-        """Raise ``CorruptRecordError`` on a CRC mismatch. Its fields: ``path``, ``position`` (of the
-        batch in its file), ``base_offset`` and ``offset`` (the batch's last offset) as the header
-        claims them, ``stored_crc`` and ``computed_crc``. One CRC call over a view, no copy."""
+        """Raise ``CorruptRecordError`` on a CRC mismatch. Its fields: ``path``, ``position`` (of
+        the batch in its file), ``base_offset`` and ``offset`` (the batch's last offset) as the
+        header claims them, ``stored_crc`` and ``computed_crc``. One CRC call over a view, no
+        copy."""
         stored, computed = self.stored_crc(), self.compute_crc()
         if stored != computed:
             base = self._header.base_offset if self._header is not None else self.last_offset
@@ -741,7 +742,8 @@ def _first_bad_crc(data: np.ndarray, table: np.ndarray) -> tuple[int, int, int] 
 
 def batch_crc(view: memoryview, position: int, size: int, magic: int) -> int:
     """The CRC the batch of ``size`` bytes at ``position`` of ``view`` should store: CRC32C of
-    attributes..end for v2, zlib CRC32 of magic..end for magic 0/1. One call over a view, no copy."""
+    attributes..end for v2, zlib CRC32 of magic..end for magic 0/1. One call over a view, no
+    copy."""
     if magic == MAGIC:
         return crc32c.crc32c(view[position + ATTRIBUTES_OFFSET:position + size])
     return zlib.crc32(view[position + MAGIC_OFFSET:position + size])
