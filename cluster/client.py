@@ -41,7 +41,7 @@ from node.stats import LoadProgress
 from storage import files
 from storage.config import LogConfig
 from storage.log import LogAppendInfo
-from storage.records import Record, build_batch, iter_batches
+from storage.records import Record, build_batch
 
 DEFAULT_BATCH_BYTES = 1 << 20
 DEFAULT_WINDOW = 4
@@ -281,8 +281,8 @@ class Cluster:
             if fetch is None:
                 return
             progressed = False
-            for batch in iter_batches(fetch.data):
-                for record in batch.records():
+            for batch in fetch.batches():
+                for record in batch.records():          # checks the batch's CRC
                     if offset <= record.offset < stop:
                         yield record
                 offset = max(offset, batch.next_offset)

@@ -70,6 +70,11 @@ class LegacyMessage:
         return (self.attributes & TIMESTAMP_TYPE_MASK) >> 3 if self.magic > 0 else 0
 
 
+def _in_file(path: Path | None) -> str:
+    """The prefix naming the file in an error message (as ``records.batch_location`` does)."""
+    return "" if path is None else f"{path}: "
+
+
 def read_message(buf: memoryview, position: int = 0, *, path: Path | None = None,
                  base_position: int = 0) -> LegacyMessage:
     """Parse the complete entry at ``buf[position:]``; its key and value must end it exactly.
@@ -79,7 +84,7 @@ def read_message(buf: memoryview, position: int = 0, *, path: Path | None = None
     where = base_position + position
 
     def corrupt(problem: str) -> CorruptRecordError:
-        return CorruptRecordError(f"legacy message at position {where} of {path}: {problem}",
+        return CorruptRecordError(f"{_in_file(path)}legacy message at position {where}: {problem}",
                                   path=path, position=where)
 
     if len(buf) - position < LOG_OVERHEAD + RECORD_OVERHEAD_V0:
@@ -162,8 +167,8 @@ def inner_messages(message: LegacyMessage, *, max_decompressed_bytes: int,
     """Decompress a wrapper's value and parse the inner message set (raw inner offsets)."""
     def corrupt(problem: str) -> CorruptRecordError:
         return CorruptRecordError(
-            f"compressed legacy message at position {position} (offset {message.offset}) of "
-            f"{path}: {problem}", path=path, position=position, offset=message.offset)
+            f"{_in_file(path)}compressed legacy message at position {position} (offset "
+            f"{message.offset}): {problem}", path=path, position=position, offset=message.offset)
 
     if message.codec not in (compression.GZIP, compression.SNAPPY, compression.LZ4):
         raise corrupt(f"codec {message.codec} is not valid for magic {message.magic}")

@@ -90,15 +90,21 @@ class LogAppendInfo(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class FetchData:
-    """Whole batches read from one segment: ``data`` starts at ``position`` of that segment's file."""
+    """Whole batches read from one segment: ``data`` starts at ``position`` of the file ``path``.
+
+    The segment checked every batch's CRC and offsets when it read them; a decoder in another
+    process checks the CRC again (``RecordBatch.records`` does), and its errors name ``path``."""
 
     segment_base_offset: int
     position: int
     data: bytes
+    path: str | None = None
 
     def batches(self) -> Iterator[RecordBatch]:
+        """The batches of ``data``, each knowing its file and position for error messages."""
         from storage.records import iter_batches
-        return iter_batches(self.data, base_position=self.position)
+        path = None if self.path is None else Path(self.path)
+        return iter_batches(self.data, path=path, base_position=self.position)
 
 
 class Log:
@@ -236,10 +242,10 @@ class Log:
         if spans is None:
             scan = scan_batches(view)
             if scan.error is not None or scan.valid_bytes != len(view) or len(scan.positions) == 0:
+                at = scan.error_position if scan.error_position >= 0 else scan.valid_bytes
                 raise CorruptRecordError(
-                    f"append to {self.name}: {scan.error or 'incomplete batch'} at byte "
-                    f"{scan.error_position if scan.error_position >= 0 else scan.valid_bytes} of "
-                    f"{len(view)}", partition=self.name, position=scan.valid_bytes)
+                    f"append to {self.name}: {scan.problem or 'incomplete batch'} at byte {at} "
+                    f"of {len(view)}", partition=self.name, position=at)
             spans = list(zip(scan.positions.tolist(), scan.sizes.tolist()))
         checks = []
         require_keys = self.config.compact
@@ -399,12 +405,17 @@ class Log:
                 active = self._segments[self._bases[-1]]
                 active_size = active.size
             try:
-                for segment in candidates:
+                for i, segment in enumerate(candidates):
                     limit = active_size if segment is active else None
-                    result = segment.read(start_offset, max_bytes, limit, min_one_message)
+                    # offsets a batch may hold: below the next segment's base, and below the
+                    # log end offset in the active (or last) segment
+                    next_base = candidates[i + 1].base_offset if i + 1 < len(candidates) else end
+                    result = segment.read(start_offset, max_bytes, limit, min_one_message,
+                                          next_base_offset=next_base)
                     self._note_indexed(segment)
                     if result is not None:
-                        return FetchData(segment.base_offset, result[0], result[1])
+                        return FetchData(segment.base_offset, result[0], result[1],
+                                         str(segment.log_path))
                 return None
             except FileNotFoundError:
                 continue   # raced a swap or a retention delete: retry on the new segment list

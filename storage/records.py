@@ -322,6 +322,13 @@ def byte_view(buf: object) -> memoryview:
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
+def batch_location(path: Path | str | None, position: int) -> str:
+    """How every read-path error names a batch: ``<file>: batch at position <n>`` (the file and
+    the position are left out when unknown, e.g. bytes fetched from another process)."""
+    where = "record batch" if position < 0 else f"record batch at position {position}"
+    return where if path is None else f"{path}: {where}"
+
+
 # ---- reading one batch -------------------------------------------------------------------------
 class RecordBatch:
     """One batch over a slice of a buffer, not copied.
@@ -364,8 +371,8 @@ class RecordBatch:
             raise self._corrupt(f"unknown magic {magic}")
 
     def _corrupt(self, problem: str, **fields: object) -> CorruptRecordError:
-        return CorruptRecordError(f"record batch at position {self._position} of {self._path}: "
-                                  f"{problem}", path=self._path, position=self._position, **fields)
+        return CorruptRecordError(f"{batch_location(self._path, self._position)}: {problem}",
+                                  path=self._path, position=self._position, **fields)
 
     # -- header fields --
     @property
@@ -486,19 +493,29 @@ class RecordBatch:
         return self.compute_crc() == self.stored_crc()
 
     def ensure_valid(self) -> None:
-        """Raise ``CorruptRecordError`` (path, position, offset, both CRCs) on a CRC mismatch."""
+        """Raise ``CorruptRecordError`` on a CRC mismatch. Its fields: ``path``, ``position`` (of
+        the batch in its file), ``base_offset`` and ``offset`` (the batch's last offset) as the
+        header claims them, ``stored_crc`` and ``computed_crc``. One CRC call over a view, no
+        copy."""
         stored, computed = self.stored_crc(), self.compute_crc()
         if stored != computed:
+            base = self._header.base_offset if self._header is not None else self.last_offset
             raise self._corrupt(
-                f"CRC mismatch for the batch at offset {self.last_offset} (stored crc "
-                f"{stored:#010x}, computed crc {computed:#010x})",
+                f"CRC mismatch for the batch at offsets {base}..{self.last_offset} (stored crc "
+                f"{stored:#010x}, computed crc {computed:#010x})", base_offset=base,
                 offset=self.last_offset, stored_crc=stored, computed_crc=computed)
 
     # -- records --
-    def records(self, *, max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES) -> list[Record]:
+    def records(self, *, max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES,
+                check_crc: bool = True) -> list[Record]:
         """Every record, decompressed, with absolute offsets, effective timestamps (the batch's
         maxTimestamp under LogAppendTime) and decoded headers. Control records come back raw.
-        The CRC is not checked here (``ensure_valid`` does that)."""
+
+        The batch's CRC is checked first (``ensure_valid``), as Kafka's consumers do with
+        ``check.crcs=true``: a damaged batch raises ``CorruptRecordError``, never altered records.
+        ``check_crc=False`` is for tools that report damage themselves (``dump-log``)."""
+        if check_crc:
+            self.ensure_valid()
         if self._message is not None:
             return [Record(key, value, timestamp, (), offset) for offset, timestamp, key, value
                     in legacy.decode(self._message, max_decompressed_bytes=max_decompressed_bytes,
@@ -630,7 +647,7 @@ def iter_batches(buf: bytes | memoryview, start: int = 0, *, path: Path | None =
         if length < LEGACY_RECORD_OVERHEAD_V0:
             where = base_position + pos
             raise CorruptRecordError(
-                f"batch at position {where} of {path} has length {length}, below the minimum "
+                f"{batch_location(path, where)}: batch length {length} is below the minimum "
                 f"{LEGACY_RECORD_OVERHEAD_V0}", path=path, position=where)
         size = length + LOG_OVERHEAD
         if size > end - pos:
@@ -666,6 +683,7 @@ class BatchScan:
     producer_ids: np.ndarray
     producer_epochs: np.ndarray
     base_sequences: np.ndarray
+    problem: str | None = None      # ``error`` without its position, for callers that add their own
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -707,16 +725,18 @@ def scan_batches(buf: np.ndarray | bytes | memoryview, start: int = 0, end: int 
         if status != kernels.FULL:
             break
     table = tables[0] if len(tables) == 1 else np.concatenate(tables, axis=1)
-    error = None if status == kernels.OK else f"{_SCAN_MESSAGES[status]} at position {pos}"
+    problem = None if status == kernels.OK else _SCAN_MESSAGES[status]
     error_position = -1 if status == kernels.OK else pos
     if check_crc and table.shape[1]:
         bad = _first_bad_crc(data, table)
         if bad is not None:
             index, stored, computed = bad
             error_position = int(table[kernels.ROW_POSITION, index])
-            error = (f"CRC mismatch at position {error_position} (stored crc {stored:#010x}, "
-                     f"computed crc {computed:#010x})")
+            problem = (f"CRC mismatch for the batch at base offset "
+                       f"{int(table[kernels.ROW_BASE_OFFSET, index])} (stored crc {stored:#010x}, "
+                       f"computed crc {computed:#010x})")
             table = table[:, :index]
+    error = None if problem is None else f"{problem} at position {error_position}"
     # int64 row views of the kernel's table: no copy per column (this runs once per read chunk)
     columns = [table[row] for row, _dtype in _SCAN_DTYPES]
     count = table.shape[1]
@@ -726,7 +746,7 @@ def scan_batches(buf: np.ndarray | bytes | memoryview, start: int = 0, end: int 
      attributes, crcs, leader_epochs, producer_ids, producer_epochs, base_sequences) = columns
     return BatchScan(positions, sizes, base_offsets, last_offsets, max_timestamps, magics,
                      records_counts, attributes, valid_bytes, error, error_position, crcs,
-                     leader_epochs, producer_ids, producer_epochs, base_sequences)
+                     leader_epochs, producer_ids, producer_epochs, base_sequences, problem)
 
 
 def _first_bad_crc(data: np.ndarray, table: np.ndarray) -> tuple[int, int, int] | None:
@@ -734,13 +754,19 @@ def _first_bad_crc(data: np.ndarray, table: np.ndarray) -> tuple[int, int, int] 
     rows = zip(table[kernels.ROW_POSITION].tolist(), table[kernels.ROW_SIZE].tolist(),
                table[kernels.ROW_MAGIC].tolist(), table[kernels.ROW_CRC].tolist())
     for index, (pos, size, magic, stored) in enumerate(rows):
-        if magic == MAGIC:
-            computed = crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET:pos + size])
-        else:
-            computed = zlib.crc32(view[pos + MAGIC_OFFSET:pos + size])
+        computed = batch_crc(view, pos, size, magic)
         if computed != stored:
             return index, stored, computed
     return None
+
+
+def batch_crc(view: memoryview, position: int, size: int, magic: int) -> int:
+    """The CRC the batch of ``size`` bytes at ``position`` of ``view`` should store: CRC32C of
+    attributes..end for v2, zlib CRC32 of magic..end for magic 0/1. One call over a view, no
+    copy."""
+    if magic == MAGIC:
+        return crc32c.crc32c(view[position + ATTRIBUTES_OFFSET:position + size])
+    return zlib.crc32(view[position + MAGIC_OFFSET:position + size])
 
 
 # ---- in-place edits ----------------------------------------------------------------------------

@@ -17,6 +17,7 @@ segment may run concurrently with each other.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import threading
 from collections import OrderedDict
@@ -24,6 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
+
+from crc32c import crc32c
 
 from storage import files
 from storage.clock import SYSTEM_CLOCK, Clock
@@ -34,12 +37,24 @@ from storage.errors import (
     SegmentOffsetOverflowError,
     StorageError,
 )
-from storage.index import OffsetIndex, TimeIndex, TimestampOffset
-from storage.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, RecordBatch, scan_batches
+from storage.index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
+from storage.records import (
+    ATTRIBUTES_OFFSET,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC,
+    BatchScan,
+    RecordBatch,
+    batch_crc,
+    batch_location,
+    scan_batches,
+)
 
 INT32_MAX = 2**31 - 1
 SCAN_CHUNK_BYTES = 256 * 1024
 RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024
+
+log = logging.getLogger(__name__)
 
 
 class HandleCache:
@@ -404,62 +419,227 @@ class LogSegment:
             return os.pread(fd, size, position)
 
     def batches(self, start_position: int = 0, end_position: int | None = None,
-                chunk_bytes: int = SCAN_CHUNK_BYTES) -> Iterator[BatchEntry]:
+                chunk_bytes: int = SCAN_CHUNK_BYTES, *, verify: bool = False,
+                next_base_offset: int | None = None, target_offset: int | None = None,
+                torn_tail_ok: bool = False,
+                index_entry_offset: int | None = None) -> Iterator[BatchEntry]:
         """Walk the batch headers from ``start_position``; stops at the first incomplete batch.
 
         Raises CorruptRecordError (with file and position) for an impossible batch size.
+
+        With ``verify`` (every read path) each batch is checked before it is yielded, so that a
+        reader never positions itself by, nor is served, a damaged batch:
+
+        - its CRC: one crc32c call per batch over a view of the chunk already read;
+        - its offsets, which lie outside the CRC: the base offset must lie above the previous
+          batch's last offset (the segment's base offset - 1 for the first), the last offset must
+          lie below the next batch's base offset, below ``next_base_offset`` (the next segment's
+          base offset or, for the active segment, the log end offset) and within the segment's
+          32-bit relative offsets. A batch is therefore yielded only once the batch after it (or
+          the end of the walk) has been read;
+        - the end: every byte up to ``end_position`` (default: the segment's size) must belong
+          to a complete batch, unless ``torn_tail_ok`` (a file another process is appending to).
+
+        A failure raises ``CorruptRecordError`` naming the file, the batch's position and its base
+        offset, after every batch before it was yielded. One exception: a batch that fails its CRC
+        is skipped when ``target_offset`` is given and the next batch, intact, starts at or below
+        it: the damaged batch then provably holds no offset the caller wants (its own header cannot
+        be trusted to say so), and reads from offsets after a damaged batch keep working.
+
+        ``index_entry_offset`` is the offset of the offset-index entry ``start_position`` came
+        from: the first batch there must end at or below it (an entry is the last offset of the
+        append that starts at its position). If it does not, the entry is wrong, and the walk
+        starts over from the segment's first byte rather than skip what lies before.
         """
         end = self._size if end_position is None else min(end_position, self._size)
-        position = start_position
+        chunks = self._chunks(start_position, end, chunk_bytes,
+                              torn_tail_ok=torn_tail_ok or not verify)
+        if not verify:
+            for position, scan, _view in chunks:
+                for pos, size, base, last, max_ts, magic, n in zip(
+                        scan.positions.tolist(), scan.sizes.tolist(), scan.base_offsets.tolist(),
+                        scan.last_offsets.tolist(), scan.max_timestamps.tolist(),
+                        scan.magics.tolist(), scan.records_counts.tolist()):
+                    yield BatchEntry(position + pos, size, base, last, max_ts, magic, n)
+            return
+        upper = self.base_offset + INT32_MAX
+        if next_base_offset is not None:
+            upper = min(upper, next_base_offset - 1)
+        first_last = index_entry_offset if start_position > 0 else None
+        try:
+            yield from self._verified(chunks, upper, target_offset, first_last)
+        except _IndexEntryMismatch as mismatch:
+            log.warning("%s: %s; reading from the start of the segment instead",
+                        self.offset_index.path, mismatch)
+            chunks = self._chunks(0, end, chunk_bytes, torn_tail_ok=torn_tail_ok)
+            yield from self._verified(chunks, upper, target_offset, None)
+
+    def _chunks(self, start: int, end: int, chunk_bytes: int, *,
+                torn_tail_ok: bool) -> Iterator[tuple[int, BatchScan, memoryview]]:
+        """``(file position, scan, bytes)`` of each chunk of complete batches in ``[start, end)``;
+        a chunk's problem is raised after the chunk, so its good batches come first."""
+        position = start
         while position + HEADER_SIZE_UP_TO_MAGIC <= end:
             data = self.read_bytes(position, min(chunk_bytes, end - position))
             scan = scan_batches(data)
-            count = len(scan.positions)
-            if count == 0:
-                if scan.error is not None:
-                    raise CorruptRecordError(
-                        f"{self.log_path}: {scan.error} at position {position + scan.error_position}",
-                        path=str(self.log_path), position=position + max(scan.error_position, 0))
+            if len(scan.positions) == 0:
+                if scan.problem is not None:
+                    raise self._corrupt_at(position + max(scan.error_position, 0), scan.problem)
                 batch_size = int.from_bytes(data[8:12], "big", signed=True) + LOG_OVERHEAD
                 if batch_size <= len(data) or position + batch_size > end:
-                    return   # incomplete batch at the end of the file
+                    break    # incomplete batch at the end of the file
                 chunk_bytes = batch_size
                 continue
-            for pos, size, base, last, max_ts, magic, n in zip(
+            yield position, scan, memoryview(data)
+            if scan.problem is not None:
+                raise self._corrupt_at(position + scan.error_position, scan.problem)
+            position += scan.valid_bytes
+        if position < end and not torn_tail_ok:
+            raise self._corrupt_at(position, f"the {end - position} bytes from here to position "
+                                             f"{end} are not a complete batch")
+
+    def _verified(self, chunks: Iterator[tuple[int, BatchScan, memoryview]], upper: int,
+                  target_offset: int | None, first_last: int | None) -> Iterator[BatchEntry]:
+        """The checks of ``batches(verify=True)`` over the chunks of ``_chunks``; raises
+        ``_IndexEntryMismatch``, before yielding anything, when the first batch is not a batch,
+        fails its CRC or ends above ``first_last`` (the walk then starts again from the
+        segment's first byte, where a damaged index cannot mislead it)."""
+        previous_last = self.base_offset - 1
+        held: BatchEntry | None = None         # yielded once the batch after it fits behind it
+        damaged: CorruptRecordError | None = None    # a CRC failure that may yet be skipped
+        while True:
+            try:
+                position, scan, view = next(chunks)
+            except StopIteration:
+                break
+            except CorruptRecordError as err:
+                if first_last is not None and held is None and damaged is None:
+                    raise _IndexEntryMismatch(f"no batch at position {err.position}, where the "
+                                              f"index entry for offset {first_last} points")
+                if held is not None:
+                    yield held                  # intact: the damage lies after it
+                raise damaged or err
+            for pos, size, base, last, max_ts, magic, n, stored in zip(
                     scan.positions.tolist(), scan.sizes.tolist(), scan.base_offsets.tolist(),
                     scan.last_offsets.tolist(), scan.max_timestamps.tolist(), scan.magics.tolist(),
-                    scan.records_counts.tolist()):
-                yield BatchEntry(position + pos, size, base, last, max_ts, magic, n)
-            position += scan.valid_bytes
-            if scan.error is not None:
-                raise CorruptRecordError(
-                    f"{self.log_path}: {scan.error} at position {position}",
-                    path=str(self.log_path), position=position)
+                    scan.records_counts.tolist(), scan.crcs.tolist()):
+                entry = BatchEntry(position + pos, size, base, last, max_ts, magic, n)
+                computed = crc32c(view[pos + ATTRIBUTES_OFFSET:pos + size]) if magic == MAGIC \
+                    else batch_crc(view, pos, size, magic)
+                if computed != stored:
+                    if first_last is not None and held is None and damaged is None:
+                        raise _IndexEntryMismatch(
+                            f"the batch at position {entry.position}, where the index entry for "
+                            f"offset {first_last} points, fails its CRC")
+                    if held is not None:
+                        yield held              # intact: the damage lies in the batch after it
+                        held = None
+                    error = self._crc_mismatch(entry, stored, computed)
+                    if damaged is not None or target_offset is None:
+                        raise damaged or error
+                    damaged = error
+                    continue
+                if first_last is not None:
+                    if last > first_last and held is None and damaged is None:
+                        raise _IndexEntryMismatch(f"the index entry for offset {first_last} at "
+                                                  f"position {entry.position} points at a batch "
+                                                  f"ending at offset {last}")
+                    first_last = None
+                if base <= previous_last or last < base or last > upper:
+                    raise damaged or self._offsets_out_of_place(entry, previous_last, upper)
+                if damaged is not None:
+                    if target_offset is None or base > target_offset:
+                        raise damaged
+                    damaged = None
+                if held is not None:
+                    yield held
+                held, previous_last = entry, last
+        if held is not None:
+            yield held
+        if damaged is not None:
+            raise damaged
 
-    def translate_offset(self, offset: int, start_position: int = 0) -> BatchEntry | None:
-        """The first batch whose last offset is >= ``offset`` (the batch holding it, or the next
-        batch after a gap), searching from the index entry at or below it."""
+    def _corrupt_at(self, position: int, problem: str, **fields: object) -> CorruptRecordError:
+        return CorruptRecordError(f"{batch_location(self.log_path, position)}: {problem}",
+                                  path=str(self.log_path), position=position, **fields)
+
+    def _crc_mismatch(self, entry: BatchEntry, stored: int, computed: int) -> CorruptRecordError:
+        return self._corrupt_at(
+            entry.position, f"CRC mismatch for the batch at offsets {entry.base_offset}.."
+                            f"{entry.last_offset} (stored crc {stored:#010x}, computed crc "
+                            f"{computed:#010x})", base_offset=entry.base_offset,
+            offset=entry.last_offset, stored_crc=stored, computed_crc=computed)
+
+    def _offsets_out_of_place(self, entry: BatchEntry, previous_last: int,
+                              upper: int) -> CorruptRecordError:
+        base, last = entry.base_offset, entry.last_offset
+        if base <= previous_last:
+            why = f"its base offset is not above {previous_last}, where the batches before it end"
+        elif last < base:
+            why = "its last offset is below its base offset"
+        else:
+            why = f"its last offset is beyond {upper}, the last offset this segment may hold"
+        return self._corrupt_at(entry.position, f"the batch at offsets {base}..{last} is out of "
+                                                f"place: {why}", base_offset=base, offset=last)
+
+    def walk_start(self, offset: int) -> OffsetPosition:
+        """Where a verified walk for ``offset`` starts: the offset-index entry *before* the one at
+        or below ``offset`` (``(base offset, 0)`` when there is none). Starting one entry early
+        costs about ``index.interval.bytes`` of walk, and gives the first batch a reader may want
+        a predecessor to check its base offset against."""
         entry = self.offset_index.lookup(offset)
-        for batch in self.batches(max(entry.position, start_position)):
+        if entry.position == 0:
+            return entry
+        return self.offset_index.lookup(entry.offset - 1)
+
+    def translate_offset(self, offset: int, start_position: int = 0, *,
+                         next_base_offset: int | None = None) -> BatchEntry | None:
+        """The first batch whose last offset is >= ``offset`` (the batch holding it, or the next
+        batch after a gap), searching from the index entry at or below it. Every batch walked is
+        verified (``batches(verify=True)``)."""
+        entry = self.walk_start(offset)
+        for batch in self.batches(max(entry.position, start_position), verify=True,
+                                  next_base_offset=next_base_offset, target_offset=offset,
+                                  index_entry_offset=entry.offset
+                                  if entry.position >= start_position else None):
             if batch.last_offset >= offset:
                 return batch
         return None
 
     def read(self, start_offset: int, max_size: int, max_position: int | None = None,
-             min_one_message: bool = True) -> tuple[int, bytes] | None:
+             min_one_message: bool = True, *,
+             next_base_offset: int | None = None) -> tuple[int, bytes] | None:
         """Whole batches from the one holding ``start_offset``, at most ``max_size`` bytes (at least
-        one batch if ``min_one_message``). Returns (file position, bytes) or None past the end."""
-        first = self.translate_offset(start_offset)
-        if first is None:
-            return None
+        one batch if ``min_one_message``). Returns (file position, bytes) or None past the end.
+
+        Every batch returned, and every batch walked to find the first, passed
+        ``batches(verify=True)``: its CRC and its offsets (below ``next_base_offset`` when given:
+        the next segment's base offset, or the log end offset for the active segment). A damaged
+        batch ends the bytes returned before it; ``CorruptRecordError`` is raised when it would be
+        the first batch returned."""
         limit = self._size if max_position is None else max_position
-        budget = max(max_size, first.size) if min_one_message else max_size
-        end = first.position
-        for batch in self.batches(first.position, limit):
-            if batch.position + batch.size - first.position > budget:
-                break
-            end = batch.position + batch.size
-        if end == first.position:
+        entry = self.walk_start(start_offset)
+        first: BatchEntry | None = None
+        end = budget = 0
+        walk = self.batches(entry.position, limit, verify=True, next_base_offset=next_base_offset,
+                            target_offset=start_offset, index_entry_offset=entry.offset)
+        try:
+            for batch in walk:
+                if first is None:
+                    if batch.last_offset < start_offset:
+                        continue
+                    first = batch
+                    budget = max(max_size, first.size) if min_one_message else max_size
+                    end = first.position
+                if batch.position + batch.size - first.position > budget:
+                    break
+                end = batch.position + batch.size
+        except CorruptRecordError:
+            if first is None or end == first.position:
+                raise
+        finally:
+            walk.close()
+        if first is None or end == first.position:
             return None
         return first.position, self.read_bytes(first.position, end - first.position)
 
@@ -467,8 +647,9 @@ class LogSegment:
         """(offset, timestamp) of the first record with timestamp >= ``timestamp`` at or after
         ``start_offset``, or None."""
         ts_entry = self.time_index.lookup(timestamp)
-        position = self.offset_index.lookup(max(ts_entry.offset, start_offset)).position
-        for entry in self.batches(position):
+        index_entry = self.walk_start(max(ts_entry.offset, start_offset))
+        for entry in self.batches(index_entry.position, verify=True, target_offset=start_offset,
+                                  index_entry_offset=index_entry.offset):
             if entry.max_timestamp < timestamp or entry.last_offset < start_offset:
                 continue
             batch = RecordBatch(self.read_bytes(entry.position, entry.size), entry.position,
@@ -665,6 +846,11 @@ def identity_or_none(segment: LogSegment) -> SegmentIdentity | None:
         return segment.identity
     except OSError:
         return None
+
+
+class _IndexEntryMismatch(Exception):
+    """An offset-index entry that does not match the batch at its position (never escapes
+    ``LogSegment.batches``, which then walks the segment from its start)."""
 
 
 class SegmentError(StorageError):

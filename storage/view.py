@@ -20,7 +20,7 @@ from typing import Callable, Iterator, Sequence
 from storage import files
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
-from storage.errors import StorageError
+from storage.errors import CorruptRecordError, StorageError
 from storage.records import RecordBatch
 from storage.segment import LogSegment, SegmentIdentity, identity_or_none
 
@@ -112,10 +112,15 @@ def read_partition_batches(directory: Path | str, config: LogConfig, start_offse
     Safe against a concurrent segment swap or retention: a file renamed or deleted under the read
     makes it list the directory again and go on from the next offset it has not yet returned, so
     every batch comes whole and at most once, and offsets keep increasing.
+
+    Every batch walked is verified (CRC and offsets, ``LogSegment.batches(verify=True)``). A
+    ``CorruptRecordError`` is raised when the same batch fails twice in a row; a failure that does
+    not repeat was a file swapped under the read (new bytes at old positions) and is retried.
     """
     directory = Path(directory)
     offset = start_offset
     failures = 0
+    last_corruption: tuple[object, object] | None = None
     while offset < end_offset:
         try:
             view = LogView.open(directory, config, _no_swap)
@@ -124,8 +129,15 @@ def read_partition_batches(directory: Path | str, config: LogConfig, start_offse
         try:
             progressed = False
             for segment in view.segments_in_range(offset, end_offset):
-                position = segment.offset_index.lookup(offset).position
-                for entry in segment.batches(position):
+                index_entry = segment.walk_start(offset)
+                # verified walk: CRC and offsets (below the next segment's base) of every batch;
+                # the active segment may end in an append still being written
+                active = segment is view.active_segment
+                next_base = None if active else _next_base(view, segment)
+                for entry in segment.batches(index_entry.position, verify=True,
+                                             next_base_offset=next_base, target_offset=offset,
+                                             torn_tail_ok=active,
+                                             index_entry_offset=index_entry.offset):
                     if entry.base_offset >= end_offset:
                         return
                     if entry.last_offset < offset:
@@ -144,6 +156,12 @@ def read_partition_batches(directory: Path | str, config: LogConfig, start_offse
             failures += 1
             if failures > attempts:
                 raise
+        except CorruptRecordError as err:
+            failures += 1
+            where = (getattr(err, "path", None), getattr(err, "position", None))
+            if where == last_corruption or failures > attempts:
+                raise
+            last_corruption = where
         finally:
             view.close()
 

@@ -11,8 +11,8 @@ decoded from each value's msgpack map (a missing field, or a tombstone, gives nu
 Uncompressed v2 batches (what the Spark writer sends) are decoded column-wise: one
 ``walk_records`` kernel call locates every field, one ``gather`` call per column copies keys and
 values into Arrow buffers; nothing per record runs in Python except headers, when a record has
-some. Compressed and legacy batches go through ``RecordBatch.records()``. Control batches are
-skipped; a timestamp of -1 (none) reads as null.
+some. Compressed and legacy batches go through ``RecordBatch.records()``. Every batch's CRC is
+checked before it is decoded. Control batches are skipped; a timestamp of -1 (none) reads as null.
 """
 
 from __future__ import annotations
@@ -59,7 +59,11 @@ class _Piece:
 
 
 def decode_batch(batch: RecordBatch, start: int, end: int) -> _Piece | None:
-    """The records of ``batch`` with offsets in ``[start, end)``; None when there are none."""
+    """The records of ``batch`` with offsets in ``[start, end)``; None when there are none.
+
+    The batch's CRC is checked first, before any header field is trusted: a damaged batch raises
+    ``CorruptRecordError`` (naming its file and position), never altered rows."""
+    batch.ensure_valid()
     if batch.is_control or batch.records_count == 0 or batch.last_offset < start:
         return None
     header = batch.header
@@ -94,7 +98,7 @@ def decode_batch(batch: RecordBatch, start: int, end: int) -> _Piece | None:
 
 
 def _decode_records(batch: RecordBatch, start: int, end: int) -> _Piece | None:
-    records = [r for r in batch.records() if start <= r.offset < end]
+    records = [r for r in batch.records(check_crc=False) if start <= r.offset < end]  # checked
     if not records:
         return None
     headers = [list(r.headers) for r in records]

@@ -163,7 +163,7 @@ def test_an_impossible_batch_length_is_named_and_the_rest_counted_as_invalid(
     code, out, err = dump(capsys, path)
     assert code == 0
     assert out.endswith(f"Found 30 invalid bytes at the end of {SEGMENT}\n")
-    assert err == f"batch at position 70 of {path} has length 0, below the minimum 14\n"
+    assert err == f"{path}: record batch at position 70: batch length 0 is below the minimum 14\n"
 
 
 def test_max_bytes_stops_after_the_batches_that_fit(tmp_path: Path,

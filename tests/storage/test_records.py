@@ -162,6 +162,7 @@ def test_header_keys_that_are_not_utf8_survive_a_rebuild() -> None:
     raw = bytearray(build_batch([Record(b"k", b"v", TS, (("ab", b"1"),))]))
     at = raw.index(b"ab", HEADER_SIZE)
     raw[at:at + 2] = b"\xff\xfe"
+    struct.pack_into(">I", raw, CRC_OFFSET, crc32c.crc32c(bytes(raw[ATTRIBUTES_OFFSET:])))
     rebuilt = build_batch(_read(bytes(raw)))
     assert rebuilt[HEADER_SIZE:] == bytes(raw[HEADER_SIZE:])
 

@@ -1,0 +1,77 @@
+"""The Spark reader's decoders refuse a damaged batch (issue 12): unit level, no Spark, no Ray.
+
+The Spark reader walks segment files itself (``storage.view.read_partition_batches``) and decodes
+them column-wise (``cluster.spark.decoding``); neither may turn a flipped bit into a row.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cluster.spark.decoding import arrow_batches, decode_batch
+from storage.config import LogConfig
+from storage.errors import CorruptRecordError
+from storage.log import Log
+from storage.records import Compression, Record, RecordBatch, build_batch, scan_batches
+from storage.view import read_partition_batches
+
+TS = 1_700_000_000_000
+
+
+def _balances(start: int, n: int) -> list[Record]:
+    return [Record(b"k%d" % i, b"balance=%06d" % i, TS + i) for i in range(start, start + n)]
+
+
+@pytest.mark.parametrize("compression", [Compression.NONE, Compression.GZIP])
+def test_decode_batch_refuses_a_batch_whose_crc_does_not_match(compression: Compression) -> None:
+    """The column-wise path (uncompressed) and the record path (compressed) both check the CRC
+    before decoding: balance=000007 never becomes a row holding balance=800007."""
+    data = bytearray(build_batch(_balances(0, 10), base_offset=100, compression=compression))
+    assert decode_batch(RecordBatch(bytes(data)), 0, 10**9) is not None
+    if compression == Compression.NONE:
+        at = bytes(data).index(b"balance=000007") + len(b"balance=")
+        data[at] ^= 0x08
+    else:
+        data[-3] ^= 0x08
+    path = Path("/data/t-0/00000000000000000100.log")
+    with pytest.raises(CorruptRecordError) as caught:
+        decode_batch(RecordBatch(bytes(data), 4096, path), 0, 10**9)
+    assert caught.value.position == 4096 and caught.value.base_offset == 100
+    assert str(caught.value).startswith(f"{path}: record batch at position 4096: CRC mismatch")
+
+
+def test_the_spark_reader_refuses_a_damaged_segment_naming_the_file(tmp_path: Path) -> None:
+    """``read_partition_batches`` + ``arrow_batches`` over a partition directory whose closed
+    segment has one flipped bit: the rows before the damaged batch, then CorruptRecordError
+    naming the file and the batch's position; reads from after the damaged batch still work."""
+    directory = tmp_path / "t-0"
+    config = LogConfig(segment_bytes=600)
+    log = Log.open(directory, config, recovery_point=0, had_clean_shutdown=True)
+    for start in range(0, 40, 4):
+        log.append(_balances(start, 4))
+    log.flush()
+    end = log.log_end_offset
+    assert log.number_of_segments > 1
+    log.close()
+    path = directory / "00000000000000000000.log"
+    data = bytearray(path.read_bytes())
+    at = bytes(data).index(b"balance=000007") + len(b"balance=")
+    data[at] ^= 0x08
+    path.write_bytes(bytes(data))
+    damaged_position = int(scan_batches(bytes(data)).positions[1])
+
+    rows: list[bytes] = []
+    with pytest.raises(CorruptRecordError) as caught:
+        for batch in arrow_batches(read_partition_batches(directory, config, 0, end), "t", 0,
+                                   0, end):
+            rows.extend(batch.column("value").to_pylist())
+    assert rows == [b"balance=%06d" % i for i in range(len(rows))] and len(rows) <= 4
+    assert caught.value.path == str(path) and caught.value.position == damaged_position
+    assert str(caught.value).startswith(f"{path}: record batch at position {damaged_position}")
+
+    after = [v for batch in arrow_batches(read_partition_batches(directory, config, 8, end),
+                                          "t", 0, 8, end)
+             for v in batch.column("value").to_pylist()]
+    assert after == [b"balance=%06d" % i for i in range(8, end)]
