@@ -480,11 +480,14 @@ class LogSegment:
         a chunk's problem is raised after the chunk, so its good batches come first."""
         position = start
         while position + HEADER_SIZE_UP_TO_MAGIC <= end:
-            data = self.read_bytes(position, min(chunk_bytes, end - position))
+            wanted = min(chunk_bytes, end - position)
+            data = self.read_bytes(position, wanted)
             scan = scan_batches(data)
             if len(scan.positions) == 0:
                 if scan.problem is not None:
                     raise self._corrupt_at(position + max(scan.error_position, 0), scan.problem)
+                if len(data) < wanted:
+                    break    # the file ends before the segment's size: reported below
                 batch_size = int.from_bytes(data[8:12], "big", signed=True) + LOG_OVERHEAD
                 if batch_size <= len(data) or position + batch_size > end:
                     break    # incomplete batch at the end of the file

@@ -408,3 +408,23 @@ def test_a_lowered_base_offset_at_an_index_entry_does_not_make_a_reader_skip_its
     _assert_never_altered(got, error, partition.records[entry_offset:], f"from {entry_offset}")
     assert isinstance(error, CorruptRecordError) and error.position == entry_position
     log.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_segment_file_shorter_than_its_size_ends_the_walk_instead_of_looping(
+        tmp_path: Path) -> None:
+    """A .log cut short under an open segment: an empty read once became a 12-byte "batch" that
+    was asked for again and again, and every reader of the segment hung."""
+    log = Log.open(tmp_path / "t-0", LogConfig())
+    for _ in range(2):
+        log.append([Record(key=b"k", value=b"v" * 1000, timestamp=1)])
+    log.roll()
+    segment = log.segments()[0]
+    with open(segment.log_path, "r+b") as f:
+        f.truncate(100)
+    assert list(segment.batches()) == []
+    with pytest.raises(CorruptRecordError, match=str(segment.log_path)):
+        list(segment.batches(verify=True))
+    with pytest.raises(CorruptRecordError):
+        list(log.read(0))
+    log.close()
