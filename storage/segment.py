@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
+import crc32c
+
 from storage import files
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
@@ -35,7 +37,18 @@ from storage.errors import (
     StorageError,
 )
 from storage.index import OffsetIndex, TimeIndex, TimestampOffset
-from storage.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, RecordBatch, scan_batches
+from storage.records import (
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER,
+    HEADER_SIZE,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAGIC_OFFSET,
+    SIZE_OFFSET,
+    RecordBatch,
+    scan_batches,
+)
 
 INT32_MAX = 2**31 - 1
 SCAN_CHUNK_BYTES = 256 * 1024
@@ -136,6 +149,80 @@ def _write_fully(fd: int, pieces: list[bytes | memoryview], position: int, size:
             raise OSError(errno.ENOSPC, f"no progress writing at position {position + written}")
         written += n
         rest = rest[n:]
+
+
+class CheckedBatch(NamedTuple):
+    """A batch that passed its structure and CRC checks: where it is and its offsets."""
+
+    position: int
+    size: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+
+
+def _checked_batches(fd: int, start: int, end: int) -> Iterator[CheckedBatch]:
+    """The batches of file ``fd`` from ``start`` whose structure and CRC are valid, in order;
+    stops at the first incomplete or invalid one (the caller compares the last position reached
+    with ``end`` to know whether anything was left). Offsets are not checked here.
+
+    Memory is bounded by ``RECOVERY_CHUNK_BYTES``: batches are scanned in chunks of that size, and
+    a v2 batch larger than a chunk is checked streaming (its header, then the CRC32C chained over
+    pieces read with ``os.pread``), never read whole. A legacy (magic 0/1) message set larger than
+    a chunk, which only pre-0.11 brokers wrote, is read whole."""
+    position = start
+    while position + HEADER_SIZE_UP_TO_MAGIC <= end:
+        data = os.pread(fd, min(RECOVERY_CHUNK_BYTES, end - position), position)
+        scan = scan_batches(data, check_crc=True)
+        if len(scan.positions):
+            for pos, size, base, last, max_ts in zip(
+                    scan.positions.tolist(), scan.sizes.tolist(), scan.base_offsets.tolist(),
+                    scan.last_offsets.tolist(), scan.max_timestamps.tolist()):
+                yield CheckedBatch(position + pos, size, base, last, max_ts)
+            position += scan.valid_bytes
+            if scan.error is not None:
+                return
+            continue
+        if scan.error is not None:
+            return
+        batch_size = int.from_bytes(data[SIZE_OFFSET:LOG_OVERHEAD], "big", signed=True) \
+            + LOG_OVERHEAD
+        if batch_size <= len(data) or position + batch_size > end:
+            return   # incomplete at the end of the file
+        batch = _check_large_batch(fd, position, batch_size)
+        if batch is None:
+            return
+        yield batch
+        position += batch_size
+
+
+def _check_large_batch(fd: int, position: int, size: int) -> CheckedBatch | None:
+    """Check the batch of ``size`` bytes at ``position`` (larger than a recovery chunk) without
+    holding it in memory: the v2 header's structure, then its CRC32C over the attributes to the
+    end, in ``RECOVERY_CHUNK_BYTES`` pieces. None when it is not a valid batch."""
+    header = os.pread(fd, HEADER_SIZE, position)
+    if len(header) < HEADER_SIZE:
+        return None
+    if header[MAGIC_OFFSET] != MAGIC:
+        data = os.pread(fd, size, position)   # a legacy message set: see _checked_batches
+        scan = scan_batches(data, check_crc=True)
+        if len(scan.positions) != 1 or scan.valid_bytes != size:
+            return None
+        return CheckedBatch(position, size, int(scan.base_offsets[0]),
+                            int(scan.last_offsets[0]), int(scan.max_timestamps[0]))
+    (base, _length, _epoch, _magic, crc, _attributes, last_delta, _base_ts, max_ts, _pid, _pepoch,
+     _seq, _count) = BATCH_HEADER.unpack(header)
+    computed = 0
+    at, stop = position + ATTRIBUTES_OFFSET, position + size
+    while at < stop:
+        piece = os.pread(fd, min(RECOVERY_CHUNK_BYTES, stop - at), at)
+        if not piece:
+            return None
+        computed = crc32c.crc32c(piece, value=computed)
+        at += len(piece)
+    if computed != crc:
+        return None
+    return CheckedBatch(position, size, base, base + last_delta, max_ts)
 
 
 class LogSegment:
@@ -449,8 +536,14 @@ class LogSegment:
 
     # ---- recovery and truncation -------------------------------------------------------------
     def recover(self, max_message_bytes: int | None = None) -> int:
-        """Rebuild both indexes from the ``.log``, checking every batch's CRC and offsets, and
-        truncate at the first invalid byte. Returns the number of bytes truncated."""
+        """Rebuild both indexes from the ``.log``, checking every batch's structure, CRC and
+        offsets, and truncate at the first invalid byte. Returns the number of bytes truncated.
+
+        ``max_message_bytes`` is accepted for old callers and ignored: like Kafka, recovery judges a
+        batch by its structure and CRC, never by the topic's current size limit (which may have been
+        lowered after larger batches were written). Memory stays bounded all the same: a batch
+        larger than ``RECOVERY_CHUNK_BYTES`` is checked piece by piece (see ``_checked_batches``)."""
+        del max_message_bytes
         self.make_writable()
         self.offset_index.reset()
         self.time_index.reset()
@@ -461,43 +554,22 @@ class LogSegment:
             last_index_entry = 0
             max_ts, max_ts_offset = -1, self.base_offset
             prev_last = self.base_offset - 1
-            chunk = RECOVERY_CHUNK_BYTES
-            stop = False
-            while not stop and valid + HEADER_SIZE_UP_TO_MAGIC <= file_size:
-                data = os.pread(fd, min(chunk, file_size - valid), valid)
-                scan = scan_batches(data, check_crc=True)
-                if len(scan.positions) == 0:
-                    if scan.error is not None:
-                        break
-                    batch_size = int.from_bytes(data[8:12], "big", signed=True) + LOG_OVERHEAD
-                    if batch_size <= len(data) or valid + batch_size > file_size:
-                        break
-                    if max_message_bytes is not None and batch_size > max(max_message_bytes, chunk):
-                        break
-                    chunk = batch_size
-                    continue
-                chunk = RECOVERY_CHUNK_BYTES
-                for _pos, size, base, last, bts in zip(
-                        scan.positions.tolist(), scan.sizes.tolist(), scan.base_offsets.tolist(),
-                        scan.last_offsets.tolist(), scan.max_timestamps.tolist()):
-                    if base <= prev_last or last < base:
-                        stop = True
-                        break
-                    if not self.can_convert_to_relative_offset(last):
-                        raise SegmentOffsetOverflowError(
-                            f"{self.log_path}: the batch at position {valid} ends at offset "
-                            f"{last}, beyond the segment's base {self.base_offset} + 2^31 - 1",
-                            path=str(self.log_path), position=valid, offset=last)
-                    if bts > max_ts:
-                        max_ts, max_ts_offset = bts, last
-                    if valid - last_index_entry > self.config.index_interval_bytes:
-                        self.offset_index.append(last, valid)
-                        self.time_index.maybe_append(max_ts, max_ts_offset)
-                        last_index_entry = valid
-                    valid += size
-                    prev_last = last
-                if scan.error is not None:
-                    stop = True
+            for position, size, base, last, bts in _checked_batches(fd, 0, file_size):
+                if base <= prev_last or last < base:
+                    break
+                if not self.can_convert_to_relative_offset(last):
+                    raise SegmentOffsetOverflowError(
+                        f"{self.log_path}: the batch at position {position} ends at offset "
+                        f"{last}, beyond the segment's base {self.base_offset} + 2^31 - 1",
+                        path=str(self.log_path), position=position, offset=last)
+                if bts > max_ts:
+                    max_ts, max_ts_offset = bts, last
+                if valid - last_index_entry > self.config.index_interval_bytes:
+                    self.offset_index.append(last, valid)
+                    self.time_index.maybe_append(max_ts, max_ts_offset)
+                    last_index_entry = valid
+                valid += size
+                prev_last = last
             truncated = file_size - valid
             if truncated:
                 os.ftruncate(fd, valid)

@@ -12,10 +12,14 @@ from pathlib import Path
 
 import pytest
 
+import storage.segment as segment_module
 from storage.checkpoint import OffsetCheckpointFile
+from storage.config import LogConfig
 from storage.files import TopicPartition
 from storage.log import Log
 from storage.producer_state import ProducerStateManager
+from storage.records import Record, scan_batches
+from storage.segment import RECOVERY_CHUNK_BYTES
 
 
 # ---- temp files of atomic writes -------------------------------------------------------------
@@ -53,3 +57,75 @@ def test_stale_tmp_file_is_replaced_not_appended_to(tmp_path: Path) -> None:
     checkpoint = OffsetCheckpointFile(path)
     checkpoint.write({TopicPartition("t", 1): 7})
     assert path.read_bytes() == b"0\n1\nt 1 7\n"
+
+
+# ---- recovery judges batches by structure and CRC, not by max.message.bytes ------------------
+MIB = 1024 * 1024
+NOW = 1_700_000_000_000
+
+
+def _records(first: int, count: int, ts: int = NOW, size: int = 10) -> list[Record]:
+    return [Record(f"k{first + i}".encode(), f"{first + i:0{size}d}".encode(), ts + first + i)
+            for i in range(count)]
+
+
+def _write_big_log(directory: Path) -> list[bytes]:
+    """Offsets 0..2 small, 3 a 16 MiB record, 4..6 small, a roll, 7..9 small (written while
+    max.message.bytes allowed 20 MiB); returns every value in offset order."""
+    config = LogConfig(max_message_bytes=20 * MIB, segment_bytes=64 * MIB)
+    log = Log.open(directory, config)
+    log.append(_records(0, 3))
+    log.append(_records(3, 1, size=16 * MIB))
+    log.append(_records(4, 3))
+    log.roll()
+    log.append(_records(7, 3))
+    log.flush()
+    values = [r.value for r in log.read()]
+    log.close()
+    return values
+
+
+def test_recovery_keeps_a_batch_larger_than_max_message_bytes(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    values = _write_big_log(directory)
+    reads: list[int] = []
+    real_pread = os.pread
+
+    def counting_pread(fd: int, size: int, position: int) -> bytes:
+        reads.append(size)
+        return real_pread(fd, size, position)
+
+    lowered = LogConfig(max_message_bytes=1 * MIB, segment_bytes=64 * MIB)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(segment_module.os, "pread", counting_pread)
+        log = Log.open(directory, lowered)    # no recovery point: unclean, every segment recovered
+    try:
+        assert log.load_result.truncated_bytes == 0
+        assert log.load_result.recovered_segments == 2
+        assert log.log_end_offset == 10 and log.segment_base_offsets() == [0, 7]
+        assert [r.value for r in log.read()] == values
+        assert max(reads) <= RECOVERY_CHUNK_BYTES   # the 16 MiB batch was never read whole
+    finally:
+        log.close()
+
+
+def test_recovery_truncates_a_large_batch_whose_crc_fails_streaming(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    _write_big_log(directory)
+    path = directory / "00000000000000000000.log"
+    scan = scan_batches(path.read_bytes())
+    big_at = int(scan.positions[1])
+    with open(path, "r+b") as f:
+        f.seek(big_at + 12 * MIB)
+        byte = f.read(1)
+        f.seek(big_at + 12 * MIB)
+        f.write(bytes([byte[0] ^ 0x01]))
+    size_before = path.stat().st_size
+    log = Log.open(directory, LogConfig(max_message_bytes=1 * MIB, segment_bytes=64 * MIB))
+    try:
+        assert log.log_end_offset == 3
+        assert [int(r.value) for r in log.read()] == [0, 1, 2]
+        assert log.load_result.truncated_bytes == size_before - big_at
+        assert path.stat().st_size == big_at
+    finally:
+        log.close()
