@@ -599,8 +599,7 @@ class LogSegment:
         HANDLES.forget(self.log_path)
         self._size = entry.position
         self._next_offset = None
-        last = self.time_index.last_entry()
-        self._max_timestamp_and_offset = last
+        self._max_timestamp_and_offset = self._load_largest_timestamp()
         self._bytes_since_last_index_entry = 0
         if self._size == 0:
             self._created_ms = self.clock.milliseconds()
@@ -608,6 +607,16 @@ class LogSegment:
         else:
             self._rolling_based_timestamp = None
         return removed
+
+    def _load_largest_timestamp(self) -> TimestampOffset:
+        """The largest timestamp and its offset: the time index's last entry, raised by any batch
+        after it (Kafka's loadLargestTimestamp; the index only samples every interval)."""
+        largest = self.time_index.last_entry()
+        start = self.offset_index.lookup(largest.offset).position
+        for batch in self.batches(start):
+            if batch.max_timestamp > largest.timestamp:
+                largest = TimestampOffset(batch.max_timestamp, batch.last_offset)
+        return largest
 
     def truncate_fully(self) -> int:
         """Remove every batch (an unreadable segment found by recovery); return the bytes removed."""

@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 import storage.segment as segment_module
+from storage import files
 from storage.checkpoint import OffsetCheckpointFile
 from storage.config import LogConfig
 from storage.files import TopicPartition
 from storage.log import Log
 from storage.producer_state import ProducerStateManager
-from storage.records import Record, scan_batches
+from storage.records import Record, build_batch, scan_batches
 from storage.segment import RECOVERY_CHUNK_BYTES
 
 
@@ -127,5 +128,45 @@ def test_recovery_truncates_a_large_batch_whose_crc_fails_streaming(tmp_path: Pa
         assert [int(r.value) for r in log.read()] == [0, 1, 2]
         assert log.load_result.truncated_bytes == size_before - big_at
         assert path.stat().st_size == big_at
+    finally:
+        log.close()
+
+
+# ---- truncation keeps the largest timestamp; a split keeps the mtime -------------------------
+def test_truncate_to_finds_the_largest_timestamp_after_the_last_time_index_entry(
+        tmp_path: Path) -> None:
+    """Kafka's LogSegment.truncateTo reloads the largest timestamp with loadLargestTimestamp: the
+    last time-index entry, then a scan of the batches after it."""
+    config = LogConfig(index_interval_bytes=150)
+    log = Log.open(tmp_path / "t-0", config)
+    try:
+        for i in range(8):
+            log.append([Record(b"k%d" % i, b"v%d" % i, NOW + 1000 * (i + 1))])
+        segment = log.active_segment
+        assert 0 < segment.time_index.entries < 7    # sampled: the last batches are not indexed
+        log.truncate_to(6)
+        assert segment.time_index.last_entry().timestamp < NOW + 6000
+        assert (segment.max_timestamp_so_far, segment.offset_of_max_timestamp_so_far) == \
+            (NOW + 6000, 5)
+        assert segment.largest_timestamp == NOW + 6000
+    finally:
+        log.close()
+
+
+def test_split_segments_keep_the_original_mtime(tmp_path: Path) -> None:
+    """Kafka's splitOverflowedSegment gives every new segment the original's lastModified, so
+    retention by age (segments without timestamps) is not reset by a split."""
+    far = 2**31 + 10
+    directory = tmp_path / "t-0"
+    directory.mkdir()
+    original = files.log_file(directory, 0)
+    original.write_bytes(build_batch(_records(0, 3, ts=-1), base_offset=0)
+                         + build_batch(_records(far, 2, ts=-1), base_offset=far))
+    old_ms = 1_500_000_000_000
+    os.utime(original, ns=(old_ms * 1_000_000, old_ms * 1_000_000))
+    log = Log.open(directory, LogConfig())
+    try:
+        assert log.segment_base_offsets() == [0, far]
+        assert [s.last_modified_ms for s in log.segments()] == [old_ms, old_ms]
     finally:
         log.close()
