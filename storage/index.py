@@ -296,8 +296,21 @@ class _Index:
         self._kept_entries = None
 
     def flush(self) -> None:
+        """Make the entries durable (Kafka's AbstractIndex.flush), called whenever the segment's
+        ``.log`` is flushed: ``msync`` of a writable mapping, else an ``fsync`` of the file, which
+        a roll trimmed and reopened read-only without ever syncing it. An index whose file does
+        not exist (never written, or removed meanwhile) has nothing to flush."""
         if isinstance(self._buf, mmap.mmap):
             self._buf.flush()
+            return
+        try:
+            fd = os.open(self._path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def rename_to(self, path: Path) -> None:
         """Rename the file if it exists; an index never opened stays without a file. When the

@@ -15,11 +15,13 @@ import pytest
 import storage.segment as segment_module
 from storage import files
 from storage.checkpoint import OffsetCheckpointFile
+from storage.clock import FakeClock
 from storage.config import LogConfig
 from storage.files import TopicPartition
 from storage.log import Log
 from storage.producer_state import ProducerStateManager
 from storage.records import Record, build_batch, scan_batches
+from storage.scheduler import FakeScheduler
 from storage.segment import RECOVERY_CHUNK_BYTES
 
 
@@ -168,5 +170,36 @@ def test_split_segments_keep_the_original_mtime(tmp_path: Path) -> None:
     try:
         assert log.segment_base_offsets() == [0, far]
         assert [s.last_modified_ms for s in log.segments()] == [old_ms, old_ms]
+    finally:
+        log.close()
+
+
+# ---- indexes are flushed with their segment --------------------------------------------------
+def test_flush_past_a_rolled_segment_fsyncs_its_offset_and_time_index(tmp_path: Path) -> None:
+    """Kafka's LogSegment.flush flushes the offset and time index with the log. The fsync calls
+    are observed at the os boundary and named by the files they reach."""
+    clock = FakeClock(NOW)
+    log = Log.open(tmp_path / "t-0", LogConfig(index_interval_bytes=100), clock=clock,
+                   scheduler=FakeScheduler(clock))
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    try:
+        for i in range(10):
+            log.append(_records(i, 1))
+        log.roll()
+        log.append(_records(10, 1))
+        first = log.segments()[0]
+        assert first.offset_index.entries > 0 and first.time_index.entries > 0
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(os, "fsync", recording_fsync)
+            log.flush()
+        assert log.recovery_point == 11
+        assert {"00000000000000000000.log", "00000000000000000000.index",
+                "00000000000000000000.timeindex"} <= set(synced)
     finally:
         log.close()
