@@ -15,8 +15,10 @@ Every pass is safe to run again after a crash in the middle of it:
 
 A segment whose valid batches overflow its base offset (an old broker's) is split, not truncated,
 wherever recovery meets it (passes 4 and 5; see ``storage.split``).
-6. Offsets: log end offset from the last segment; a log end below the checkpointed log start offset
-   empties the log; an empty directory gets a segment at the log start offset; the recovery point is
+6. Offsets: log end offset from the last segment; the log start offset is the checkpointed one
+   clamped to ``[first segment's base, log end]``: a checkpoint beyond the log end is ignored with a
+   warning (never does a checkpoint alone delete a segment; segments below a valid log start go by
+   retention later); an empty directory gets a segment at the log start offset; the recovery point is
    the log end after a clean shutdown, else ``min(recovery point, log end)``; the active segment's
    indexes are re-sized to the maximum for appending.
 """
@@ -247,10 +249,13 @@ class LogLoader:
     def _pass6_offsets(self, segments: list[LogSegment], truncated: int,
                        recovered: int) -> LoadResult:
         log_end = segments[-1].read_next_offset() if segments else self.log_start_offset_checkpoint
-        if segments and log_end < self.log_start_offset_checkpoint:
-            for segment in segments:
-                segment.delete_files()
-            segments = []
+        checkpointed_start = self.log_start_offset_checkpoint
+        if segments and log_end < checkpointed_start:
+            # Kafka deletes every segment here; a wrong checkpoint would then empty a healthy log.
+            # A checkpoint alone never deletes data: the log start falls back to the first segment.
+            log.warning("%s: ignoring the checkpointed log start offset %d, which is beyond the "
+                        "log end offset %d", self.dir, checkpointed_start, log_end)
+            checkpointed_start = segments[0].base_offset
         if not segments:
             log_end = max(self.log_start_offset_checkpoint, 0)
             segments = [LogSegment.create(self.dir, log_end, self.config, clock=self.clock,
@@ -259,7 +264,7 @@ class LogLoader:
             segments[-1].make_writable()
             segments[-1].rolling_jitter_ms = self.config.random_segment_jitter()
         recovery_point = log_end if self.had_clean_shutdown else min(self.recovery_point, log_end)
-        log_start = max(self.log_start_offset_checkpoint, segments[0].base_offset)
+        log_start = max(checkpointed_start, segments[0].base_offset)
         return LoadResult(segments, log_start, log_end, recovery_point,
                           truncated + self._truncated_rebuilding, recovered,
                           self._rebuilt, self._deleted_temp, self._completed_swaps,
