@@ -48,6 +48,7 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 TOPIC_CONFIGS_FILE = "topic-configs.json"   # ours: the topic overrides a node keeps (node.topic_configs)
 LOCK_FILE = ".lock"
 META_PROPERTIES = "meta.properties"
+QUARANTINE_DIR = "quarantine"   # ours: bytes a recovery cut (storage.quarantine)
 
 MAX_TOPIC_LENGTH = 249
 MAX_DIR_NAME_LENGTH = 255

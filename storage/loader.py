@@ -4,7 +4,9 @@ Every pass is safe to run again after a crash in the middle of it:
 
 1. Remove temporary files: every ``*.deleted``; every ``*.cleaned``; and every ``*.swap`` at or above
    the lowest ``.cleaned`` offset (a swap that was not complete when the clean was cut off).
-2. Complete interrupted swaps: for the remaining ``.log.swap`` files, delete the original segment
+2. Complete interrupted swaps: a ``.log.swap`` file that is not wholly valid (empty, garbage, a
+   bad CRC, offsets out of order: ``swap_problem``) is moved to ``<partition>/quarantine/`` and
+   the live segments are kept; for the remaining ``.log.swap`` files, delete the original segment
    files whose offsets fall in the swapped range ``[min swap base, max swap next offset)``.
 3. Rename every remaining ``*.swap`` to its final name.
 4. Load segments in offset order: delete index files without a ``.log``; a segment whose offset index
@@ -35,7 +37,7 @@ from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
 from storage.durable import fsync_dir
 from storage.errors import CorruptIndexError, CorruptRecordError, SegmentOffsetOverflowError
-from storage.segment import LogSegment
+from storage.segment import INT32_MAX, LogSegment, checked_batches
 from storage.split import split_overflowed_segment
 
 log = logging.getLogger(__name__)
@@ -78,6 +80,8 @@ class LogLoader:
     def load(self) -> LoadResult:
         swaps = self._pass1_remove_temp_files()
         if swaps:
+            swaps = self._quarantine_invalid_swaps(swaps)
+        if swaps:
             self._pass2_delete_swapped_originals(swaps)
             self._pass3_rename_swaps(swaps)
         segments = self._pass4_load_segments()
@@ -111,6 +115,37 @@ class LogLoader:
         return sorted(swaps)
 
     # ---- pass 2 and 3 ------------------------------------------------------------------------
+    def _quarantine_invalid_swaps(self, swaps: list[Path]) -> list[Path]:
+        """The swap files fit to complete a swap; every other one is moved to the partition's
+        quarantine folder (and the live segments it would have replaced are kept)."""
+        valid = []
+        for path in swaps:
+            problem = swap_problem(path)
+            if problem is None:
+                valid.append(path)
+                continue
+            target = self._quarantine(path)
+            log.warning("%s: %s; moved it to %s and kept the live segments", path, problem,
+                        target)
+        return valid
+
+    def _quarantine(self, path: Path) -> Path:
+        """Move ``path`` into ``<partition>/quarantine/`` as ``<ms>-<name>.0`` (the name
+        ``storage.files`` gives bytes kept from position 0 of a file) and make it durable."""
+        folder = self.dir / files.QUARANTINE_DIR
+        if not folder.is_dir():
+            folder.mkdir()
+            fsync_dir(self.dir)
+        stamp = self.clock.milliseconds()
+        target = folder / f"{stamp}-{path.name}.0"
+        while target.exists():
+            stamp += 1
+            target = folder / f"{stamp}-{path.name}.0"
+        os.rename(path, target)
+        fsync_dir(folder)
+        fsync_dir(self.dir)
+        return target
+
     def _pass2_delete_swapped_originals(self, swaps: list[Path]) -> None:
         bases = [files.offset_from_file_name(p.name) for p in swaps]
         next_offsets = []
@@ -276,3 +311,31 @@ class LogLoader:
             self._deleted_temp += 1
         except FileNotFoundError:
             pass
+
+
+def swap_problem(path: Path) -> str | None:
+    """Why the ``.log.swap`` file ``path`` must not replace live segments, or None when it may:
+    it must hold at least one batch, every batch structurally valid with a matching CRC up to the
+    very end of the file, offsets strictly increasing from the base offset in its name and within
+    ``base + 2^31 - 1`` (what a cleaner or a split writes and fsyncs before the rename to ``.swap``).
+    """
+    base = files.offset_from_file_name(path.name)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return "the swap file is empty"
+        end, previous_last = 0, base - 1
+        for batch in checked_batches(fd, 0, size):
+            if batch.base_offset <= previous_last or batch.last_offset < batch.base_offset:
+                return (f"the batch at position {batch.position} has offsets "
+                        f"{batch.base_offset}..{batch.last_offset}, not above {previous_last}")
+            if batch.last_offset - base > INT32_MAX:
+                return (f"the batch at position {batch.position} ends at offset "
+                        f"{batch.last_offset}, beyond the base {base} + 2^31 - 1")
+            previous_last, end = batch.last_offset, batch.position + batch.size
+        if end != size:
+            return f"no valid batch at position {end} of {size} bytes (garbage or a torn write)"
+        return None
+    finally:
+        os.close(fd)

@@ -161,7 +161,7 @@ class CheckedBatch(NamedTuple):
     max_timestamp: int
 
 
-def _checked_batches(fd: int, start: int, end: int) -> Iterator[CheckedBatch]:
+def checked_batches(fd: int, start: int, end: int) -> Iterator[CheckedBatch]:
     """The batches of file ``fd`` from ``start`` whose structure and CRC are valid, in order;
     stops at the first incomplete or invalid one (the caller compares the last position reached
     with ``end`` to know whether anything was left). Offsets are not checked here.
@@ -204,7 +204,7 @@ def _check_large_batch(fd: int, position: int, size: int) -> CheckedBatch | None
     if len(header) < HEADER_SIZE:
         return None
     if header[MAGIC_OFFSET] != MAGIC:
-        data = os.pread(fd, size, position)   # a legacy message set: see _checked_batches
+        data = os.pread(fd, size, position)   # a legacy message set: see checked_batches
         scan = scan_batches(data, check_crc=True)
         if len(scan.positions) != 1 or scan.valid_bytes != size:
             return None
@@ -542,7 +542,7 @@ class LogSegment:
         ``max_message_bytes`` is accepted for old callers and ignored: like Kafka, recovery judges a
         batch by its structure and CRC, never by the topic's current size limit (which may have been
         lowered after larger batches were written). Memory stays bounded all the same: a batch
-        larger than ``RECOVERY_CHUNK_BYTES`` is checked piece by piece (see ``_checked_batches``)."""
+        larger than ``RECOVERY_CHUNK_BYTES`` is checked piece by piece (see ``checked_batches``)."""
         del max_message_bytes
         self.make_writable()
         self.offset_index.reset()
@@ -554,7 +554,7 @@ class LogSegment:
             last_index_entry = 0
             max_ts, max_ts_offset = -1, self.base_offset
             prev_last = self.base_offset - 1
-            for position, size, base, last, bts in _checked_batches(fd, 0, file_size):
+            for position, size, base, last, bts in checked_batches(fd, 0, file_size):
                 if base <= prev_last or last < base:
                     break
                 if not self.can_convert_to_relative_offset(last):

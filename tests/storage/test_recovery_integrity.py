@@ -203,3 +203,67 @@ def test_flush_past_a_rolled_segment_fsyncs_its_offset_and_time_index(tmp_path: 
                 "00000000000000000000.timeindex"} <= set(synced)
     finally:
         log.close()
+
+
+# ---- a swap file is validated before it replaces live segments --------------------------------
+def _two_segment_log(directory: Path) -> Log:
+    config = LogConfig(segment_bytes=4000, index_interval_bytes=200, retention_ms=-1)
+    log = Log.open(directory, config)
+    for i in range(120):
+        log.append(_records(i, 1))
+    log.flush()
+    return log
+
+
+@pytest.mark.parametrize("content", [b"", b"garbage" * 100, "torn", "bad crc", "offsets"])
+def test_an_invalid_swap_file_is_quarantined_and_the_live_segment_kept(
+        tmp_path: Path, content: bytes | str) -> None:
+    directory = tmp_path / "t-0"
+    log = _two_segment_log(directory)
+    expected = [(r.offset, r.value) for r in log.read()]
+    bases = log.segment_base_offsets()
+    assert len(bases) >= 3
+    log.close()
+    live = files.log_file(directory, 0).read_bytes()
+    if content == "torn":
+        content = live[:-5]
+    elif content == "bad crc":
+        flipped = bytearray(live)
+        flipped[len(live) // 2] ^= 0x10
+        content = bytes(flipped)
+    elif content == "offsets":     # valid batches, but the second repeats the first's offsets
+        first = scan_batches(live)
+        one = live[:int(first.sizes[0])]
+        content = one + one
+    swap = files.log_file(directory, 0, files.SWAP_SUFFIX)
+    swap.write_bytes(content)
+    reopened = Log.open(directory, log.config, recovery_point=120, had_clean_shutdown=True)
+    try:
+        assert [(r.offset, r.value) for r in reopened.read()] == expected
+        assert reopened.segment_base_offsets() == bases
+        assert reopened.load_result.completed_swaps == 0
+        assert not swap.exists()
+        kept = list((directory / files.QUARANTINE_DIR).iterdir())
+        assert [p.read_bytes() for p in kept] == [content]
+        assert kept[0].name.endswith("-00000000000000000000.log.swap.0")
+    finally:
+        reopened.close()
+
+
+def test_a_valid_swap_file_still_replaces_the_segments_it_covers(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    log = _two_segment_log(directory)
+    expected = [(r.offset, r.value) for r in log.read()]
+    bases = log.segment_base_offsets()
+    log.close()
+    first, second = (files.log_file(directory, b) for b in bases[:2])
+    files.log_file(directory, 0, files.SWAP_SUFFIX).write_bytes(
+        first.read_bytes() + second.read_bytes())
+    reopened = Log.open(directory, log.config, recovery_point=120, had_clean_shutdown=True)
+    try:
+        assert reopened.load_result.completed_swaps == 1
+        assert reopened.segment_base_offsets() == [0, *bases[2:]]
+        assert [(r.offset, r.value) for r in reopened.read()] == expected
+        assert not (directory / files.QUARANTINE_DIR).exists()
+    finally:
+        reopened.close()
