@@ -10,7 +10,12 @@ Every pass is safe to run again after a crash in the middle of it:
    files whose offsets fall in the swapped range ``[min swap base, max swap next offset)``.
 3. Rename every remaining ``*.swap`` to its final name.
 4. Load segments in offset order: delete index files without a ``.log``; a segment whose offset index
-   is missing or malformed is recovered (its indexes rebuilt from the ``.log``).
+   is missing or malformed is recovered (its indexes rebuilt from the ``.log``). Every segment that
+   pass 5 will not re-validate (all of them after a clean shutdown) has its indexes checked against
+   its ``.log`` (``check_indexes_against_log``: entries monotonic and inside the file, the last one
+   on a batch boundary, the time index not below that batch's timestamp; for the active segment
+   the tail after the last index entry scanned with CRCs) and is recovered on any doubt, which
+   also cuts a torn tail left behind a stale clean-shutdown marker.
 5. After an unclean shutdown only, recover every segment from the recovery point on: re-validate every
    batch (CRC, offsets) and truncate at the first invalid byte; segments after a truncation are
    deleted (they were never flushed in order).
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,10 +43,24 @@ from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
 from storage.durable import fsync_dir
 from storage.errors import CorruptIndexError, CorruptRecordError, SegmentOffsetOverflowError
+from storage.kernels import LEGACY_TIMESTAMP_OFFSET
+from storage.records import (
+    HEADER_SIZE,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LEGACY_RECORD_OVERHEAD_V0,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    SIZE_OFFSET,
+)
 from storage.segment import INT32_MAX, LogSegment, checked_batches
 from storage.split import split_overflowed_segment
 
 log = logging.getLogger(__name__)
+
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +208,9 @@ class LogLoader:
             elif name == f"{stem}{files.LOG_SUFFIX}":
                 logs.append(offset)
         segments = []
-        for base in sorted(logs):
+        bases = sorted(logs)
+        recovered_later = self._first_base_recovered_later(bases)
+        for i, base in enumerate(bases):
             segment = LogSegment(self.dir, base, self.config, clock=self.clock)
             stem = files.offset_name(base)
             index_name = f"{stem}{files.INDEX_SUFFIX}"
@@ -196,6 +218,9 @@ class LogLoader:
             if not needs_rebuild:
                 try:
                     self._quick_index_check(stem, names)
+                    if base < recovered_later:
+                        end = bases[i + 1] if i + 1 < len(bases) else None
+                        check_indexes_against_log(segment, end)
                 except CorruptIndexError as err:
                     log.warning("%s; rebuilding the indexes of %s", err, segment.log_path)
                     needs_rebuild = True
@@ -213,6 +238,17 @@ class LogLoader:
             else:
                 segments.append(segment)
         return segments
+
+    def _first_base_recovered_later(self, bases: list[int]) -> int:
+        """The base offset from which pass 5 re-validates every segment anyway (unclean shutdown:
+        the segment holding the recovery point); pass 4 checks the indexes of those below it
+        against their ``.log``. Everything is checked after a clean shutdown, nothing in a
+        directory being deleted."""
+        if self.is_delete_dir:
+            return -1
+        if self.had_clean_shutdown or not bases:
+            return 2**63
+        return max((b for b in bases if b <= self.recovery_point), default=bases[0])
 
     def _recover(self, segment: LogSegment) -> tuple[int, list[LogSegment]]:
         """``segment.recover``; a segment whose offsets overflow its base is split first and the
@@ -339,3 +375,107 @@ def swap_problem(path: Path) -> str | None:
         return None
     finally:
         os.close(fd)
+
+
+def check_indexes_against_log(segment: LogSegment, end_offset: int | None) -> None:
+    """Decide on open whether ``segment``'s indexes can be trusted; ``CorruptIndexError`` (the
+    loader then rebuilds them from the ``.log``) on any doubt. ``end_offset`` is the next
+    segment's base offset, None for the last (active) segment.
+
+    Every entry of both indexes is checked (``check_entries``: monotonic, inside the file). The
+    last offset-index entry (or position 0) must point at a batch boundary consistent with it,
+    and the largest timestamp there must not exceed the time index's last entry (a time index
+    zeroed by a lost write reads as timestamp 0 and would make retention delete the segment).
+    Cheap for a closed segment: one batch header is read. The active segment's tail, from its
+    last index entry to the end of the file, is scanned batch by batch with CRCs: garbage after a
+    clean shutdown (a stale marker, a torn write) is found here and truncated by the rebuild."""
+    size = segment.size
+    offsets, times = segment.offset_index, segment.time_index
+    try:
+        bound = 2**63 if end_offset is None else end_offset
+        offsets.check_entries(size, bound)
+        times.check_entries(bound)
+        entry = offsets.last_entry_or_none()
+        last_time = times.last_entry()
+        position = entry.position if entry is not None else 0
+        if size == 0:
+            if entry is not None or times.entries:
+                raise CorruptIndexError(f"indexes of the empty segment {segment.log_path} have "
+                                        f"entries", path=str(segment.log_path))
+            return
+        if end_offset is None:
+            first, next_offset, max_ts = _scan_tail(segment, position)
+        else:
+            first, max_ts = _batch_header(segment, position)
+            next_offset = end_offset
+        low = segment.base_offset if entry is None else entry.offset
+        if not segment.base_offset <= first <= low or (entry is not None
+                                                        and entry.offset >= next_offset):
+            raise CorruptIndexError(
+                f"{offsets.path}: the batch at position {position} of {segment.log_path} starts "
+                f"at offset {first}, inconsistent with the index entry "
+                f"{entry.offset if entry is not None else '(none)'} -> {position}",
+                path=str(offsets.path), position=position, offset=first)
+        if last_time.offset >= next_offset or max_ts > last_time.timestamp:
+            raise CorruptIndexError(
+                f"{times.path}: its last entry {last_time.timestamp} -> {last_time.offset} "
+                f"disagrees with {segment.log_path} (a batch at position {position} or later has "
+                f"timestamp {max_ts}; the segment ends before offset {next_offset})",
+                path=str(times.path), timestamp=last_time.timestamp, offset=last_time.offset)
+    finally:
+        offsets.release()
+        times.release()
+
+
+def _batch_header(segment: LogSegment, position: int) -> tuple[int, int]:
+    """(first offset field, max timestamp) of the batch at ``position`` of a closed segment, or
+    ``CorruptIndexError`` when no plausible batch starts there. Only its header is read."""
+    fd = os.open(segment.log_path, os.O_RDONLY)   # not the handle cache: read once at load
+    try:
+        header = os.pread(fd, min(HEADER_SIZE, segment.size - position), position)
+    finally:
+        os.close(fd)
+    scan = None
+    if len(header) >= HEADER_SIZE_UP_TO_MAGIC:
+        length = _INT32.unpack_from(header, SIZE_OFFSET)[0]
+        magic = header[MAGIC_OFFSET]
+        if (length >= LEGACY_RECORD_OVERHEAD_V0 and position + LOG_OVERHEAD + length <= segment.size
+                and magic in (0, 1, MAGIC) and (magic != MAGIC or len(header) == HEADER_SIZE)):
+            first = _INT64.unpack_from(header, 0)[0]
+            if magic == MAGIC:
+                scan = first, _INT64.unpack_from(header, MAX_TIMESTAMP_OFFSET)[0]
+            elif magic == 1 and len(header) >= LEGACY_TIMESTAMP_OFFSET + 8:
+                scan = first, _INT64.unpack_from(header, LEGACY_TIMESTAMP_OFFSET)[0]
+            else:
+                scan = first, -1
+    if scan is None:
+        raise CorruptIndexError(
+            f"{segment.offset_index.path}: position {position} of {segment.log_path} is not the "
+            f"start of a batch", path=str(segment.offset_index.path), position=position)
+    return scan
+
+
+def _scan_tail(segment: LogSegment, position: int) -> tuple[int, int, int]:
+    """(first offset, next offset, max timestamp) of the batches from ``position`` to the end of
+    the active segment, each checked with its CRC; ``CorruptIndexError`` when they do not reach
+    the end of the file exactly with increasing offsets."""
+    fd = os.open(segment.log_path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        first, previous_last, max_ts, end = None, None, -1, position
+        for batch in checked_batches(fd, position, size):
+            if previous_last is not None and batch.base_offset <= previous_last \
+                    or batch.last_offset < batch.base_offset:
+                break
+            if first is None:
+                first = batch.base_offset
+            previous_last, end = batch.last_offset, batch.position + batch.size
+            max_ts = max(max_ts, batch.max_timestamp)
+    finally:
+        os.close(fd)
+    if first is None or previous_last is None or end != size:
+        raise CorruptIndexError(
+            f"{segment.log_path}: no valid batch at position {end} of {size} bytes after the "
+            f"last index entry (a torn or garbage tail)", path=str(segment.log_path),
+            position=end)
+    return first, previous_last + 1, max_ts

@@ -8,6 +8,7 @@ throughout."""
 from __future__ import annotations
 
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,9 @@ from storage.config import LogConfig
 from storage.files import TopicPartition
 from storage.log import Log
 from storage.producer_state import ProducerStateManager
-from storage.records import Record, build_batch, scan_batches
+from storage.records import Record, build_batch, iter_batches, scan_batches
 from storage.scheduler import FakeScheduler
-from storage.segment import RECOVERY_CHUNK_BYTES
+from storage.segment import RECOVERY_CHUNK_BYTES, LogSegment
 
 
 # ---- temp files of atomic writes -------------------------------------------------------------
@@ -267,3 +268,379 @@ def test_a_valid_swap_file_still_replaces_the_segments_it_covers(tmp_path: Path)
         assert not (directory / files.QUARANTINE_DIR).exists()
     finally:
         reopened.close()
+
+
+# ---- every index is checked against its segment on open --------------------------------------
+def _active_log(directory: Path, n: int = 2000) -> tuple[Log, LogConfig]:
+    """One active segment of ``n`` one-record batches (offsets 0..n-1), indexed every ~300 bytes,
+    closed cleanly."""
+    config = LogConfig(index_interval_bytes=300, retention_ms=-1)
+    log = Log.open(directory, config)
+    for i in range(0, n, 5):
+        for j in range(5):
+            log.append(_records(i + j, 1))
+    log.flush()
+    end = log.log_end_offset
+    log.close()
+    assert end == n
+    return log, config
+
+
+def _open_clean(directory: Path, config: LogConfig, end: int, **kwargs: object) -> Log:
+    return Log.open(directory, config, recovery_point=end, had_clean_shutdown=True, **kwargs)
+
+
+def _set_index_position(path: Path, slot: int, position: int) -> int:
+    """Overwrite the position of offset-index entry ``slot`` (negative: from the end); returns
+    the old position."""
+    data = bytearray(path.read_bytes())
+    at = (slot % (len(data) // 8)) * 8 + 4
+    old = int.from_bytes(data[at:at + 4], "big", signed=True)
+    data[at:at + 4] = position.to_bytes(4, "big", signed=True)
+    path.write_bytes(bytes(data))
+    return old
+
+
+@pytest.mark.parametrize("damage", ["off a batch boundary", "beyond the log", "negative",
+                                    "a later batch"])
+def test_a_damaged_active_index_after_a_clean_close_is_rebuilt_and_no_offset_is_reused(
+        tmp_path: Path, damage: str) -> None:
+    """Issue 12's probe: a flipped position in the active segment's .index after a clean
+    shutdown hid records, so the next append reused their offsets and was lost at the next
+    unclean open (or the open failed with an untyped OSError)."""
+    directory = tmp_path / "t-0"
+    log, config = _active_log(directory)
+    index = files.index_file(directory, 0)
+    size = files.log_file(directory, 0).stat().st_size
+    positions = scan_batches(files.log_file(directory, 0).read_bytes()).positions
+    old = _set_index_position(index, -1, 0)
+    _set_index_position(index, -1, {"off a batch boundary": old + 5,
+                                    "beyond the log": size + 100,
+                                    "negative": old | -2**31,
+                                    "a later batch": int(positions[-3])}[damage])
+    reopened = _open_clean(directory, config, 2000)
+    try:
+        assert reopened.load_result.rebuilt_indexes == 1
+        assert reopened.log_end_offset == 2000
+        assert reopened.append(_records(2000, 1)).first_offset == 2000
+        reopened.flush()
+    finally:
+        reopened.close()
+    after_crash = Log.open(directory, config)          # unclean: every batch re-validated
+    try:
+        assert [int(r.value) for r in after_crash.read()] == list(range(2001))
+        assert after_crash.load_result.truncated_bytes == 0
+    finally:
+        after_crash.close()
+
+
+def test_a_torn_tail_behind_a_stale_clean_shutdown_marker_is_truncated_at_open(
+        tmp_path: Path) -> None:
+    """Issue 12: a flushed append after the last index entry, then a torn write, under a clean
+    shutdown marker that is stale: the flushed batch is kept, the torn bytes cut at open, and the
+    next append (which used to land after the garbage) survives an unclean reopen."""
+    directory = tmp_path / "t-0"
+    log, config = _active_log(directory, n=100)
+    segment_file = files.log_file(directory, 0)
+    with open(segment_file, "ab") as f:
+        f.write(build_batch(_records(100, 3), base_offset=100))     # flushed, never indexed
+        f.write(b"\x00" * 8 + (500).to_bytes(4, "big") + b"torn write")
+    reopened = _open_clean(directory, config, 100)
+    try:
+        assert reopened.log_end_offset == 103
+        assert reopened.load_result.truncated_bytes == 8 + 4 + len(b"torn write")
+        assert reopened.append(_records(103, 1)).first_offset == 103
+        reopened.flush()
+    finally:
+        reopened.close()
+    after_crash = Log.open(directory, config)
+    try:
+        assert [int(r.value) for r in after_crash.read()] == list(range(104))
+    finally:
+        after_crash.close()
+
+
+def test_garbage_with_a_valid_looking_length_after_a_clean_close_is_cut_not_appended_after(
+        tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    log, config = _active_log(directory, n=100)
+    segment_file = files.log_file(directory, 0)
+    good = segment_file.stat().st_size
+    fake = bytearray(build_batch(_records(100, 2), base_offset=100))
+    fake[-1] ^= 0xFF                                            # CRC no longer matches
+    with open(segment_file, "ab") as f:
+        f.write(bytes(fake))
+    reopened = _open_clean(directory, config, 100)
+    try:
+        assert reopened.log_end_offset == 100
+        assert segment_file.stat().st_size == good
+        assert reopened.append(_records(100, 1)).first_offset == 100
+    finally:
+        reopened.close()
+
+
+@pytest.mark.parametrize("clean", [True, False])
+@pytest.mark.parametrize("entries", ["all", "one"])
+def test_a_zeroed_time_index_below_the_recovery_point_does_not_make_retention_delete_early(
+        tmp_path: Path, clean: bool, entries: str) -> None:
+    """Issue 11.5: after a power loss a rolled segment's .timeindex (never fsynced) reads as
+    zeros; its largest timestamp became 0 and retention.ms deleted it at once. It is now
+    detected on open and rebuilt from the .log."""
+    clock = FakeClock(NOW + 10_000)
+    config = LogConfig(segment_bytes=3000, index_interval_bytes=200, retention_ms=86_400_000)
+    directory = tmp_path / "t-0"
+    log = Log.open(directory, config, clock=clock, scheduler=FakeScheduler(clock))
+    for i in range(100):
+        log.append(_records(i, 1))
+    log.flush()
+    bases = log.segment_base_offsets()
+    log.close()
+    assert len(bases) >= 3
+    time_index = files.time_index_file(directory, 0)
+    length = time_index.stat().st_size if entries == "all" else 12
+    time_index.write_bytes(bytes(length))
+    reopened = Log.open(directory, config, recovery_point=100, had_clean_shutdown=clean,
+                        clock=clock, scheduler=FakeScheduler(clock))
+    try:
+        assert reopened.load_result.rebuilt_indexes == 1
+        first = reopened.segments()[0]
+        assert first.largest_timestamp == NOW + bases[1] - 1
+        assert reopened.delete_old_segments() == 0
+        assert reopened.segment_base_offsets() == bases
+        clock.advance(86_400_000)        # a day later, by the records' own timestamps
+        assert reopened.delete_old_segments() == len(bases)   # every segment expired: rolled, deleted
+    finally:
+        reopened.close()
+
+
+def test_closed_segment_indexes_that_disagree_with_their_log_are_rebuilt_after_a_clean_close(
+        tmp_path: Path) -> None:
+    """Monotonic entries, inside the file, on a batch boundary: each kind of doubt rebuilds."""
+    directory = tmp_path / "t-0"
+    config = LogConfig(segment_bytes=3000, index_interval_bytes=200, retention_ms=-1)
+    log = Log.open(directory, config)
+    for i in range(100):
+        log.append(_records(i, 1, ts=NOW))
+    log.flush()
+    bases = log.segment_base_offsets()
+    expected = [(r.offset, r.value, r.timestamp) for r in log.read()]
+    lookups = [log.offset_for_timestamp(NOW + i) for i in range(0, 100, 7)]
+    log.close()
+    first_index = files.index_file(directory, 0)
+    data = bytearray(first_index.read_bytes())
+    assert len(data) >= 24
+    data[8:16] = data[0:8]                                       # two equal entries
+    first_index.write_bytes(bytes(data))
+    second_time = files.time_index_file(directory, bases[1])
+    t = bytearray(second_time.read_bytes())
+    t[-4:] = (bases[2] - bases[1] + 5).to_bytes(4, "big")       # beyond the segment's offsets
+    second_time.write_bytes(bytes(t))
+    reopened = _open_clean(directory, config, 100)
+    try:
+        assert reopened.load_result.rebuilt_indexes == 2
+        assert [(r.offset, r.value, r.timestamp) for r in reopened.read()] == expected
+        assert [reopened.offset_for_timestamp(NOW + i) for i in range(0, 100, 7)] == lookups
+    finally:
+        reopened.close()
+
+
+def test_healthy_indexes_are_not_rebuilt_after_a_clean_close(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    config = LogConfig(segment_bytes=3000, index_interval_bytes=200, retention_ms=-1)
+    log = Log.open(directory, config)
+    for i in range(100):
+        log.append(_records(i, 1))
+    log.flush()
+    log.close()
+    before = {p.name: p.read_bytes() for p in directory.iterdir() if p.suffix in (".index",
+                                                                                   ".timeindex")}
+    reopened = _open_clean(directory, config, 100)
+    try:
+        assert reopened.load_result.rebuilt_indexes == 0
+        assert reopened.load_result.truncated_bytes == 0
+    finally:
+        reopened.close()
+    after = {p.name: p.read_bytes() for p in directory.iterdir() if p.suffix in (".index",
+                                                                                  ".timeindex")}
+    assert after == before
+
+
+# ---- Kafka's LogLoaderTest and LogSegmentTest index and corruption cases, as v2 on real files ---
+def _kafka_log(directory: Path, n: int, config: LogConfig) -> None:
+    """``n`` single-record batches with random 10-byte values at timestamps NOW + 10 * i."""
+    rng = random.Random(7)
+    log = Log.open(directory, config)
+    for i in range(n):
+        log.append([Record(None, rng.randbytes(10), NOW + i * 10)])
+    log.close()
+
+
+def _assert_every_offset_and_timestamp_found(log: Log, n: int) -> None:
+    for i in range(n):
+        fetch = log.read_raw(i, 100)
+        assert fetch is not None and next(iter(fetch.batches())).last_offset == i
+        found = log.offset_for_timestamp(NOW + i * 10)
+        assert found is not None and found[0] == i
+
+
+@pytest.mark.parametrize("clean", [False, True])
+def test_index_rebuild(tmp_path: Path, clean: bool) -> None:
+    """Kafka LogLoaderTest.testIndexRebuild (and the same after a clean shutdown): index files
+    deleted by hand are rebuilt when the log is reopened."""
+    directory = tmp_path / "t-0"
+    config = LogConfig(segment_bytes=200, index_interval_bytes=1, retention_ms=-1)
+    _kafka_log(directory, 200, config)
+    for path in directory.iterdir():
+        if path.suffix in (".index", ".timeindex"):
+            path.unlink()
+    log = Log.open(directory, config, recovery_point=200 if clean else None,
+                   had_clean_shutdown=clean)
+    try:
+        assert log.log_end_offset == 200
+        assert log.segments()[0].offset_index.entries > 0
+        assert log.segments()[0].time_index.entries > 0
+        _assert_every_offset_and_timestamp_found(log, 200)
+    finally:
+        log.close()
+
+
+@pytest.mark.parametrize("clean", [False, True])
+def test_corrupt_index_rebuild(tmp_path: Path, clean: bool) -> None:
+    """Kafka LogLoaderTest.testCorruptIndexRebuild (and the same after a clean shutdown): every
+    offset and time index overwritten with two spaces is rebuilt on open."""
+    directory = tmp_path / "t-0"
+    config = LogConfig(segment_bytes=200, index_interval_bytes=1, retention_ms=-1)
+    _kafka_log(directory, 200, config)
+    for path in directory.iterdir():
+        if path.suffix in (".index", ".timeindex"):
+            path.write_bytes(b"  ")
+    log = Log.open(directory, config, recovery_point=200 if clean else None,
+                   had_clean_shutdown=clean)
+    try:
+        assert log.log_end_offset == 200
+        _assert_every_offset_and_timestamp_found(log, 200)
+    finally:
+        log.close()
+
+
+def test_corrupt_index_entries_of_whole_size_are_rebuilt_after_a_clean_shutdown(
+        tmp_path: Path) -> None:
+    """testCorruptIndexRebuild's damage with random bytes of a valid index length, which the
+    length check alone cannot see: after a clean shutdown every index is still checked."""
+    directory = tmp_path / "t-0"
+    config = LogConfig(segment_bytes=200, index_interval_bytes=1, retention_ms=-1)
+    _kafka_log(directory, 200, config)
+    rng = random.Random(11)
+    for path in directory.iterdir():
+        if path.suffix in (".index", ".timeindex") and path.stat().st_size:
+            path.write_bytes(rng.randbytes(path.stat().st_size))
+    log = Log.open(directory, config, recovery_point=200, had_clean_shutdown=True)
+    try:
+        assert log.log_end_offset == 200
+        _assert_every_offset_and_timestamp_found(log, 200)
+    finally:
+        log.close()
+
+
+def test_bogus_index_segments_are_removed(tmp_path: Path) -> None:
+    """Kafka LogLoaderTest.testBogusIndexSegmentsAreRemoved: index files without a .log are
+    deleted on open; the first segment's indexes are created anew and appends work."""
+    directory = tmp_path / "t-0"
+    directory.mkdir()
+    bogus = [files.index_file(directory, 5), files.time_index_file(directory, 5)]
+    for path in bogus:
+        path.touch()
+    one = build_batch([Record(None, b"test", NOW)])
+    config = LogConfig(segment_bytes=len(one) * 5, segment_index_bytes=1000,
+                       index_interval_bytes=1)
+    log = Log.open(directory, config)
+    try:
+        first = log.segments()[0]
+        first.offset_index.entries, first.time_index.entries   # materialise the lazy indexes
+        assert files.index_file(directory, 0).stat().st_size > 0
+        assert files.time_index_file(directory, 0).stat().st_size > 0
+        assert not any(path.exists() for path in bogus)
+        for _ in range(10):
+            log.append([Record(None, b"test", NOW)])
+        assert log.log_end_offset == 10
+    finally:
+        log.close()
+
+
+@pytest.mark.parametrize("clean", [False, True])
+def test_corrupt_log(tmp_path: Path, clean: bool) -> None:
+    """Kafka LogLoaderTest.testCorruptLog (and the same under a stale clean-shutdown marker):
+    nonsense appended to the active segment's .index and .log is cut on open; every record
+    written before stays, with its key, value and timestamp."""
+    config = LogConfig(segment_bytes=1000, index_interval_bytes=1, max_message_bytes=64 * 1024,
+                       retention_ms=-1)
+    rng = random.Random(5)
+    for attempt in range(10):
+        directory = tmp_path / f"t-{attempt}"
+        log = Log.open(directory, config)
+        count = 50 + rng.randrange(50)
+        for _ in range(count):
+            log.append([Record(None, b"test", NOW)])
+        written = [(r.offset, r.key, r.value, r.timestamp) for r in log.read()]
+        active = log.active_segment
+        log.close()
+        for path in (active.offset_index.path, active.log_path):
+            with open(path, "ab") as f:
+                f.write(rng.randbytes(rng.randrange(1024) + 1))
+        log = Log.open(directory, config, recovery_point=50 if not clean else count,
+                       had_clean_shutdown=clean)
+        try:
+            assert log.log_end_offset == count
+            assert [(r.offset, r.key, r.value, r.timestamp) for r in log.read()] == written
+        finally:
+            log.close()
+
+
+def _kafka_segment(directory: Path) -> LogSegment:
+    """LogSegmentTest.createSegment(0): index every 10 bytes; 100 one-record batches at offsets
+    0..99 with timestamps 10 * i."""
+    directory.mkdir()
+    segment = LogSegment.create(directory, 0, LogConfig(index_interval_bytes=10,
+                                                        segment_index_bytes=4096))
+    for i in range(100):
+        data = build_batch([Record(None, str(i).encode(), i * 10)], base_offset=i)
+        segment.append(i, i * 10, i, [data])
+    return segment
+
+
+def _write_nonsense(path: Path, position: int, size: int) -> None:
+    rng = random.Random(3)
+    with open(path, "r+b") as f:
+        f.seek(position)
+        f.write(bytes(rng.randrange(255) for _ in range(size)))
+
+
+def test_recovery_fixes_corrupt_index(tmp_path: Path) -> None:
+    """Kafka LogSegmentTest.testRecoveryFixesCorruptIndex."""
+    segment = _kafka_segment(tmp_path / "t-0")
+    try:
+        path = segment.offset_index.path
+        _write_nonsense(path, 5, path.stat().st_size)
+        segment.recover()
+        for i in range(100):
+            read = segment.read(i, 1, segment.size, True)
+            assert read is not None
+            batch = next(iter(iter_batches(read[1])))
+            assert next(iter(batch.records())).offset == i
+    finally:
+        segment.close()
+
+
+def test_recovery_fixes_corrupt_time_index(tmp_path: Path) -> None:
+    """Kafka LogSegmentTest.testRecoveryFixesCorruptTimeIndex."""
+    segment = _kafka_segment(tmp_path / "t-0")
+    try:
+        path = segment.time_index.path
+        _write_nonsense(path, 5, path.stat().st_size)
+        segment.recover()
+        for i in range(100):
+            assert segment.find_offset_by_timestamp(i * 10, 0)[0] == i
+            if i < 99:
+                assert segment.find_offset_by_timestamp(i * 10 + 1, 0)[0] == i + 1
+    finally:
+        segment.close()
