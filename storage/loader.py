@@ -408,9 +408,11 @@ def check_indexes_against_log(segment: LogSegment, end_offset: int | None) -> No
         else:
             first, max_ts = _batch_header(segment, position)
             next_offset = end_offset
-        low = segment.base_offset if entry is None else entry.offset
-        if not segment.base_offset <= first <= low or (entry is not None
-                                                        and entry.offset >= next_offset):
+        # the batch an entry points at starts at or below the entry's offset (an entry names the
+        # last offset of the append starting there); without an entry it is the first batch,
+        # which compaction may have moved above the segment's base offset
+        high = next_offset - 1 if entry is None else min(entry.offset, next_offset - 1)
+        if not segment.base_offset <= first <= high:
             raise CorruptIndexError(
                 f"{offsets.path}: the batch at position {position} of {segment.log_path} starts "
                 f"at offset {first}, inconsistent with the index entry "

@@ -644,3 +644,26 @@ def test_recovery_fixes_corrupt_time_index(tmp_path: Path) -> None:
                 assert segment.find_offset_by_timestamp(i * 10 + 1, 0)[0] == i + 1
     finally:
         segment.close()
+
+
+def test_a_compacted_segment_starting_above_its_base_offset_is_not_rebuilt(
+        tmp_path: Path) -> None:
+    """A cleaned segment keeps its base offset while its first batch may start later (here 0.log
+    starts at offset 5); that is no reason to doubt its indexes."""
+    directory = tmp_path / "t-0"
+    directory.mkdir()
+    config = LogConfig(index_interval_bytes=4096, retention_ms=-1)
+    for base, first, count in ((0, 5, 5), (10, 12, 3)):
+        segment = LogSegment.create(directory, base, config)
+        for offset in range(first, first + count):
+            data = build_batch(_records(offset, 1), base_offset=offset)
+            segment.append(offset, NOW + offset, offset, [data])
+        segment.on_become_inactive()
+        segment.close()
+    log = _open_clean(directory, config, 15)
+    try:
+        assert log.load_result.rebuilt_indexes == 0
+        assert [r.offset for r in log.read()] == [5, 6, 7, 8, 9, 12, 13, 14]
+        assert log.log_end_offset == 15
+    finally:
+        log.close()
