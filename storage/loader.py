@@ -217,10 +217,11 @@ class LogLoader:
             needs_rebuild = index_name not in names
             if not needs_rebuild:
                 try:
-                    self._quick_index_check(stem, names)
-                    if base < recovered_later:
+                    if base < recovered_later:   # a full check, lengths included
                         end = bases[i + 1] if i + 1 < len(bases) else None
                         check_indexes_against_log(segment, end)
+                    else:
+                        self._quick_index_check(stem, names)
                 except CorruptIndexError as err:
                     log.warning("%s; rebuilding the indexes of %s", err, segment.log_path)
                     needs_rebuild = True
