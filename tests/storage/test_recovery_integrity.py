@@ -615,33 +615,32 @@ def _write_nonsense(path: Path, position: int, size: int) -> None:
         f.write(bytes(rng.randrange(255) for _ in range(size)))
 
 
-def test_recovery_fixes_corrupt_index(tmp_path: Path) -> None:
-    """Kafka LogSegmentTest.testRecoveryFixesCorruptIndex."""
-    segment = _kafka_segment(tmp_path / "t-0")
-    try:
-        path = segment.offset_index.path
-        _write_nonsense(path, 5, path.stat().st_size)
-        segment.recover()
-        for i in range(100):
-            read = segment.read(i, 1, segment.size, True)
-            assert read is not None
-            batch = next(iter(iter_batches(read[1])))
-            assert next(iter(batch.records())).offset == i
-    finally:
-        segment.close()
+def _every_offset_is_read(segment: LogSegment) -> None:
+    for i in range(100):
+        read = segment.read(i, 1, segment.size, True)
+        assert read is not None
+        batch = next(iter(iter_batches(read[1])))
+        assert next(iter(batch.records())).offset == i
 
 
-def test_recovery_fixes_corrupt_time_index(tmp_path: Path) -> None:
-    """Kafka LogSegmentTest.testRecoveryFixesCorruptTimeIndex."""
+def _every_timestamp_is_found(segment: LogSegment) -> None:
+    for i in range(100):
+        assert segment.find_offset_by_timestamp(i * 10, 0)[0] == i
+        if i < 99:
+            assert segment.find_offset_by_timestamp(i * 10 + 1, 0)[0] == i + 1
+
+
+@pytest.mark.parametrize("index, check", [("offset_index", _every_offset_is_read),
+                                          ("time_index", _every_timestamp_is_found)])
+def test_recovery_fixes_corrupt_index(tmp_path: Path, index: str, check) -> None:
+    """Kafka LogSegmentTest.testRecoveryFixesCorruptIndex and testRecoveryFixesCorruptTimeIndex:
+    nonsense from byte 5 to the end of the index, then recover: every lookup is right again."""
     segment = _kafka_segment(tmp_path / "t-0")
     try:
-        path = segment.time_index.path
+        path = getattr(segment, index).path
         _write_nonsense(path, 5, path.stat().st_size)
         segment.recover()
-        for i in range(100):
-            assert segment.find_offset_by_timestamp(i * 10, 0)[0] == i
-            if i < 99:
-                assert segment.find_offset_by_timestamp(i * 10 + 1, 0)[0] == i + 1
+        check(segment)
     finally:
         segment.close()
 
