@@ -23,7 +23,7 @@ from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 import crc32c
 
@@ -535,9 +535,12 @@ class LogSegment:
         return None
 
     # ---- recovery and truncation -------------------------------------------------------------
-    def recover(self, max_message_bytes: int | None = None) -> int:
+    def recover(self, max_message_bytes: int | None = None, *,
+                keep_cut: Callable[[int], None] | None = None) -> int:
         """Rebuild both indexes from the ``.log``, checking every batch's structure, CRC and
         offsets, and truncate at the first invalid byte. Returns the number of bytes truncated.
+        ``keep_cut(position)``, if given, is called before truncating at ``position``, while the
+        bytes are still in the file (the loader copies them to quarantine).
 
         ``max_message_bytes`` is accepted for old callers and ignored: like Kafka, recovery judges a
         batch by its structure and CRC, never by the topic's current size limit (which may have been
@@ -572,6 +575,8 @@ class LogSegment:
                 prev_last = last
             truncated = file_size - valid
             if truncated:
+                if keep_cut is not None:
+                    keep_cut(valid)
                 os.ftruncate(fd, valid)
         finally:
             os.close(fd)

@@ -666,3 +666,19 @@ def test_a_compacted_segment_starting_above_its_base_offset_is_not_rebuilt(
         assert log.log_end_offset == 15
     finally:
         log.close()
+
+
+def test_recover_reports_where_it_cuts_before_cutting(tmp_path: Path) -> None:
+    """``keep_cut`` (the loader's quarantine hook) sees the position while the bytes are there."""
+    segment = _kafka_segment(tmp_path / "t-0")
+    size = segment.size
+    with open(segment.log_path, "ab") as f:
+        f.write(b"\x00" * 30)
+    seen: list[tuple[int, int]] = []
+    try:
+        truncated = segment.recover(keep_cut=lambda at: seen.append(
+            (at, segment.log_path.stat().st_size)))
+        assert truncated == 30
+        assert seen == [(size, size + 30)]
+    finally:
+        segment.close()
