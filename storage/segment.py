@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import errno
 import os
+import struct
 import threading
+import zlib
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,6 +39,7 @@ from storage.errors import (
     StorageError,
 )
 from storage.index import OffsetIndex, TimeIndex, TimestampOffset
+from storage.kernels import LEGACY_CRC_OFFSET, LEGACY_TIMESTAMP_OFFSET
 from storage.records import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER,
@@ -53,6 +56,8 @@ from storage.records import (
 INT32_MAX = 2**31 - 1
 SCAN_CHUNK_BYTES = 256 * 1024
 RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024
+_INT64 = struct.Struct(">q")
+_UINT32 = struct.Struct(">I")
 
 
 class HandleCache:
@@ -167,9 +172,8 @@ def checked_batches(fd: int, start: int, end: int) -> Iterator[CheckedBatch]:
     with ``end`` to know whether anything was left). Offsets are not checked here.
 
     Memory is bounded by ``RECOVERY_CHUNK_BYTES``: batches are scanned in chunks of that size, and
-    a v2 batch larger than a chunk is checked streaming (its header, then the CRC32C chained over
-    pieces read with ``os.pread``), never read whole. A legacy (magic 0/1) message set larger than
-    a chunk, which only pre-0.11 brokers wrote, is read whole."""
+    a batch larger than a chunk (v2, or a legacy magic 0/1 message) is checked streaming (its
+    header, then its checksum chained over pieces read with ``os.pread``), never read whole."""
     position = start
     while position + HEADER_SIZE_UP_TO_MAGIC <= end:
         data = os.pread(fd, min(RECOVERY_CHUNK_BYTES, end - position), position)
@@ -198,31 +202,40 @@ def checked_batches(fd: int, start: int, end: int) -> Iterator[CheckedBatch]:
 
 def _check_large_batch(fd: int, position: int, size: int) -> CheckedBatch | None:
     """Check the batch of ``size`` bytes at ``position`` (larger than a recovery chunk) without
-    holding it in memory: the v2 header's structure, then its CRC32C over the attributes to the
-    end, in ``RECOVERY_CHUNK_BYTES`` pieces. None when it is not a valid batch."""
+    holding it in memory: its header's structure, then its checksum streamed over
+    ``RECOVERY_CHUNK_BYTES`` pieces (v2: CRC32C from the attributes to the end; a legacy magic 0/1
+    message: CRC32 from the magic byte to the end). None when it is not a valid batch."""
     header = os.pread(fd, HEADER_SIZE, position)
-    if len(header) < HEADER_SIZE:
-        return None
-    if header[MAGIC_OFFSET] != MAGIC:
-        data = os.pread(fd, size, position)   # a legacy message set: see checked_batches
-        scan = scan_batches(data, check_crc=True)
-        if len(scan.positions) != 1 or scan.valid_bytes != size:
+    magic = header[MAGIC_OFFSET] if len(header) > MAGIC_OFFSET else -1
+    if magic == MAGIC and len(header) == HEADER_SIZE:
+        (base, _length, _epoch, _magic, crc, _attributes, last_delta, _base_ts, max_ts, _pid,
+         _pepoch, _seq, _count) = BATCH_HEADER.unpack(header)
+        if _streamed_checksum(fd, position + ATTRIBUTES_OFFSET, position + size,
+                              crc32c.crc32c) != crc:
             return None
-        return CheckedBatch(position, size, int(scan.base_offsets[0]),
-                            int(scan.last_offsets[0]), int(scan.max_timestamps[0]))
-    (base, _length, _epoch, _magic, crc, _attributes, last_delta, _base_ts, max_ts, _pid, _pepoch,
-     _seq, _count) = BATCH_HEADER.unpack(header)
-    computed = 0
-    at, stop = position + ATTRIBUTES_OFFSET, position + size
-    while at < stop:
-        piece = os.pread(fd, min(RECOVERY_CHUNK_BYTES, stop - at), at)
+        return CheckedBatch(position, size, base, base + last_delta, max_ts)
+    if magic in (0, 1) and len(header) >= LEGACY_TIMESTAMP_OFFSET + 8:
+        offset = _INT64.unpack_from(header, 0)[0]
+        crc = _UINT32.unpack_from(header, LEGACY_CRC_OFFSET)[0]
+        max_ts = _INT64.unpack_from(header, LEGACY_TIMESTAMP_OFFSET)[0] if magic == 1 else -1
+        if _streamed_checksum(fd, position + MAGIC_OFFSET, position + size, zlib.crc32) != crc:
+            return None
+        return CheckedBatch(position, size, offset, offset, max_ts)
+    return None
+
+
+def _streamed_checksum(fd: int, start: int, stop: int,
+                       update: Callable[..., int]) -> int | None:
+    """``update`` (crc32c.crc32c or zlib.crc32) chained over ``[start, stop)`` of ``fd``, read
+    in ``RECOVERY_CHUNK_BYTES`` pieces; None when the file ends early."""
+    value = 0
+    while start < stop:
+        piece = os.pread(fd, min(RECOVERY_CHUNK_BYTES, stop - start), start)
         if not piece:
             return None
-        computed = crc32c.crc32c(piece, value=computed)
-        at += len(piece)
-    if computed != crc:
-        return None
-    return CheckedBatch(position, size, base, base + last_delta, max_ts)
+        value = update(piece, value)
+        start += len(piece)
+    return value
 
 
 class LogSegment:

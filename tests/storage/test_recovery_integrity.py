@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import warnings
 from pathlib import Path
 
 import pytest
@@ -89,26 +90,44 @@ def _write_big_log(directory: Path) -> list[bytes]:
     return values
 
 
+class _RecoveryReads:
+    """The sizes of the reads ``LogSegment.recover`` makes (observed at ``os.pread``); reads of
+    other code (the read path reads a batch whole by design) are not counted."""
+
+    def __init__(self, patch: pytest.MonkeyPatch) -> None:
+        self.sizes: list[int] = []
+        self._active = False
+        real_pread, real_recover = os.pread, LogSegment.recover
+
+        def pread(fd: int, size: int, position: int) -> bytes:
+            if self._active:
+                self.sizes.append(size)
+            return real_pread(fd, size, position)
+
+        def recover(segment: LogSegment, *args: object, **kwargs: object) -> int:
+            self._active = True
+            try:
+                return real_recover(segment, *args, **kwargs)
+            finally:
+                self._active = False
+
+        patch.setattr(segment_module.os, "pread", pread)
+        patch.setattr(LogSegment, "recover", recover)
+
+
 def test_recovery_keeps_a_batch_larger_than_max_message_bytes(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
     values = _write_big_log(directory)
-    reads: list[int] = []
-    real_pread = os.pread
-
-    def counting_pread(fd: int, size: int, position: int) -> bytes:
-        reads.append(size)
-        return real_pread(fd, size, position)
-
     lowered = LogConfig(max_message_bytes=1 * MIB, segment_bytes=64 * MIB)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(segment_module.os, "pread", counting_pread)
+        reads = _RecoveryReads(patch)
         log = Log.open(directory, lowered)    # no recovery point: unclean, every segment recovered
     try:
         assert log.load_result.truncated_bytes == 0
         assert log.load_result.recovered_segments == 2
         assert log.log_end_offset == 10 and log.segment_base_offsets() == [0, 7]
         assert [r.value for r in log.read()] == values
-        assert max(reads) <= RECOVERY_CHUNK_BYTES   # the 16 MiB batch was never read whole
+        assert max(reads.sizes) <= RECOVERY_CHUNK_BYTES   # the 16 MiB batch never read whole
     finally:
         log.close()
 
@@ -682,3 +701,35 @@ def test_recover_reports_where_it_cuts_before_cutting(tmp_path: Path) -> None:
         assert seen == [(size, size + 30)]
     finally:
         segment.close()
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_recovery_keeps_a_legacy_message_larger_than_a_read_chunk_and_checks_its_crc(
+        tmp_path: Path, magic: int) -> None:
+    """A pre-0.11 broker's 9 MiB message (magic 0 or 1) is CRC-checked streaming like a v2
+    batch: kept when intact, truncated when a byte in its middle flipped."""
+    with warnings.catch_warnings():                 # kafka-python's import-time deprecation noise
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka.record.legacy_records import LegacyRecordBatchBuilder
+    sets = []
+    for offset, value in ((0, b"small"), (1, b"x" * (9 * MIB)), (2, b"after")):
+        builder = LegacyRecordBatchBuilder(magic=magic, compression_type=0, batch_size=16 * MIB)
+        assert builder.append(offset, timestamp=NOW if magic else None, key=b"k",
+                              value=value) is not None
+        sets.append(bytes(builder.build()))
+    for flip in (False, True):
+        directory = tmp_path / f"t-{int(flip)}"
+        directory.mkdir()
+        data = bytearray(b"".join(sets))
+        if flip:
+            data[len(sets[0]) + 5 * MIB] ^= 0x01
+        files.log_file(directory, 0).write_bytes(bytes(data))
+        with pytest.MonkeyPatch.context() as patch:
+            reads = _RecoveryReads(patch)
+            log = Log.open(directory, LogConfig(max_message_bytes=1 * MIB))
+        try:
+            assert reads.sizes and max(reads.sizes) <= RECOVERY_CHUNK_BYTES
+            assert log.log_end_offset == (1 if flip else 3)
+            assert [r.offset for r in log.read()] == ([0] if flip else [0, 1, 2])
+        finally:
+            log.close()
