@@ -20,9 +20,14 @@ def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
     """Replace ``path`` with ``data`` so a crash leaves either the old or the new content.
 
     ``sync=False`` skips both fsyncs, for files that are checked on read and rebuilt when damaged
-    (producer snapshots): the rename is still atomic, only its durability is not forced."""
+    (producer snapshots): the rename is still atomic, only its durability is not forced.
+
+    The temp file ``<name>.tmp`` is always created anew (``O_CREAT | O_EXCL | O_NOFOLLOW``) after
+    unlinking whatever is there (``unlink`` does not follow symlinks): a symlink or file planted at
+    that name is removed, never written through. One planted again between the unlink and the
+    create makes the write fail with ``FileExistsError`` rather than follow it."""
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = _create_fresh(tmp)
     try:
         view = memoryview(data)
         while view:
@@ -35,6 +40,22 @@ def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
     os.replace(tmp, path)
     if sync:
         fsync_dir(path.parent)
+
+
+def _create_fresh(tmp: Path) -> int:
+    """A new empty file at ``tmp`` opened for writing, replacing any stale file or symlink."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    for attempt in range(2):
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        try:
+            return os.open(tmp, flags, 0o644)
+        except FileExistsError:
+            if attempt:
+                raise
+    raise AssertionError("unreachable")
 
 
 def atomic_rename(source: Path, target: Path) -> None:

@@ -38,7 +38,9 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Sequence
+
+import numpy as np
 
 from storage.errors import CorruptIndexError, InvalidOffsetError, StorageError
 
@@ -56,6 +58,7 @@ _OFFSET_ENTRY_SIZE = OFFSET_ENTRY.size
 _TIME_ENTRY_SIZE = TIME_ENTRY.size
 
 
+_SMALL_INDEX_ENTRIES = 64   # check_entries loops in Python up to here, in numpy above
 _BACKING_STEP = 64 * 1024   # bytes of index file allocated ahead of the entries
 
 class IndexFullError(StorageError):
@@ -80,6 +83,29 @@ class OffsetPosition:
 class TimestampOffset:
     timestamp: int
     offset: int
+
+
+def _read_whole(path: Path) -> bytes:
+    """The bytes of ``path`` (b"" when it does not exist: a read-only index never creates its
+    file), with plain system calls: loading opens every closed segment's indexes."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return b""
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return b""
+        pieces = []
+        while size > 0:
+            piece = os.read(fd, size)
+            if not piece:
+                break
+            pieces.append(piece)
+            size -= len(piece)
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+    finally:
+        os.close(fd)
 
 
 class _Column:
@@ -112,6 +138,7 @@ class _Index:
     """
 
     ENTRY: ClassVar[struct.Struct]
+    _TABLE_DTYPE: ClassVar[np.dtype]   # the entry layout as a numpy record (for check_entries)
     _KEY: ClassVar[struct.Struct]  # the field lookup() searches
     _KEY_AT: ClassVar[int]
     _VALUE: ClassVar[struct.Struct]  # the other field
@@ -207,10 +234,7 @@ class _Index:
             fresh_entries = 0 if created else self._length // size
         else:
             created = False
-            try:
-                self._buf = self._path.read_bytes()
-            except FileNotFoundError:
-                self._buf = b""  # read-only and absent: an empty index; never create the file
+            self._buf = _read_whole(self._path)
             self._length = len(self._buf)
             fresh_entries = self._length // size
         self._max_entries = self._length // size
@@ -296,8 +320,21 @@ class _Index:
         self._kept_entries = None
 
     def flush(self) -> None:
+        """Make the entries durable (Kafka's AbstractIndex.flush), called whenever the segment's
+        ``.log`` is flushed: ``msync`` of a writable mapping, else an ``fsync`` of the file, which
+        a roll trimmed and reopened read-only without ever syncing it. An index whose file does
+        not exist (never written, or removed meanwhile) has nothing to flush."""
         if isinstance(self._buf, mmap.mmap):
             self._buf.flush()
+            return
+        try:
+            fd = os.open(self._path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def rename_to(self, path: Path) -> None:
         """Rename the file if it exists; an index never opened stays without a file. When the
@@ -403,6 +440,35 @@ class _Index:
         self._entries = bisect.bisect_left(self._relative_offsets(), relative)
         self._backed = min(self._backed, self._entries * self.ENTRY.size)
 
+    def _columns(self) -> tuple[Sequence[int], Sequence[int]]:
+        """Both fields of every entry (key field first), copied out of the file so that no view
+        keeps a mapping open: lists for a few entries, int64 arrays for many."""
+        n = self.entries
+        raw = bytes(self._data()[: n * self.ENTRY.size])
+        if n <= _SMALL_INDEX_ENTRIES:
+            pairs = list(self.ENTRY.iter_unpack(raw))
+            return [k for k, _ in pairs], [v for _, v in pairs]
+        table = np.frombuffer(raw, dtype=self._TABLE_DTYPE, count=n)
+        return table["key"].astype(np.int64), table["value"].astype(np.int64)
+
+    def _corrupt(self, slot: int, why: str) -> CorruptIndexError:
+        return CorruptIndexError(
+            f"index file {self._path} is corrupt: entry {slot} {why}",
+            path=self._path, entry=slot)
+
+    @staticmethod
+    def _first_bad(column: Sequence[int], *, strictly: bool) -> int | None:
+        """The first slot whose value does not increase (strictly or not) on the previous one."""
+        if isinstance(column, np.ndarray):
+            steps = np.diff(column)
+            bad = np.flatnonzero(steps <= 0 if strictly else steps < 0)
+            return int(bad[0]) + 1 if len(bad) else None
+        for slot in range(1, len(column)):
+            step = column[slot] - column[slot - 1]
+            if step < 0 or (strictly and step == 0):
+                return slot
+        return None
+
     def _check_length(self) -> None:
         if self._length % self.ENTRY.size:
             raise CorruptIndexError(
@@ -431,6 +497,7 @@ class OffsetIndex(_Index):
     """
 
     ENTRY = OFFSET_ENTRY
+    _TABLE_DTYPE = np.dtype([("key", ">i4"), ("value", ">i4")])
     _KEY = _INT32
     _KEY_AT = 0
     _VALUE = _INT32
@@ -482,6 +549,10 @@ class OffsetIndex(_Index):
         self._relative(offset)
         raise AssertionError(f"append of {offset} -> {position} to {self._path} refused")
 
+    def last_entry_or_none(self) -> OffsetPosition | None:
+        """The last entry, or None when the index is empty."""
+        return self.entry(self._entries - 1) if self.entries else None
+
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset ``<= target_offset``, else ``(base_offset, 0)``."""
         slot = bisect.bisect_right(self._keys(), target_offset - self._base_offset) - 1
@@ -501,6 +572,31 @@ class OffsetIndex(_Index):
         self._check_last_offset(self.last_offset)
         self._check_length()
 
+    def check_entries(self, log_size: int, end_offset: int) -> None:
+        """Full check on open against the segment (``log_size`` bytes of ``.log``, offsets below
+        ``end_offset``): offsets and positions strictly increase, the first relative offset and
+        position are not negative, the last position is inside the ``.log`` and the last offset
+        below ``end_offset``. ``CorruptIndexError`` naming the file and the first bad entry."""
+        self._check_length()
+        if not self.entries:
+            return
+        relative, positions = self._columns()
+        if relative[0] < 0 or positions[0] < 0:
+            raise self._corrupt(0, f"has relative offset {relative[0]} and position "
+                                   f"{positions[0]}; neither may be negative")
+        for column, name in ((relative, "offset"), (positions, "position")):
+            slot = self._first_bad(column, strictly=True)
+            if slot is not None:
+                raise self._corrupt(slot, f"has {name} {int(column[slot])}, not above the "
+                                          f"previous entry's {int(column[slot - 1])}")
+        last = len(relative) - 1
+        if positions[last] >= log_size:
+            raise self._corrupt(last, f"has position {int(positions[last])}, beyond the "
+                                      f"{log_size} bytes of the segment")
+        if self._base_offset + int(relative[last]) >= end_offset:
+            raise self._corrupt(last, f"has offset {self._base_offset + int(relative[last])}, "
+                                      f"not below the segment's end offset {end_offset}")
+
 
 class TimeIndex(_Index):
     """Timestamp -> first offset at or after it, one entry per new maximum timestamp.
@@ -511,6 +607,7 @@ class TimeIndex(_Index):
     """
 
     ENTRY = TIME_ENTRY
+    _TABLE_DTYPE = np.dtype([("key", ">i8"), ("value", ">i4")])
     _KEY = _INT64
     _KEY_AT = 0
     _VALUE = _INT32
@@ -602,3 +699,27 @@ class TimeIndex(_Index):
                 )
             self._check_last_offset(last.offset)
         self._check_length()
+
+    def check_entries(self, end_offset: int) -> None:
+        """Full check on open against the segment (offsets below ``end_offset``): timestamps
+        strictly increase (an index zeroed by a lost write fails here), relative offsets never
+        decrease and are not negative, the last offset is below ``end_offset``.
+        ``CorruptIndexError`` naming the file and the first bad entry."""
+        self._check_length()
+        if not self.entries:
+            return
+        timestamps, relative = self._columns()
+        if relative[0] < 0:
+            raise self._corrupt(0, f"has a negative relative offset {int(relative[0])}")
+        slot = self._first_bad(timestamps, strictly=True)
+        if slot is not None:
+            raise self._corrupt(slot, f"has timestamp {int(timestamps[slot])}, not above the "
+                                      f"previous entry's {int(timestamps[slot - 1])}")
+        slot = self._first_bad(relative, strictly=False)
+        if slot is not None:
+            raise self._corrupt(slot, f"has relative offset {int(relative[slot])}, below the "
+                                      f"previous entry's {int(relative[slot - 1])}")
+        last_offset = self._base_offset + int(relative[-1])
+        if last_offset >= end_offset:
+            raise self._corrupt(len(relative) - 1, f"has offset {last_offset}, not below the "
+                                                   f"segment's end offset {end_offset}")

@@ -4,11 +4,18 @@ Every pass is safe to run again after a crash in the middle of it:
 
 1. Remove temporary files: every ``*.deleted``; every ``*.cleaned``; and every ``*.swap`` at or above
    the lowest ``.cleaned`` offset (a swap that was not complete when the clean was cut off).
-2. Complete interrupted swaps: for the remaining ``.log.swap`` files, delete the original segment
+2. Complete interrupted swaps: a ``.log.swap`` file that is not wholly valid (empty, garbage, a
+   bad CRC, offsets out of order: ``swap_problem``) is moved to ``<partition>/quarantine/`` and
+   the live segments are kept; for the remaining ``.log.swap`` files, delete the original segment
    files whose offsets fall in the swapped range ``[min swap base, max swap next offset)``.
 3. Rename every remaining ``*.swap`` to its final name.
 4. Load segments in offset order: delete index files without a ``.log``; a segment whose offset index
-   is missing or malformed is recovered (its indexes rebuilt from the ``.log``).
+   is missing or malformed is recovered (its indexes rebuilt from the ``.log``). Every segment that
+   pass 5 will not re-validate (all of them after a clean shutdown) has its indexes checked against
+   its ``.log`` (``check_indexes_against_log``: entries monotonic and inside the file, the last one
+   on a batch boundary, the time index not below that batch's timestamp; for the active segment
+   the tail after the last index entry scanned with CRCs) and is recovered on any doubt, which
+   also cuts a torn tail left behind a stale clean-shutdown marker.
 5. After an unclean shutdown only, recover every segment from the recovery point on: re-validate every
    batch (CRC, offsets) and truncate at the first invalid byte; segments after a truncation are
    dropped (they were never flushed in order).
@@ -19,8 +26,10 @@ and every segment dropped after it moved, to the partition's ``quarantine/`` fol
 
 A segment whose valid batches overflow its base offset (an old broker's) is split, not truncated,
 wherever recovery meets it (passes 4 and 5; see ``storage.split``).
-6. Offsets: log end offset from the last segment; a log end below the checkpointed log start offset
-   empties the log; an empty directory gets a segment at the log start offset; the recovery point is
+6. Offsets: log end offset from the last segment; the log start offset is the checkpointed one
+   clamped to ``[first segment's base, log end]``: a checkpoint beyond the log end is ignored with a
+   warning (never does a checkpoint alone delete a segment; segments below a valid log start go by
+   retention later); an empty directory gets a segment at the log start offset; the recovery point is
    the log end after a clean shutdown, else ``min(recovery point, log end)``; the active segment's
    indexes are re-sized to the maximum for appending.
 """
@@ -29,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,10 +48,24 @@ from storage.config import LogConfig
 from storage.durable import fsync_dir
 from storage.errors import CorruptIndexError, CorruptRecordError, SegmentOffsetOverflowError
 from storage.quarantine import QuarantinedFile, keep_file, keep_tail, keep_while
-from storage.segment import LogSegment
+from storage.kernels import LEGACY_TIMESTAMP_OFFSET
+from storage.records import (
+    HEADER_SIZE,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LEGACY_RECORD_OVERHEAD_V0,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    SIZE_OFFSET,
+)
+from storage.segment import INT32_MAX, LogSegment, checked_batches
 from storage.split import split_overflowed_segment
 
 log = logging.getLogger(__name__)
+
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +107,8 @@ class LogLoader:
     def load(self) -> LoadResult:
         swaps = self._pass1_remove_temp_files()
         if swaps:
+            swaps = self._quarantine_invalid_swaps(swaps)
+        if swaps:
             self._pass2_delete_swapped_originals(swaps)
             self._pass3_rename_swaps(swaps)
         segments = self._pass4_load_segments()
@@ -116,6 +142,22 @@ class LogLoader:
         return sorted(swaps)
 
     # ---- pass 2 and 3 ------------------------------------------------------------------------
+    def _quarantine_invalid_swaps(self, swaps: list[Path]) -> list[Path]:
+        """The swap files fit to complete a swap; every other one is moved to the partition's
+        quarantine folder (and the live segments it would have replaced are kept)."""
+        valid = []
+        for path in swaps:
+            problem = swap_problem(path)
+            if problem is None:
+                valid.append(path)
+                continue
+            kept = keep_file(path, self.clock.milliseconds(),
+                             f"invalid swap file, live segments kept: {problem}")
+            self._quarantined.append(kept)
+            log.warning("%s: %s; moved it to %s and kept the live segments", path, problem,
+                        kept.path)
+        return valid
+
     def _pass2_delete_swapped_originals(self, swaps: list[Path]) -> None:
         bases = [files.offset_from_file_name(p.name) for p in swaps]
         next_offsets = []
@@ -158,14 +200,20 @@ class LogLoader:
             elif name == f"{stem}{files.LOG_SUFFIX}":
                 logs.append(offset)
         segments = []
-        for base in sorted(logs):
+        bases = sorted(logs)
+        recovered_later = self._first_base_recovered_later(bases)
+        for i, base in enumerate(bases):
             segment = LogSegment(self.dir, base, self.config, clock=self.clock)
             stem = files.offset_name(base)
             index_name = f"{stem}{files.INDEX_SUFFIX}"
             needs_rebuild = index_name not in names
             if not needs_rebuild:
                 try:
-                    self._quick_index_check(stem, names)
+                    if base < recovered_later:   # a full check, lengths included
+                        end = bases[i + 1] if i + 1 < len(bases) else None
+                        check_indexes_against_log(segment, end)
+                    else:
+                        self._quick_index_check(stem, names)
                 except CorruptIndexError as err:
                     log.warning("%s; rebuilding the indexes of %s", err, segment.log_path)
                     needs_rebuild = True
@@ -174,7 +222,8 @@ class LogLoader:
             if needs_rebuild:
                 for index in (segment.offset_index, segment.time_index):
                     index.delete_if_exists()
-                truncated, recovered = self._recover(segment)
+                truncated, recovered = self._recover(
+                    segment, bases[i + 1] if i + 1 < len(bases) else None)
                 self._truncated_rebuilding += truncated
                 for done in recovered:
                     done.make_read_only()
@@ -184,11 +233,24 @@ class LogLoader:
                 segments.append(segment)
         return segments
 
-    def _recover(self, segment: LogSegment) -> tuple[int, list[LogSegment]]:
-        """``segment.recover``; a segment whose offsets overflow its base is split first and the
-        parts recovered instead. Returns the bytes truncated and the segments now in its place."""
+    def _first_base_recovered_later(self, bases: list[int]) -> int:
+        """The base offset from which pass 5 re-validates every segment anyway (unclean shutdown:
+        the segment holding the recovery point); pass 4 checks the indexes of those below it
+        against their ``.log``. Everything is checked after a clean shutdown, nothing in a
+        directory being deleted."""
+        if self.is_delete_dir:
+            return -1
+        if self.had_clean_shutdown or not bases:
+            return 2**63
+        return max((b for b in bases if b <= self.recovery_point), default=bases[0])
+
+    def _recover(self, segment: LogSegment,
+                 next_base: int | None) -> tuple[int, list[LogSegment]]:
+        """``segment.recover`` (``next_base``: the next segment's base offset, if any); a segment
+        whose offsets overflow its base is split first and the parts recovered instead. Returns
+        the bytes truncated and the segments now in its place."""
         try:
-            return self._recover_keeping_cut(segment), [segment]
+            return self._recover_keeping_cut(segment, next_base), [segment]
         except SegmentOffsetOverflowError as err:
             log.warning("%s; splitting the segment", err)
         size, name = segment.size, segment.log_path.name
@@ -199,7 +261,8 @@ class LogLoader:
                     original, size - left_out, self.clock.milliseconds(),
                     f"left out of the split of {name}: recovery truncated them", name=name))
         for i, part in enumerate(parts):
-            truncated = self._recover_keeping_cut(part)
+            after = parts[i + 1].base_offset if i + 1 < len(parts) else next_base
+            truncated = self._recover_keeping_cut(part, after)
             if truncated:
                 for later in parts[i + 1:]:
                     self._drop_segment(later, f"follows {part.log_path.name}, truncated")
@@ -207,13 +270,13 @@ class LogLoader:
         return left_out, parts
 
     # ---- the quarantine hook: what recovery cuts is kept, never deleted ------------------------
-    def _recover_keeping_cut(self, segment: LogSegment) -> int:
+    def _recover_keeping_cut(self, segment: LogSegment, next_base: int | None) -> int:
         def keep_cut(position: int) -> None:
             self._quarantined.append(keep_tail(
                 segment.log_path, position, self.clock.milliseconds(),
                 f"invalid bytes from position {position}: recovery truncated them"))
 
-        return segment.recover(self.config.max_message_bytes, keep_cut=keep_cut)
+        return segment.recover(keep_cut=keep_cut, next_base_offset=next_base)
 
     def _drop_segment(self, segment: LogSegment, reason: str) -> None:
         """Move ``segment``'s ``.log`` to quarantine and delete its (derived) indexes."""
@@ -251,7 +314,8 @@ class LogLoader:
         while i < len(segments):
             segment = segments[i]
             try:
-                truncated, parts = self._recover(segment)
+                truncated, parts = self._recover(
+                    segment, segments[i + 1].base_offset if i + 1 < len(segments) else None)
             except (CorruptRecordError, CorruptIndexError) as err:
                 log.warning("%s; truncating %s to its base offset", err, segment.log_path)
                 if segment.log_path.stat().st_size:
@@ -282,10 +346,13 @@ class LogLoader:
     def _pass6_offsets(self, segments: list[LogSegment], truncated: int,
                        recovered: int) -> LoadResult:
         log_end = segments[-1].read_next_offset() if segments else self.log_start_offset_checkpoint
-        if segments and log_end < self.log_start_offset_checkpoint:
-            for segment in segments:
-                segment.delete_files()
-            segments = []
+        checkpointed_start = self.log_start_offset_checkpoint
+        if segments and log_end < checkpointed_start:
+            # Kafka deletes every segment here; a wrong checkpoint would then empty a healthy log.
+            # A checkpoint alone never deletes data: the log start falls back to the first segment.
+            log.warning("%s: ignoring the checkpointed log start offset %d, which is beyond the "
+                        "log end offset %d", self.dir, checkpointed_start, log_end)
+            checkpointed_start = segments[0].base_offset
         if not segments:
             log_end = max(self.log_start_offset_checkpoint, 0)
             segments = [LogSegment.create(self.dir, log_end, self.config, clock=self.clock,
@@ -294,7 +361,7 @@ class LogLoader:
             segments[-1].make_writable()
             segments[-1].rolling_jitter_ms = self.config.random_segment_jitter()
         recovery_point = log_end if self.had_clean_shutdown else min(self.recovery_point, log_end)
-        log_start = max(self.log_start_offset_checkpoint, segments[0].base_offset)
+        log_start = max(checkpointed_start, segments[0].base_offset)
         return LoadResult(segments, log_start, log_end, recovery_point,
                           truncated + self._truncated_rebuilding, recovered,
                           self._rebuilt, self._deleted_temp, self._completed_swaps,
@@ -306,3 +373,137 @@ class LogLoader:
             self._deleted_temp += 1
         except FileNotFoundError:
             pass
+
+
+def swap_problem(path: Path) -> str | None:
+    """Why the ``.log.swap`` file ``path`` must not replace live segments, or None when it may:
+    it must hold at least one batch, every batch structurally valid with a matching CRC up to the
+    very end of the file, offsets strictly increasing from the base offset in its name and within
+    ``base + 2^31 - 1`` (what a cleaner or a split writes and fsyncs before the rename to ``.swap``).
+    """
+    base = files.offset_from_file_name(path.name)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return "the swap file is empty"
+        end, previous_last = 0, base - 1
+        for batch in checked_batches(fd, 0, size):
+            if batch.base_offset <= previous_last or batch.last_offset < batch.base_offset:
+                return (f"the batch at position {batch.position} has offsets "
+                        f"{batch.base_offset}..{batch.last_offset}, not above {previous_last}")
+            if batch.last_offset - base > INT32_MAX:
+                return (f"the batch at position {batch.position} ends at offset "
+                        f"{batch.last_offset}, beyond the base {base} + 2^31 - 1")
+            previous_last, end = batch.last_offset, batch.position + batch.size
+        if end != size:
+            return f"no valid batch at position {end} of {size} bytes (garbage or a torn write)"
+        return None
+    finally:
+        os.close(fd)
+
+
+def check_indexes_against_log(segment: LogSegment, end_offset: int | None) -> None:
+    """Decide on open whether ``segment``'s indexes can be trusted; ``CorruptIndexError`` (the
+    loader then rebuilds them from the ``.log``) on any doubt. ``end_offset`` is the next
+    segment's base offset, None for the last (active) segment.
+
+    Every entry of both indexes is checked (``check_entries``: monotonic, inside the file). The
+    last offset-index entry (or position 0) must point at a batch boundary consistent with it,
+    and the largest timestamp there must not exceed the time index's last entry (a time index
+    zeroed by a lost write reads as timestamp 0 and would make retention delete the segment).
+    Cheap for a closed segment: one batch header is read. The active segment's tail, from its
+    last index entry to the end of the file, is scanned batch by batch with CRCs: garbage after a
+    clean shutdown (a stale marker, a torn write) is found here and truncated by the rebuild."""
+    size = segment.size
+    offsets, times = segment.offset_index, segment.time_index
+    try:
+        bound = 2**63 if end_offset is None else end_offset
+        offsets.check_entries(size, bound)
+        times.check_entries(bound)
+        entry = offsets.last_entry_or_none()
+        last_time = times.last_entry()
+        position = entry.position if entry is not None else 0
+        if size == 0:
+            if entry is not None or times.entries:
+                raise CorruptIndexError(f"indexes of the empty segment {segment.log_path} have "
+                                        f"entries", path=str(segment.log_path))
+            return
+        if end_offset is None:
+            first, next_offset, max_ts = _scan_tail(segment, position)
+        else:
+            first, max_ts = _batch_header(segment, position)
+            next_offset = end_offset
+        # the batch an entry points at starts at or below the entry's offset (an entry names the
+        # last offset of the append starting there); without an entry it is the first batch,
+        # which compaction may have moved above the segment's base offset
+        high = next_offset - 1 if entry is None else min(entry.offset, next_offset - 1)
+        if not segment.base_offset <= first <= high:
+            raise CorruptIndexError(
+                f"{offsets.path}: the batch at position {position} of {segment.log_path} starts "
+                f"at offset {first}, inconsistent with the index entry "
+                f"{entry.offset if entry is not None else '(none)'} -> {position}",
+                path=str(offsets.path), position=position, offset=first)
+        if last_time.offset >= next_offset or max_ts > last_time.timestamp:
+            raise CorruptIndexError(
+                f"{times.path}: its last entry {last_time.timestamp} -> {last_time.offset} "
+                f"disagrees with {segment.log_path} (a batch at position {position} or later has "
+                f"timestamp {max_ts}; the segment ends before offset {next_offset})",
+                path=str(times.path), timestamp=last_time.timestamp, offset=last_time.offset)
+    finally:
+        offsets.release()
+        times.release()
+
+
+def _batch_header(segment: LogSegment, position: int) -> tuple[int, int]:
+    """(first offset field, max timestamp) of the batch at ``position`` of a closed segment, or
+    ``CorruptIndexError`` when no plausible batch starts there. Only its header is read."""
+    fd = os.open(segment.log_path, os.O_RDONLY)   # not the handle cache: read once at load
+    try:
+        header = os.pread(fd, min(HEADER_SIZE, segment.size - position), position)
+    finally:
+        os.close(fd)
+    scan = None
+    if len(header) >= HEADER_SIZE_UP_TO_MAGIC:
+        length = _INT32.unpack_from(header, SIZE_OFFSET)[0]
+        magic = header[MAGIC_OFFSET]
+        if (length >= LEGACY_RECORD_OVERHEAD_V0 and position + LOG_OVERHEAD + length <= segment.size
+                and magic in (0, 1, MAGIC) and (magic != MAGIC or len(header) == HEADER_SIZE)):
+            first = _INT64.unpack_from(header, 0)[0]
+            if magic == MAGIC:
+                scan = first, _INT64.unpack_from(header, MAX_TIMESTAMP_OFFSET)[0]
+            elif magic == 1 and len(header) >= LEGACY_TIMESTAMP_OFFSET + 8:
+                scan = first, _INT64.unpack_from(header, LEGACY_TIMESTAMP_OFFSET)[0]
+            else:
+                scan = first, -1
+    if scan is None:
+        raise CorruptIndexError(
+            f"{segment.offset_index.path}: position {position} of {segment.log_path} is not the "
+            f"start of a batch", path=str(segment.offset_index.path), position=position)
+    return scan
+
+
+def _scan_tail(segment: LogSegment, position: int) -> tuple[int, int, int]:
+    """(first offset, next offset, max timestamp) of the batches from ``position`` to the end of
+    the active segment, each checked with its CRC; ``CorruptIndexError`` when they do not reach
+    the end of the file exactly with increasing offsets."""
+    fd = os.open(segment.log_path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        first, previous_last, max_ts, end = None, None, -1, position
+        for batch in checked_batches(fd, position, size):
+            if previous_last is not None and batch.base_offset <= previous_last \
+                    or batch.last_offset < batch.base_offset:
+                break
+            if first is None:
+                first = batch.base_offset
+            previous_last, end = batch.last_offset, batch.position + batch.size
+            max_ts = max(max_ts, batch.max_timestamp)
+    finally:
+        os.close(fd)
+    if first is None or previous_last is None or end != size:
+        raise CorruptIndexError(
+            f"{segment.log_path}: no valid batch at position {end} of {size} bytes after the "
+            f"last index entry (a torn or garbage tail)", path=str(segment.log_path),
+            position=end)
+    return first, previous_last + 1, max_ts

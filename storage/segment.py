@@ -19,14 +19,16 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import struct
 import threading
+import zlib
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
 
-from crc32c import crc32c
+import crc32c
 
 from storage import files
 from storage.clock import SYSTEM_CLOCK, Clock
@@ -38,11 +40,16 @@ from storage.errors import (
     StorageError,
 )
 from storage.index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
+from storage.kernels import LEGACY_CRC_OFFSET, LEGACY_TIMESTAMP_OFFSET
 from storage.records import (
     ATTRIBUTES_OFFSET,
+    BATCH_HEADER,
+    HEADER_SIZE,
     HEADER_SIZE_UP_TO_MAGIC,
     LOG_OVERHEAD,
     MAGIC,
+    MAGIC_OFFSET,
+    SIZE_OFFSET,
     BatchScan,
     RecordBatch,
     batch_crc,
@@ -53,6 +60,8 @@ from storage.records import (
 INT32_MAX = 2**31 - 1
 SCAN_CHUNK_BYTES = 256 * 1024
 RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024
+_INT64 = struct.Struct(">q")
+_UINT32 = struct.Struct(">I")
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +171,90 @@ def _write_fully(fd: int, pieces: list[bytes | memoryview], position: int, size:
             raise OSError(errno.ENOSPC, f"no progress writing at position {position + written}")
         written += n
         rest = rest[n:]
+
+
+class CheckedBatch(NamedTuple):
+    """A batch that passed its structure and CRC checks: where it is and its offsets."""
+
+    position: int
+    size: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    magic: int = MAGIC
+
+
+def checked_batches(fd: int, start: int, end: int) -> Iterator[CheckedBatch]:
+    """The batches of file ``fd`` from ``start`` whose structure and CRC are valid, in order;
+    stops at the first incomplete or invalid one (the caller compares the last position reached
+    with ``end`` to know whether anything was left). Offsets are not checked here.
+
+    Memory is bounded by ``RECOVERY_CHUNK_BYTES``: batches are scanned in chunks of that size, and
+    a batch larger than a chunk (v2, or a legacy magic 0/1 message) is checked streaming (its
+    header, then its checksum chained over pieces read with ``os.pread``), never read whole."""
+    position = start
+    while position + HEADER_SIZE_UP_TO_MAGIC <= end:
+        data = os.pread(fd, min(RECOVERY_CHUNK_BYTES, end - position), position)
+        scan = scan_batches(data, check_crc=True)
+        if len(scan.positions):
+            for pos, size, base, last, max_ts, magic in zip(
+                    scan.positions.tolist(), scan.sizes.tolist(), scan.base_offsets.tolist(),
+                    scan.last_offsets.tolist(), scan.max_timestamps.tolist(),
+                    scan.magics.tolist()):
+                yield CheckedBatch(position + pos, size, base, last, max_ts, magic)
+            position += scan.valid_bytes
+            if scan.error is not None:
+                return
+            continue
+        if scan.error is not None:
+            return
+        batch_size = int.from_bytes(data[SIZE_OFFSET:LOG_OVERHEAD], "big", signed=True) \
+            + LOG_OVERHEAD
+        if batch_size <= len(data) or position + batch_size > end:
+            return   # incomplete at the end of the file
+        batch = _check_large_batch(fd, position, batch_size)
+        if batch is None:
+            return
+        yield batch
+        position += batch_size
+
+
+def _check_large_batch(fd: int, position: int, size: int) -> CheckedBatch | None:
+    """Check the batch of ``size`` bytes at ``position`` (larger than a recovery chunk) without
+    holding it in memory: its header's structure, then its checksum streamed over
+    ``RECOVERY_CHUNK_BYTES`` pieces (v2: CRC32C from the attributes to the end; a legacy magic 0/1
+    message: CRC32 from the magic byte to the end). None when it is not a valid batch."""
+    header = os.pread(fd, HEADER_SIZE, position)
+    magic = header[MAGIC_OFFSET] if len(header) > MAGIC_OFFSET else -1
+    if magic == MAGIC and len(header) == HEADER_SIZE:
+        (base, _length, _epoch, _magic, crc, _attributes, last_delta, _base_ts, max_ts, _pid,
+         _pepoch, _seq, _count) = BATCH_HEADER.unpack(header)
+        if _streamed_checksum(fd, position + ATTRIBUTES_OFFSET, position + size,
+                              crc32c.crc32c) != crc:
+            return None
+        return CheckedBatch(position, size, base, base + last_delta, max_ts)
+    if magic in (0, 1) and len(header) >= LEGACY_TIMESTAMP_OFFSET + 8:
+        offset = _INT64.unpack_from(header, 0)[0]
+        crc = _UINT32.unpack_from(header, LEGACY_CRC_OFFSET)[0]
+        max_ts = _INT64.unpack_from(header, LEGACY_TIMESTAMP_OFFSET)[0] if magic == 1 else -1
+        if _streamed_checksum(fd, position + MAGIC_OFFSET, position + size, zlib.crc32) != crc:
+            return None
+        return CheckedBatch(position, size, offset, offset, max_ts, magic)
+    return None
+
+
+def _streamed_checksum(fd: int, start: int, stop: int,
+                       update: Callable[..., int]) -> int | None:
+    """``update`` (crc32c.crc32c or zlib.crc32) chained over ``[start, stop)`` of ``fd``, read
+    in ``RECOVERY_CHUNK_BYTES`` pieces; None when the file ends early."""
+    value = 0
+    while start < stop:
+        piece = os.pread(fd, min(RECOVERY_CHUNK_BYTES, stop - start), start)
+        if not piece:
+            return None
+        value = update(piece, value)
+        start += len(piece)
+    return value
 
 
 class LogSegment:
@@ -527,7 +620,7 @@ class LogSegment:
                     scan.last_offsets.tolist(), scan.max_timestamps.tolist(), scan.magics.tolist(),
                     scan.records_counts.tolist(), scan.crcs.tolist()):
                 entry = BatchEntry(position + pos, size, base, last, max_ts, magic, n)
-                computed = crc32c(view[pos + ATTRIBUTES_OFFSET:pos + size]) if magic == MAGIC \
+                computed = crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET:pos + size]) if magic == MAGIC \
                     else batch_crc(view, pos, size, magic)
                 if computed != stored:
                     if first_last is not None and held is None and damaged is None:
@@ -664,11 +757,29 @@ class LogSegment:
 
     # ---- recovery and truncation -------------------------------------------------------------
     def recover(self, max_message_bytes: int | None = None, *,
-                keep_cut: Callable[[int], None] | None = None) -> int:
-        """Rebuild both indexes from the ``.log``, checking every batch's CRC and offsets, and
-        truncate at the first invalid byte. Returns the number of bytes truncated.
+                keep_cut: Callable[[int], None] | None = None,
+                next_base_offset: int | None = None) -> int:
+        """Rebuild both indexes from the ``.log``, checking every batch's structure, CRC and
+        offsets, and truncate at the first invalid byte. Returns the number of bytes truncated.
         ``keep_cut(position)``, if given, is called before truncating at ``position``, while the
-        bytes are still in the file (the loader copies them to quarantine)."""
+        bytes are still in the file (the loader copies them to quarantine).
+
+        ``max_message_bytes`` is accepted for old callers and ignored: like Kafka, recovery judges a
+        batch by its structure and CRC, never by the topic's current size limit (which may have been
+        lowered after larger batches were written). Memory stays bounded all the same: a batch
+        larger than ``RECOVERY_CHUNK_BYTES`` is checked piece by piece (see ``checked_batches``).
+
+        Offsets lie outside the CRC, so a batch is kept only when its offsets fit between its
+        neighbours: above the batch before it, below the batch after it and below
+        ``next_base_offset`` (the next segment's base, when there is one). When a batch and the
+        batch after it disagree, the one out of place is cut: the later one if the earlier one
+        follows its predecessor exactly, else the earlier one (a flipped base offset). A batch
+        overflowing the segment's 32-bit relative offsets (an old broker's segment) raises
+        ``SegmentOffsetOverflowError`` only once its neighbours agree with it, so a flipped
+        base offset is cut, never taken for an overflow to split. The log's very last v2 batch
+        (no ``next_base_offset``, nothing after it) must follow the batch before it exactly, as
+        every append does (a legacy compressed message carries only its last offset)."""
+        del max_message_bytes
         self.make_writable()
         self.offset_index.reset()
         self.time_index.reset()
@@ -676,46 +787,44 @@ class LogSegment:
         try:
             file_size = os.fstat(fd).st_size
             valid = 0
-            last_index_entry = 0
-            max_ts, max_ts_offset = -1, self.base_offset
+            self._recovered_max = (-1, self.base_offset)
+            self._recovered_index_position = 0
             prev_last = self.base_offset - 1
-            chunk = RECOVERY_CHUNK_BYTES
-            stop = False
-            while not stop and valid + HEADER_SIZE_UP_TO_MAGIC <= file_size:
-                data = os.pread(fd, min(chunk, file_size - valid), valid)
-                scan = scan_batches(data, check_crc=True)
-                if len(scan.positions) == 0:
-                    if scan.error is not None:
+            held: CheckedBatch | None = None     # accepted once the batch after it agrees
+            for batch in checked_batches(fd, 0, file_size):
+                if held is not None:
+                    if batch.base_offset > held.last_offset:
+                        self._accept_recovered(held, valid)
+                    elif held.base_offset == prev_last + 1:
+                        # the next batch's offsets are out of place, not the held one's (which
+                        # follows its predecessor exactly): keep the held batch, cut here
+                        self._accept_recovered(held, valid)
+                        valid += held.size
+                        prev_last = held.last_offset
+                        held = None
                         break
-                    batch_size = int.from_bytes(data[8:12], "big", signed=True) + LOG_OVERHEAD
-                    if batch_size <= len(data) or valid + batch_size > file_size:
+                    else:
+                        held = None              # out of place itself (a flipped base offset)
                         break
-                    if max_message_bytes is not None and batch_size > max(max_message_bytes, chunk):
-                        break
-                    chunk = batch_size
-                    continue
-                chunk = RECOVERY_CHUNK_BYTES
-                for _pos, size, base, last, bts in zip(
-                        scan.positions.tolist(), scan.sizes.tolist(), scan.base_offsets.tolist(),
-                        scan.last_offsets.tolist(), scan.max_timestamps.tolist()):
-                    if base <= prev_last or last < base:
-                        stop = True
-                        break
-                    if not self.can_convert_to_relative_offset(last):
-                        raise SegmentOffsetOverflowError(
-                            f"{self.log_path}: the batch at position {valid} ends at offset "
-                            f"{last}, beyond the segment's base {self.base_offset} + 2^31 - 1",
-                            path=str(self.log_path), position=valid, offset=last)
-                    if bts > max_ts:
-                        max_ts, max_ts_offset = bts, last
-                    if valid - last_index_entry > self.config.index_interval_bytes:
-                        self.offset_index.append(last, valid)
-                        self.time_index.maybe_append(max_ts, max_ts_offset)
-                        last_index_entry = valid
-                    valid += size
-                    prev_last = last
-                if scan.error is not None:
-                    stop = True
+                    valid += held.size
+                    prev_last = held.last_offset
+                if batch.base_offset <= prev_last or batch.last_offset < batch.base_offset or (
+                        next_base_offset is not None and batch.last_offset >= next_base_offset):
+                    held = None
+                    break
+                held = batch
+            if held is not None and next_base_offset is None and held.magic == MAGIC \
+                    and held.base_offset != prev_last + 1:
+                # the log's last batch has no neighbour after it to vouch for its base offset;
+                # the log itself only ever appends there right after the batch before, so a gap
+                # can only be a damaged base offset
+                held = None
+            if held is not None:                 # the last batch: nothing after it to disagree
+                self._accept_recovered(held, valid)
+                valid += held.size
+                prev_last = held.last_offset
+            max_ts, max_ts_offset = self._recovered_max
+            last_index_entry = self._recovered_index_position
             truncated = file_size - valid
             if truncated:
                 if keep_cut is not None:
@@ -734,6 +843,21 @@ class LogSegment:
         self.time_index.trim_to_valid_size()
         return truncated
 
+    def _accept_recovered(self, batch: CheckedBatch, position: int) -> None:
+        """Index one batch that recovery keeps, at ``position`` (the bytes kept before it)."""
+        if not self.can_convert_to_relative_offset(batch.last_offset):
+            raise SegmentOffsetOverflowError(
+                f"{self.log_path}: the batch at position {position} ends at offset "
+                f"{batch.last_offset}, beyond the segment's base {self.base_offset} + 2^31 - 1",
+                path=str(self.log_path), position=position, offset=batch.last_offset)
+        max_ts, _ = self._recovered_max
+        if batch.max_timestamp > max_ts:
+            self._recovered_max = (batch.max_timestamp, batch.last_offset)
+        if position - self._recovered_index_position > self.config.index_interval_bytes:
+            self.offset_index.append(batch.last_offset, position)
+            self.time_index.maybe_append(*self._recovered_max)
+            self._recovered_index_position = position
+
     def truncate_to(self, offset: int) -> int:
         """Remove every batch holding offsets >= ``offset``; return the bytes removed."""
         entry = self.translate_offset(offset)
@@ -747,8 +871,7 @@ class LogSegment:
         HANDLES.forget(self.log_path)
         self._size = entry.position
         self._next_offset = None
-        last = self.time_index.last_entry()
-        self._max_timestamp_and_offset = last
+        self._max_timestamp_and_offset = self._load_largest_timestamp()
         self._bytes_since_last_index_entry = 0
         if self._size == 0:
             self._created_ms = self.clock.milliseconds()
@@ -756,6 +879,16 @@ class LogSegment:
         else:
             self._rolling_based_timestamp = None
         return removed
+
+    def _load_largest_timestamp(self) -> TimestampOffset:
+        """The largest timestamp and its offset: the time index's last entry, raised by any batch
+        after it (Kafka's loadLargestTimestamp; the index only samples every interval)."""
+        largest = self.time_index.last_entry()
+        start = self.offset_index.lookup(largest.offset).position
+        for batch in self.batches(start):
+            if batch.max_timestamp > largest.timestamp:
+                largest = TimestampOffset(batch.max_timestamp, batch.last_offset)
+        return largest
 
     def truncate_fully(self) -> int:
         """Remove every batch (an unreadable segment found by recovery); return the bytes removed."""

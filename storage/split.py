@@ -49,6 +49,7 @@ def split_overflowed_segment(segment: LogSegment, config: LogConfig, *,
                            entry.max_timestamp))
         previous_last = entry.last_offset
     directory = segment.dir
+    last_modified_ms = segment.last_modified_ms
     kept = sum(size for group in groups for _position, size, _base, _last, _ts in group)
     left_out = segment.size - kept
     created: list[LogSegment] = []
@@ -70,6 +71,7 @@ def split_overflowed_segment(segment: LogSegment, config: LogConfig, *,
     for new in created:
         new.change_file_suffixes(files.SWAP_SUFFIX, "")
         new.make_read_only()
+        new.set_last_modified_ms(last_modified_ms)   # retention by mtime sees the original's age
     fsync_dir(directory)
     log.warning("split %s, whose offsets overflowed its base, into segments %s (%d bytes at its "
                 "end left out)", segment.log_path, [s.base_offset for s in created], left_out)

@@ -369,7 +369,7 @@ def _check_segment(directory: Path, path: Path, base: int, segment: Path, swappe
     from storage import files
 
     name = str(segment.relative_to(directory))
-    result = check_log(segment, read_only(segment), base, max_message_bytes=max_message_bytes,
+    result = check_log(segment, read_only(segment), base, max_message_bytes=None,
                        name=name)
     if after_truncation:
         findings.append(Finding("after-truncation", name, "follows a truncated segment: "

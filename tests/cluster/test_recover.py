@@ -194,6 +194,9 @@ def test_an_overflowing_segment_is_split_not_truncated(
     first = build_batch([Record(b"a", b"0", 1_000)], base_offset=0)
     old_broker = first + build_batch([Record(b"b", b"1", 1_001)], base_offset=far)
     (v0 / "00000000000000000000.log").write_bytes(old_broker)
+    # the old broker's cleaner wrote it: a later segment follows, as in every real log
+    (v0 / f"{far + 1:020d}.log").write_bytes(
+        build_batch([Record(b"c", b"2", 1_002)], base_offset=far + 1))
     code, report, _ = recover(capsys, logs, "--dry-run")
     assert code == 1
     assert ("offset-overflow", "v-0/00000000000000000000.log", len(first), "split") in \
@@ -204,8 +207,8 @@ def test_an_overflowing_segment_is_split_not_truncated(
     code, report, _ = recover(capsys, logs)
     assert (code, report["status"]) == (0, "repaired")
     log = Log.open(v0, CONFIG)
-    assert [(r.offset, r.value) for r in log.read()] == [(0, b"0"), (far, b"1")]
-    assert log.segment_base_offsets()[:2] == [0, far]
+    assert [(r.offset, r.value) for r in log.read()] == [(0, b"0"), (far, b"1"), (far + 1, b"2")]
+    assert log.segment_base_offsets() == [0, far, far + 1]
     log.close()
 
 

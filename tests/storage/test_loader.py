@@ -146,14 +146,33 @@ def test_truncation_deletes_later_unflushed_segments(tmp_path: Path, clock: Fake
     assert reopened.segment_base_offsets() == [0, 10, 20]
 
 
-def test_log_end_below_checkpointed_start_empties_log(tmp_path: Path, clock: FakeClock) -> None:
+def test_checkpointed_log_start_beyond_the_log_end_is_ignored_and_deletes_nothing(
+        tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 12: a readable but wrong log-start-offset checkpoint must not empty the log (Kafka
+    deletes every segment here); the log start is clamped to [first segment base, log end]."""
     log = filled_log(tmp_path / "t-0", clock, n=10)
     log.close()
     reopened = open_log(log.dir, log.config, clock, recovery_point=10, clean=True,
                         log_start_offset=50)
-    assert reopened.log_start_offset == 50
-    assert reopened.log_end_offset == 50
-    assert list(reopened.read()) == []
+    assert reopened.log_start_offset == 0
+    assert reopened.log_end_offset == 10
+    assert values(reopened.read()) == list(range(10))
+    assert "ignoring the checkpointed log start offset 50" in caplog.text
+    reopened.append([rec(10)])
+    assert reopened.log_end_offset == 11
+
+
+def test_segments_below_a_checkpointed_log_start_go_by_retention_not_at_load(
+        tmp_path: Path, clock: FakeClock) -> None:
+    log = filled_log(tmp_path / "t-0", clock, n=30, retention_ms=-1)
+    log.close()
+    reopened = open_log(log.dir, log.config, clock, recovery_point=30, clean=True,
+                        log_start_offset=25)
+    assert reopened.segment_base_offsets() == [0, 10, 20]
+    assert reopened.log_start_offset == 25
+    assert values(reopened.read()) == list(range(25, 30))
+    assert reopened.delete_old_segments() == 2
+    assert reopened.segment_base_offsets() == [20]
 
 
 def test_empty_active_segment_survives_reopen(tmp_path: Path, clock: FakeClock) -> None:
@@ -169,7 +188,7 @@ def test_empty_active_segment_survives_reopen(tmp_path: Path, clock: FakeClock) 
 
 
 def test_open_without_recovery_point_recovers_everything(tmp_path: Path, clock: FakeClock) -> None:
-    log = filled_log(tmp_path / "t-0", clock, n=30)
+    log = filled_log(tmp_path / "t-0", clock, n=30, retention_ms=-1)
     log.close()
     reopened = Log.open(log.dir, log.config)
     assert reopened.load_result.recovered_segments == reopened.number_of_segments

@@ -112,15 +112,17 @@ def test_what_the_split_of_an_overflowed_segment_leaves_out_is_kept(
     path = tmp_path / "t-0"
     path.mkdir()
     far = 2**31 + 10
-    kept = [build_batch([rec(0)], base_offset=0), build_batch([rec(1)], base_offset=far)]
+    # the batch after the overflowing one follows it, vouching for its offsets
+    kept = [build_batch([rec(0)], base_offset=0), build_batch([rec(1)], base_offset=far),
+            build_batch([rec(3)], base_offset=far + 1)]
     stale = build_batch([rec(2)], base_offset=5)              # below the previous batch
     files.log_file(path, 0).write_bytes(b"".join(kept) + stale)
     log = Log.open(path, LogConfig(), clock=clock, scheduler=FakeScheduler(clock))
-    assert [(r.offset, int(r.value)) for r in log.read()] == [(0, 0), (far, 1)]
+    assert [(r.offset, int(r.value)) for r in log.read()] == [(0, 0), (far, 1), (far + 1, 3)]
     [held] = log.load_result.quarantined
     log.close()
     assert (held.original, held.position, held.bytes) == \
-        ("00000000000000000000.log", len(kept[0]) + len(kept[1]), len(stale))
+        ("00000000000000000000.log", sum(len(b) for b in kept), len(stale))
     assert Path(held.path).read_bytes() == stale
     assert [q.path for q in list_quarantine(path)] == [held.path]
     assert sorted(p.name for p in (path / files.QUARANTINE_DIR).iterdir()) == \
