@@ -31,6 +31,7 @@ from storage.durable import fsync_dir
 from storage.errors import (
     CorruptRecordError,
     InvalidOffsetError,
+    InvalidRecordError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     StorageError,
@@ -38,6 +39,10 @@ from storage.errors import (
 from storage.loader import LogLoader, LoadResult
 from storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ORIGIN_CLIENT,
+    ORIGIN_COORDINATOR,
+    CompletedTxn,
+    ProducerAppendInfo,
     ProducerStateManager,
     SequenceCheck,
 )
@@ -47,10 +52,13 @@ from storage.records import (
     LOG_OVERHEAD,
     BatchHeader,
     Compression,
+    ControlType,
     Record,
     RecordBatch,
     build_batch,
+    build_end_txn_marker,
     byte_view,
+    parse_control_record,
     scan_batches,
 )
 from storage.scheduler import Scheduler, default_scheduler
@@ -216,16 +224,38 @@ class Log:
     # ---- append ------------------------------------------------------------------------------
     def append(self, records: Sequence[Record], *, compression: Compression = Compression.NONE,
                producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
-               partition_leader_epoch: int = -1) -> LogAppendInfo:
+               partition_leader_epoch: int = -1, is_transactional: bool = False) -> LogAppendInfo:
         """Encode ``records`` as one v2 batch and append it."""
         data = build_batch(records, compression=compression, producer_id=producer_id,
                            producer_epoch=producer_epoch, base_sequence=base_sequence,
-                           partition_leader_epoch=partition_leader_epoch)
+                           partition_leader_epoch=partition_leader_epoch,
+                           is_transactional=is_transactional)
         return self.append_batch(data)
 
-    def append_batch(self, data: bytes | bytearray | memoryview) -> LogAppendInfo:
+    def append_end_txn_marker(self, control_type: ControlType, *, producer_id: int,
+                              producer_epoch: int, coordinator_epoch: int = 0,
+                              timestamp: int | None = None) -> LogAppendInfo:
+        """Append a commit or abort marker for ``producer_id`` as the transaction coordinator."""
+        ts = self.clock.milliseconds() if timestamp is None else timestamp
+        return self.append_batch(build_end_txn_marker(
+            control_type, producer_id=producer_id, producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch, timestamp=ts), origin=ORIGIN_COORDINATOR)
+
+    def append_batch(self, data: bytes | bytearray | memoryview,
+                     origin: str = ORIGIN_CLIENT) -> LogAppendInfo:
         """Validate producer-encoded v2 batches (CRC, sizes, every record's structure, keys for a
-        compacted topic, ``max.message.bytes``) and append them with offsets assigned here."""
+        compacted topic, ``max.message.bytes``) and append them with offsets assigned here.
+
+        ``origin`` is Kafka's AppendOrigin: ``"client"`` (a producer; control batches are refused
+        with InvalidRecordError, sequences are checked) or ``"coordinator"`` (the transaction
+        coordinator: may write commit/abort markers, whose producer and coordinator epochs are
+        checked). The batches of one producer in one append are checked in order, each against
+        the state the earlier ones left; a retry of batches already appended is a duplicate."""
+        if origin not in (ORIGIN_CLIENT, ORIGIN_COORDINATOR):
+            raise InvalidRecordError(f"append to {self.name}: origin {origin!r} is not "
+                                     f"{ORIGIN_CLIENT!r} or {ORIGIN_COORDINATOR!r}",
+                                     partition=self.name, origin=origin)
+        from_client = origin == ORIGIN_CLIENT
         view = byte_view(data)
         spans = _batch_spans(view)
         if spans is None:
@@ -246,7 +276,7 @@ class Log:
                     f"segment.bytes={self.config.segment_bytes}", partition=self.name, size=size)
             checks.append((batch, validate_for_append(
                 batch, require_keys=require_keys,
-                max_message_bytes=self.config.max_message_bytes)))
+                max_message_bytes=self.config.max_message_bytes, from_client=from_client)))
         log_append_time = (self.clock.milliseconds()
                            if self.config.message_timestamp_type == "LogAppendTime" else -1)
         with self._lock:
@@ -255,28 +285,37 @@ class Log:
             next_offset = self._log_end_offset
             first_offset = next_offset
             max_ts, offset_of_max_ts, records, size = -1, next_offset, 0, 0
-            appended: list[tuple[BatchHeader, int, int]] = []   # header, base offset, max ts
+            producers: dict[int, ProducerAppendInfo] = {}   # this append's state, per producer
+            completed: list[CompletedTxn] = []
             duplicates: list[SequenceCheck] = []
             for batch, check in checks:
                 header = check.header
-                from_producer = header is not None and header.producer_id >= 0
-                if from_producer:
-                    sequence = self.producer_state.check(header.producer_id, header.producer_epoch,
-                                                         header.base_sequence, check.records_count)
-                    if sequence.duplicate or any(
-                            h.producer_id == header.producer_id
-                            and h.base_sequence == header.base_sequence for h, _, _ in appended):
-                        duplicates.append(sequence)
-                        continue
+                batch_max_ts = log_append_time if log_append_time >= 0 else check.max_timestamp
+                if header is not None and (header.producer_id >= 0 or header.is_control):
+                    info = producers.get(header.producer_id)
+                    if info is None:
+                        info = producers[header.producer_id] = self.producer_state.prepare_update(
+                            header.producer_id, origin)
+                    if header.is_control:
+                        done = self._check_marker(batch, header, info, next_offset, batch_max_ts)
+                        if done is not None:
+                            completed.append(done)
+                    else:
+                        sequence = info.check_data_batch(header.producer_epoch,
+                                                         header.base_sequence,
+                                                         check.records_count, next_offset)
+                        if sequence.duplicate:
+                            duplicates.append(sequence)
+                            continue
+                        info.append_data_batch(
+                            header.producer_epoch, header.base_sequence, header.last_sequence,
+                            next_offset, next_offset + header.last_offset_delta, batch_max_ts,
+                            header.is_transactional)
                 pieces.append(_OFFSET.pack(next_offset))
                 if log_append_time >= 0:
                     pieces.append(_with_log_append_time(batch, log_append_time))
-                    batch_max_ts = log_append_time
                 else:
                     pieces.append(batch[8:])
-                    batch_max_ts = check.max_timestamp
-                if from_producer:
-                    appended.append((header, next_offset, batch_max_ts))
                 if batch_max_ts > max_ts:
                     max_ts = batch_max_ts
                     offset_of_max_ts = next_offset + check.last_offset_delta
@@ -292,16 +331,37 @@ class Log:
                                                   self.clock.milliseconds()))
             segment.append(last_offset, max_ts, offset_of_max_ts, pieces, size)
             self._log_end_offset = next_offset
-            for header, base, batch_max_ts in appended:
-                self.producer_state.update(
-                    header.producer_id, header.producer_epoch, header.base_sequence,
-                    header.last_sequence, base, base + header.last_offset_delta, batch_max_ts)
+            state = self.producer_state
+            for info in producers.values():
+                state.commit(info)
+            for txn in completed:
+                self._complete_txn(segment, txn)
+            state.map_end_offset = max(state.map_end_offset, next_offset)
             self._unflushed_messages += records
             info = LogAppendInfo(first_offset, last_offset, max_ts, offset_of_max_ts, records,
                                  len(pieces) // 2, size, log_append_time, self._log_start_offset)
             if self._unflushed_messages >= self.config.flush_messages:
                 self.flush()
         return info
+
+    def _check_marker(self, batch: memoryview, header: BatchHeader, info: ProducerAppendInfo,
+                      offset: int, timestamp: int) -> CompletedTxn | None:
+        """Check a control batch the coordinator appends at ``offset``: one commit or abort marker
+        of a producer, within its epochs; returns the transaction it closes."""
+        records = RecordBatch(bytes(batch)).records()
+        marker = parse_control_record(records[0]) if records else None
+        if header.producer_id < 0 or marker is None or marker[0] not in (ControlType.ABORT,
+                                                                          ControlType.COMMIT):
+            raise InvalidRecordError(
+                f"append to {self.name}: the control batch at offset {offset} is not a commit or "
+                f"abort marker of a producer", partition=self.name, offset=offset)
+        return info.append_end_txn_marker(marker[0], marker[1], header.producer_epoch, offset,
+                                          timestamp)
+
+    def _complete_txn(self, segment: LogSegment, txn: CompletedTxn) -> None:
+        """Close a transaction whose marker is in ``segment`` (Kafka: the LSO after it goes into
+        the aborted transaction's index entry, then the transaction completes)."""
+        self.producer_state.complete_txn(txn)
 
     def _maybe_roll(self, params: RollParams) -> LogSegment:
         segment = self._segments[self._bases[-1]]

@@ -183,3 +183,37 @@ def test_expired_producers_are_not_loaded_from_a_snapshot(tmp_path: Path) -> Non
     assert set(reopened.producer_state.producers) == {8}
     assert reopened.append_batch(batch(8, 0, 0)).duplicate
 
+
+
+# ---- several batches of one producer in one append (issue 11.4, Kafka's ProducerAppendInfo) ------
+def test_two_batches_of_one_producer_in_one_append_are_appended_in_sequence(
+        tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    log.append_batch(batch(7, 0, 0))                 # the producer is known: sequences checked
+    info = log.append_batch(batch(7, 0, 3) + batch(7, 0, 6))
+    assert not info.duplicate and (info.first_offset, info.last_offset) == (3, 8)
+    assert info.batches == 2
+    assert log.producer_state.producers[7].last_seq == 8
+    assert not log.append_batch(batch(7, 0, 9)).duplicate
+
+
+def test_retry_of_a_pair_appended_together_is_a_duplicate(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    log.append_batch(batch(7, 0, 0))
+    log.append_batch(batch(7, 0, 3) + batch(7, 0, 6))
+    retry = log.append_batch(batch(7, 0, 3) + batch(7, 0, 6))
+    assert retry.duplicate
+    assert (retry.first_offset, retry.last_offset) == (3, 8)
+    assert log.log_end_offset == 9
+    copy = tmp_path / "copy" / "p-0"
+    shutil.copytree(log.dir, copy)                   # replayed from the log after a kill
+    assert open_log(copy).append_batch(batch(7, 0, 3) + batch(7, 0, 6)).duplicate
+
+
+def test_a_gap_between_two_batches_of_one_append_refuses_the_whole_append(
+        tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append_batch(batch(7, 0, 0) + batch(7, 0, 4))
+    assert log.log_end_offset == 0 and log.producer_state.producers == {}
+    assert not log.append_batch(batch(7, 0, 0)).duplicate
