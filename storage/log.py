@@ -130,6 +130,7 @@ class Log:
         self.load_result = load
         self._closed = False
         self.producer_state = ProducerStateManager(directory, producer_id_expiration_ms)
+        self.producer_state.remove_stray_snapshots(self._bases)
         self._rebuild_producer_state(had_clean_shutdown=load.clean_shutdown)
         self.on_offsets_changed: Callable[[Log], None] | None = None
 
@@ -643,7 +644,8 @@ class Log:
 
         1. rename each new segment ``.cleaned`` -> ``.swap``, highest offset first, and add it;
         2. remove each old segment (unless the first new one replaced it at the same base) and rename
-           it ``.deleted`` for the async delete;
+           it ``.deleted`` for the async delete; the producer snapshots at the bases of the removed
+           segments go too (Kafka's deleteProducerSnapshots);
         3. rename each new segment ``.swap`` -> final name, then fsync the directory.
 
         A crash anywhere leaves files from which the loader restores the log as before or as after.
@@ -669,6 +671,9 @@ class Log:
                 if segment.base_offset not in self._bases:
                     bisect.insort(self._bases, segment.base_offset)
             self._delete_segment_files(live)
+            for segment in live:
+                if segment.base_offset != first_new:
+                    self.producer_state.delete_snapshot(segment.base_offset)
             for segment in new_sorted:
                 segment.change_file_suffixes(files.SWAP_SUFFIX, "")
             fsync_dir(self.dir)

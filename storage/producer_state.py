@@ -40,7 +40,7 @@ import struct
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Iterable, NamedTuple
 
 import crc32c
 
@@ -414,6 +414,23 @@ class ProducerStateManager:
             return offset
         self.map_end_offset = 0
         return 0
+
+    def delete_snapshot(self, offset: int) -> None:
+        """Delete the snapshot at ``offset`` if there is one (its segment was removed)."""
+        files.snapshot_file(self.dir, offset).unlink(missing_ok=True)
+
+    def remove_stray_snapshots(self, segment_bases: Iterable[int]) -> list[int]:
+        """At load (Kafka's removeStraySnapshots): delete every snapshot not at a segment's base
+        offset, except the newest such one when it is at or above the last segment's base (the
+        snapshot a clean shutdown wrote at the log end). Returns the offsets deleted."""
+        bases = set(segment_bases)
+        stray = [at for at in self.snapshot_offsets() if at not in bases]
+        doomed = stray[:-1]
+        if stray and bases and stray[-1] < max(bases):
+            doomed.append(stray[-1])
+        for at in doomed:
+            self.delete_snapshot(at)
+        return doomed
 
     def delete_snapshots_below(self, offset: int) -> None:
         """Snapshots of segments removed by retention or cleaning are no longer needed; the newest

@@ -217,3 +217,56 @@ def test_a_gap_between_two_batches_of_one_append_refuses_the_whole_append(
         log.append_batch(batch(7, 0, 0) + batch(7, 0, 4))
     assert log.log_end_offset == 0 and log.producer_state.producers == {}
     assert not log.append_batch(batch(7, 0, 0)).duplicate
+
+
+# ---- snapshots of removed segments and stray snapshots (issue 11.7) ------------------------------
+def test_remove_stray_snapshots_keeps_the_clean_shutdown_snapshot(tmp_path: Path) -> None:
+    """Kafka's ProducerStateManagerTest.testRemoveStraySnapshotsKeepCleanShutdownSnapshot."""
+    state = ProducerStateManager(tmp_path)
+    for at in (5, 2, 42):
+        state.take_snapshot(at)
+    state.remove_stray_snapshots([5])
+    assert state.snapshot_offsets() == [5, 42]
+
+
+def test_remove_all_stray_snapshots_below_the_last_segment(tmp_path: Path) -> None:
+    """Kafka's ProducerStateManagerTest.testRemoveAllStraySnapshots."""
+    state = ProducerStateManager(tmp_path)
+    for at in (5, 2, 42):
+        state.take_snapshot(at)
+    state.remove_stray_snapshots([42])
+    assert state.snapshot_offsets() == [42]
+
+
+def test_stray_snapshots_are_removed_when_a_log_opens(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    for seq in range(0, 9, 3):
+        log.append_batch(batch(7, 0, seq))
+        log.roll()                                   # snapshots at the bases 3, 6 and 9
+    log.append_batch(batch(7, 0, 9))
+    log.flush()
+    log.close()                                      # and at the log end, 12
+    for stray in (1, 4, 7):
+        log.producer_state.take_snapshot(stray)
+    reopened = open_log(tmp_path / "p-0", recovery_point=12, had_clean_shutdown=True)
+    assert reopened.segment_base_offsets() == [0, 3, 6, 9]
+    assert reopened.producer_state.snapshot_offsets() == [3, 6, 9, 12]
+    assert reopened.append_batch(batch(7, 0, 9)).duplicate
+
+
+def test_replacing_segments_deletes_the_snapshots_of_the_merged_segments(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "p-1", LogConfig(segment_bytes=4096, file_delete_delay_ms=0),
+                   clock=FakeClock(NOW))
+    for seq in range(0, 9, 3):
+        log.append_batch(batch(7, 0, seq))
+        log.roll()                                   # snapshots at 3, 6 and 9
+    old = log.segments()[:3]
+    cleaned = log.create_cleaned_segment(0)
+    for segment in old:
+        fetch = log.read_raw(segment.base_offset)
+        cleaned.append(segment.read_next_offset() - 1, NOW, segment.base_offset, [fetch.data])
+    cleaned.on_become_inactive()
+    log.replace_segments([cleaned], old)
+    assert log.segment_base_offsets() == [0, 9]
+    assert log.producer_state.snapshot_offsets() == [9]
+    assert [r.offset for r in log.read(0)] == list(range(9))
