@@ -19,6 +19,7 @@ import os
 import struct
 import threading
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple, Sequence
 
@@ -175,7 +176,14 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
-        return self._log_end_offset
+        """The first offset of the earliest open transaction (not below the log start offset),
+        else the log end (Kafka's LSO, with the high watermark at the log end): a
+        ``read_committed`` reader sees nothing at or above it."""
+        with self._lock:
+            first = self.producer_state.first_undecided_offset()
+            if first is None:
+                return self._log_end_offset
+            return min(max(first, self._log_start_offset), self._log_end_offset)
 
     @property
     def recovery_point(self) -> int:
@@ -767,10 +775,10 @@ class Log:
                 if entry.last_offset < start or entry.magic < 2:
                     continue
                 header = BatchHeader.parse(segment.read_bytes(entry.position, HEADER_SIZE))
-                if header.producer_id >= 0:
-                    state.update(header.producer_id, header.producer_epoch, header.base_sequence,
-                                 header.last_sequence, header.base_offset, header.last_offset,
-                                 header.max_timestamp)
+                txn = state.replay_batch(header, partial(segment.read_bytes, entry.position,
+                                                         entry.size))
+                if txn is not None:
+                    state.complete_txn(txn)
         state.map_end_offset = end
 
     def _ensure_open(self) -> None:

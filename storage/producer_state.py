@@ -40,14 +40,14 @@ import struct
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, NamedTuple
+from typing import Callable, Iterable, NamedTuple
 
 import crc32c
 
 from storage import files
 from storage.durable import atomic_write
 from storage.errors import CorruptRecordError, InvalidRecordError, StorageError
-from storage.records import ControlType
+from storage.records import BatchHeader, ControlType, RecordBatch, parse_control_record
 
 SNAPSHOT_VERSION = 1
 _HEADER = struct.Struct(">hIi")           # version, crc, count
@@ -333,6 +333,29 @@ class ProducerStateManager:
         self.commit(info)
         self.map_end_offset = max(self.map_end_offset, offset + 1)
         return completed
+
+    def replay_batch(self, header: BatchHeader, read_batch: Callable[[], bytes]
+                     ) -> CompletedTxn | None:
+        """Replay one v2 batch already in the log (loading, recovery): a data batch of a producer
+        updates it, a commit/abort marker (read with ``read_batch``, the whole batch) closes its
+        transaction, which is returned *not yet completed*: the caller takes
+        ``last_stable_offset_after`` for an index entry, then calls ``complete_txn``. Batches
+        without a producer id, empty control batches (cleaned away) and other control records
+        change nothing."""
+        if header.producer_id < 0:
+            return None
+        if not header.is_control:
+            self.update(header.producer_id, header.producer_epoch, header.base_sequence,
+                        header.last_sequence, header.base_offset, header.last_offset,
+                        header.max_timestamp, header.is_transactional)
+            return None
+        records = RecordBatch(read_batch()).records() if header.records_count > 0 else []
+        marker = parse_control_record(records[0]) if records else None
+        if marker is None or marker[0] not in (ControlType.ABORT, ControlType.COMMIT):
+            self.map_end_offset = max(self.map_end_offset, header.last_offset + 1)
+            return None
+        return self.replay_marker(header.producer_id, header.producer_epoch, marker[0], marker[1],
+                                  header.base_offset, records[0].timestamp)
 
     # ---- expiration --------------------------------------------------------------------------
     def is_expired(self, entry: ProducerEntry, now_ms: int) -> bool:

@@ -1,0 +1,386 @@
+"""Transactions (KIP-98) in the producer state and the log: ports of Kafka's
+ProducerStateManagerTest transaction cases on real snapshot files, append origins, the last
+stable offset."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from storage.clock import FakeClock
+from storage.config import LogConfig
+from storage.errors import InvalidRecordError
+from storage.log import Log
+from storage.producer_state import (
+    ORIGIN_CLIENT,
+    ORIGIN_COORDINATOR,
+    CompletedTxn,
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    ProducerStateManager,
+    TransactionCoordinatorFencedError,
+    read_snapshot,
+)
+from storage.records import ControlType, Record, build_batch, build_end_txn_marker
+
+NOW = 1_700_000_000_000
+PID = 1
+EPOCH = 0
+EXPIRATION_MS = 24 * 60 * 60 * 1000
+
+
+# ---- ProducerStateManager level (Kafka's helpers appendClientEntry and appendEndTxnMarker) ------
+def append_client(state: ProducerStateManager, pid: int, epoch: int, seq: int, offset: int,
+                  is_transactional: bool, timestamp: int = NOW, origin: str = ORIGIN_CLIENT
+                  ) -> None:
+    info = state.prepare_update(pid, origin)
+    info.check_data_batch(epoch, seq, 1, offset)
+    info.append_data_batch(epoch, seq, seq, offset, offset, timestamp, is_transactional)
+    state.commit(info)
+    state.map_end_offset = offset + 1
+
+
+def append_marker(state: ProducerStateManager, pid: int, epoch: int, control: ControlType,
+                  offset: int, coordinator_epoch: int = 0, timestamp: int = NOW
+                  ) -> CompletedTxn | None:
+    info = state.prepare_update(pid, ORIGIN_COORDINATOR)
+    completed = info.append_end_txn_marker(control, coordinator_epoch, epoch, offset, timestamp)
+    state.commit(info)
+    if completed is not None:
+        state.complete_txn(completed)
+    state.map_end_offset = offset + 1
+    return completed
+
+
+def reloaded(state: ProducerStateManager, end: int, now: int = NOW) -> ProducerStateManager:
+    state.take_snapshot()
+    other = ProducerStateManager(state.dir, EXPIRATION_MS)
+    other.load_latest_snapshot(end, now)
+    return other
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> ProducerStateManager:
+    return ProducerStateManager(tmp_path, EXPIRATION_MS)
+
+
+def test_append_txn_marker_with_no_producer_state(state: ProducerStateManager) -> None:
+    """Kafka's ProducerStateManagerTest.testAppendTxnMarkerWithNoProducerState."""
+    append_marker(state, PID, 2, ControlType.COMMIT, 27)
+    entry = state.producers[PID]
+    assert (entry.epoch, entry.last_seq) == (2, -1)
+    with pytest.raises(InvalidProducerEpochError):
+        append_client(state, PID, 0, 0, 28, False)
+    with pytest.raises(OutOfOrderSequenceError):
+        append_client(state, PID, 2, 17, 28, False)
+    append_client(state, PID, 2, 0, 39, False)
+    assert (state.producers[PID].epoch, state.producers[PID].last_seq) == (2, 0)
+
+
+def test_control_record_bumps_producer_epoch(state: ProducerStateManager) -> None:
+    """Kafka's ProducerStateManagerTest.testControlRecordBumpsProducerEpoch."""
+    append_client(state, PID, EPOCH, 0, 0, False)
+    append_marker(state, PID, 1, ControlType.ABORT, 1)
+    entry = state.producers[PID]
+    assert (entry.epoch, entry.current_txn_first_offset, entry.last_seq) == (1, -1, -1)
+    append_client(state, PID, 1, 0, 2, False)
+    assert state.producers[PID].batches[0].first_seq == 0
+
+
+def test_prepare_update_does_not_mutate(state: ProducerStateManager) -> None:
+    """Kafka's ProducerStateManagerTest.testPrepareUpdateDoesNotMutate."""
+    info = state.prepare_update(PID)
+    info.append_data_batch(EPOCH, 0, 5, 15, 20, NOW)
+    assert PID not in state.producers
+    state.commit(info)
+    following = state.prepare_update(PID)
+    following.append_data_batch(EPOCH, 6, 10, 26, 30, NOW)
+    assert (state.producers[PID].last_seq, state.producers[PID].last_offset) == (5, 20)
+    state.commit(following)
+    assert (state.producers[PID].last_seq, state.producers[PID].last_offset) == (10, 30)
+
+
+def test_update_producer_transaction_state(state: ProducerStateManager) -> None:
+    """Kafka's ProducerStateManagerTest.updateProducerTransactionState."""
+    append_client(state, PID, EPOCH, 0, 9, False)
+    info = state.prepare_update(PID)
+    info.append_data_batch(EPOCH, 1, 5, 16, 20, NOW, True)
+    assert info.entry.current_txn_first_offset == 16 and info.started_transactions == [16]
+    info.append_data_batch(EPOCH, 6, 10, 26, 30, NOW, True)
+    assert info.entry.current_txn_first_offset == 16 and info.started_transactions == [16]
+    completed = info.append_end_txn_marker(ControlType.COMMIT, 15, EPOCH, 40, NOW)
+    assert completed == CompletedTxn(PID, 16, 40, False)
+    entry = info.entry
+    assert (entry.last_seq, entry.last_offset, entry.current_txn_first_offset) == (10, 30, -1)
+    assert entry.coordinator_epoch == 15
+
+
+def test_out_of_sequence_after_control_record_epoch_bump(state: ProducerStateManager) -> None:
+    """Kafka's ProducerStateManagerTest.testOutOfSequenceAfterControlRecordEpochBump."""
+    append_client(state, PID, EPOCH, 0, 0, True)
+    append_client(state, PID, EPOCH, 1, 1, True)
+    append_marker(state, PID, 1, ControlType.ABORT, 2)
+    with pytest.raises(OutOfOrderSequenceError):
+        append_client(state, PID, 1, 2, 3, True)
+    with pytest.raises(OutOfOrderSequenceError):
+        append_client(state, PID, 2, 2, 3, True)
+    append_client(state, PID, 1, 0, 3, True)
+    assert (state.producers[PID].epoch, state.producers[PID].last_seq) == (1, 0)
+
+
+def test_non_transactional_append_with_ongoing_transaction(state: ProducerStateManager) -> None:
+    """Kafka's ProducerStateManagerTest.testNonTransactionalAppendWithOngoingTransaction."""
+    append_client(state, PID, EPOCH, 0, 0, True)
+    with pytest.raises(InvalidTxnStateError):
+        append_client(state, PID, EPOCH, 1, 1, False)
+
+
+def test_recover_from_snapshot_unfinished_transaction(state: ProducerStateManager) -> None:
+    """Kafka's ProducerStateManagerTest.testRecoverFromSnapshotUnfinishedTransaction."""
+    append_client(state, PID, EPOCH, 0, 0, True)
+    append_client(state, PID, EPOCH, 1, 1, True)
+    recovered = reloaded(state, 3)
+    entry = recovered.producers[PID]
+    assert (entry.batches[0].first_offset, entry.batches[0].first_seq, entry.last_offset,
+            entry.last_seq, entry.current_txn_first_offset) == (1, 1, 1, 1, 0)
+    assert recovered.first_undecided_offset() == 0
+    append_client(recovered, PID, EPOCH, 2, 2, True)
+
+
+def test_recover_from_snapshot_finished_transaction(state: ProducerStateManager) -> None:
+    """Kafka's ProducerStateManagerTest.testRecoverFromSnapshotFinishedTransaction."""
+    append_client(state, PID, EPOCH, 0, 0, True)
+    append_client(state, PID, EPOCH, 1, 1, True)
+    append_marker(state, PID, EPOCH, ControlType.ABORT, 2)
+    recovered = reloaded(state, 3)
+    entry = recovered.producers[PID]
+    assert (entry.last_offset, entry.last_seq, entry.current_txn_first_offset) == (1, 1, -1)
+    assert recovered.first_undecided_offset() is None
+
+
+def test_recover_from_snapshot_empty_transaction(state: ProducerStateManager) -> None:
+    """Kafka's ProducerStateManagerTest.testRecoverFromSnapshotEmptyTransaction: a producer known
+    only by its marker is kept with the marker's timestamp."""
+    append_marker(state, PID, EPOCH, ControlType.ABORT, 0, timestamp=NOW - 5)
+    recovered = reloaded(state, 1)
+    entry = recovered.producers[PID]
+    assert (entry.last_timestamp, entry.current_txn_first_offset, entry.last_offset) \
+        == (NOW - 5, -1, -1)
+
+
+def test_producer_state_after_fencing_abort_marker(state: ProducerStateManager) -> None:
+    """Kafka's ProducerStateManagerTest.testProducerStateAfterFencingAbortMarker."""
+    append_client(state, PID, EPOCH, 0, 0, True)
+    append_marker(state, PID, EPOCH + 1, ControlType.ABORT, 1)
+    entry = state.producers[PID]
+    assert (entry.current_txn_first_offset, entry.last_offset) == (-1, -1)
+    state.remove_expired_producers(NOW)
+    assert PID in state.producers
+
+
+def test_first_unstable_offset(state: ProducerStateManager) -> None:
+    """Kafka's ProducerStateManagerTest.testFirstUnstableOffset (the high watermark is the log end
+    here, so the first unstable offset is the first undecided one)."""
+    assert state.first_undecided_offset() is None
+    append_client(state, PID, 5, 0, 99, True)
+    assert state.first_undecided_offset() == 99
+    append_client(state, 2, 5, 0, 105, True)
+    assert state.first_undecided_offset() == 99
+    append_marker(state, PID, 5, ControlType.COMMIT, 109)
+    assert state.first_undecided_offset() == 105
+    append_marker(state, 2, 5, ControlType.ABORT, 112)
+    assert state.first_undecided_offset() is None
+
+
+def test_producers_with_ongoing_transactions_dont_expire(state: ProducerStateManager) -> None:
+    """Kafka's ProducerStateManagerTest.testProducersWithOngoingTransactionsDontExpire."""
+    append_client(state, PID, 5, 0, 99, True)
+    assert state.remove_expired_producers(NOW + EXPIRATION_MS + 1) == 0
+    assert PID in state.producers and state.first_undecided_offset() == 99
+    assert reloaded(state, 100, now=NOW + EXPIRATION_MS + 1).first_undecided_offset() == 99
+
+
+def test_sequence_not_validated_for_coordinator_appends(state: ProducerStateManager) -> None:
+    """Kafka's ProducerStateManagerTest.testSequenceNotValidatedForGroupMetadataTopic."""
+    append_client(state, PID, EPOCH, -1, 99, True, origin=ORIGIN_COORDINATOR)
+    append_client(state, PID, EPOCH, -1, 100, True, origin=ORIGIN_COORDINATOR)
+
+
+def test_old_epoch_for_control_record(state: ProducerStateManager) -> None:
+    """Kafka's ProducerStateManagerTest.testOldEpochForControlRecord."""
+    append_client(state, PID, 5, 0, 99, True)
+    with pytest.raises(InvalidProducerEpochError):
+        append_marker(state, PID, 3, ControlType.COMMIT, 100)
+
+
+def test_coordinator_fencing(state: ProducerStateManager) -> None:
+    """Kafka's ProducerStateManagerTest.testCoordinatorFencing."""
+    append_client(state, PID, 5, 0, 99, True)
+    append_marker(state, PID, 5, ControlType.COMMIT, 100, coordinator_epoch=1)
+    assert state.producers[PID].coordinator_epoch == 1
+    append_marker(state, PID, 5, ControlType.COMMIT, 101, coordinator_epoch=1)
+    append_marker(state, PID, 5, ControlType.COMMIT, 102, coordinator_epoch=2)
+    with pytest.raises(TransactionCoordinatorFencedError):
+        append_marker(state, PID, 5, ControlType.COMMIT, 103, coordinator_epoch=1)
+
+
+def test_coordinator_fenced_after_reload(state: ProducerStateManager) -> None:
+    """Kafka's ProducerStateManagerTest.testCoordinatorFencedAfterReload."""
+    append_client(state, PID, EPOCH, 0, 99, True)
+    append_marker(state, PID, EPOCH, ControlType.COMMIT, 100, coordinator_epoch=1)
+    recovered = reloaded(state, 101)
+    with pytest.raises(TransactionCoordinatorFencedError):
+        append_marker(recovered, PID, EPOCH, ControlType.COMMIT, 101, coordinator_epoch=0)
+
+
+def test_last_stable_offset_completed_txn(state: ProducerStateManager) -> None:
+    """Kafka's ProducerStateManagerTest.testLastStableOffsetCompletedTxn."""
+    start1, start2, start3 = 992342, 992342 + 25, 992342 + 57
+    for pid, start in ((1, start1), (2, start2), (3, start3)):
+        append_client(state, pid, EPOCH, 0, start, True)
+    last1 = start3 + 15
+    txn1 = CompletedTxn(1, start1, last1, False)
+    assert state.last_stable_offset_after(txn1) == start2
+    state.complete_txn(txn1)
+    assert state.first_undecided_offset() == start2
+    last3 = last1 + 20
+    txn3 = CompletedTxn(3, start3, last3, False)
+    assert state.last_stable_offset_after(txn3) == start2
+    state.complete_txn(txn3)
+    assert state.first_undecided_offset() == start2
+    last2 = last3 + 78
+    txn2 = CompletedTxn(2, start2, last2, False)
+    assert state.last_stable_offset_after(txn2) == last2 + 1
+    state.complete_txn(txn2)
+    assert state.first_undecided_offset() is None
+
+
+def test_skip_empty_transactions(state: ProducerStateManager) -> None:
+    """Kafka's ProducerStateManagerTest.testSkipEmptyTransactions: one append that completes a
+    transaction, holds empty ones, a complete one and an open one."""
+    first = state.prepare_update(PID)
+    first.append_data_batch(EPOCH, 0, 4, 16, 20, NOW, True)
+    assert first.started_transactions == [16]
+    state.commit(first)
+    assert state.first_undecided_offset() == 16
+    second = state.prepare_update(PID)
+    done1 = second.append_end_txn_marker(ControlType.COMMIT, 0, EPOCH, 21, NOW)
+    assert done1 == CompletedTxn(PID, 16, 21, False)
+    assert second.append_end_txn_marker(ControlType.COMMIT, 0, EPOCH, 22, NOW) is None
+    assert second.append_end_txn_marker(ControlType.ABORT, 0, EPOCH, 23, NOW) is None
+    second.append_data_batch(EPOCH, 5, 8, 24, 27, NOW, True)
+    done2 = second.append_end_txn_marker(ControlType.ABORT, 0, EPOCH, 28, NOW)
+    assert done2 == CompletedTxn(PID, 24, 28, True)
+    assert second.append_end_txn_marker(ControlType.ABORT, 0, EPOCH, 29, NOW) is None
+    second.append_data_batch(EPOCH, 9, 10, 30, 31, NOW, True)
+    assert second.started_transactions == [24, 30]
+    state.commit(second)
+    state.complete_txn(done1)
+    state.complete_txn(done2)
+    assert state.first_undecided_offset() == 30
+
+
+def test_snapshot_carries_coordinator_epoch_and_open_transaction(
+        state: ProducerStateManager) -> None:
+    append_client(state, PID, 3, 0, 10, True)
+    append_marker(state, 2, 1, ControlType.COMMIT, 11, coordinator_epoch=7)
+    path = state.take_snapshot(12)
+    entries = {e.producer_id: e for e in read_snapshot(path.read_bytes(), path)}
+    assert (entries[PID].current_txn_first_offset, entries[PID].coordinator_epoch) == (10, -1)
+    assert (entries[2].current_txn_first_offset, entries[2].coordinator_epoch,
+            entries[2].last_offset) == (-1, 7, -1)
+
+
+# ---- the log: append origins and markers ---------------------------------------------------------
+def txn_batch(pid: int, seq: int, n: int = 2, epoch: int = EPOCH, key: bytes = b"k") -> bytes:
+    return build_batch([Record(key=key + b"%d" % (seq + i), value=b"v", timestamp=NOW)
+                        for i in range(n)], producer_id=pid, producer_epoch=epoch,
+                       base_sequence=seq, is_transactional=True)
+
+
+def marker(pid: int, control: ControlType, epoch: int = EPOCH, coordinator_epoch: int = 0) -> bytes:
+    return build_end_txn_marker(control, producer_id=pid, producer_epoch=epoch,
+                                coordinator_epoch=coordinator_epoch, timestamp=NOW)
+
+
+def open_log(path: Path, **kwargs: object) -> Log:
+    kwargs.setdefault("clock", FakeClock(NOW))
+    return Log.open(path, LogConfig(segment_bytes=4096), **kwargs)
+
+
+def test_a_client_may_not_append_a_control_batch(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    log.append_batch(txn_batch(PID, 0))
+    with pytest.raises(InvalidRecordError, match="not allowed to write control records"):
+        log.append_batch(marker(PID, ControlType.COMMIT))
+    with pytest.raises(InvalidRecordError, match="origin"):
+        log.append_batch(marker(PID, ControlType.COMMIT), origin="replication")
+    assert log.log_end_offset == 2
+
+
+def test_the_coordinator_appends_markers_that_close_transactions(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    log.append_batch(txn_batch(PID, 0))
+    assert log.producer_state.ongoing_transactions == {0: PID}
+    info = log.append_batch(marker(PID, ControlType.COMMIT), origin=ORIGIN_COORDINATOR)
+    assert (info.first_offset, info.last_offset) == (2, 2)
+    assert log.producer_state.ongoing_transactions == {}
+    assert log.producer_state.producers[PID].current_txn_first_offset == -1
+
+
+def test_markers_from_a_fenced_producer_or_coordinator_are_refused(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    log.append_batch(txn_batch(PID, 0, epoch=3))
+    log.append_end_txn_marker(ControlType.COMMIT, producer_id=PID, producer_epoch=3,
+                              coordinator_epoch=5)
+    with pytest.raises(InvalidProducerEpochError):
+        log.append_end_txn_marker(ControlType.ABORT, producer_id=PID, producer_epoch=2,
+                                  coordinator_epoch=5)
+    with pytest.raises(TransactionCoordinatorFencedError):
+        log.append_end_txn_marker(ControlType.ABORT, producer_id=PID, producer_epoch=3,
+                                  coordinator_epoch=4)
+    assert log.log_end_offset == 3
+
+
+def test_a_control_batch_that_is_not_a_marker_is_refused(tmp_path: Path) -> None:
+    from storage.records import control_record
+    log = open_log(tmp_path / "p-0")
+    leader_change = build_batch([control_record(2, 0, NOW)], is_control=True, producer_id=PID,
+                                producer_epoch=EPOCH)
+    with pytest.raises(InvalidRecordError, match="not a commit or abort marker"):
+        log.append_batch(leader_change, origin=ORIGIN_COORDINATOR)
+    assert log.log_end_offset == 0
+
+
+def test_a_non_transactional_batch_inside_a_transaction_is_refused(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    log.append_batch(txn_batch(PID, 0))
+    plain = build_batch([Record(key=b"x", value=b"v", timestamp=NOW)], producer_id=PID,
+                        producer_epoch=EPOCH, base_sequence=2)
+    with pytest.raises(InvalidTxnStateError):
+        log.append_batch(plain)
+    assert log.log_end_offset == 2
+
+
+def test_open_transactions_survive_a_clean_close_and_a_kill(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    log.append_batch(txn_batch(PID, 0))
+    log.append_batch(txn_batch(2, 0))
+    log.roll()
+    log.append_end_txn_marker(ControlType.ABORT, producer_id=PID, producer_epoch=EPOCH,
+                              coordinator_epoch=4)
+    killed = tmp_path / "killed" / "p-0"
+    shutil.copytree(log.dir, killed)                 # snapshot at 4 only, marker replayed
+    log.flush()
+    log.close()
+    clean = open_log(tmp_path / "p-0", recovery_point=5, had_clean_shutdown=True)
+    replayed = open_log(killed)
+    for reopened in (clean, replayed):
+        assert reopened.producer_state.ongoing_transactions == {2: 2}
+        assert reopened.last_stable_offset == 2
+        with pytest.raises(TransactionCoordinatorFencedError):
+            reopened.append_end_txn_marker(ControlType.ABORT, producer_id=PID,
+                                           producer_epoch=EPOCH, coordinator_epoch=3)
