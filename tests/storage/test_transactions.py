@@ -384,3 +384,74 @@ def test_open_transactions_survive_a_clean_close_and_a_kill(tmp_path: Path) -> N
         with pytest.raises(TransactionCoordinatorFencedError):
             reopened.append_end_txn_marker(ControlType.ABORT, producer_id=PID,
                                            producer_epoch=EPOCH, coordinator_epoch=3)
+
+
+# ---- the last stable offset --------------------------------------------------------------------
+def test_last_stable_offset_is_the_first_offset_of_the_earliest_open_transaction(
+        tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    log.append([Record(key=b"a", value=b"v", timestamp=NOW)])
+    assert log.last_stable_offset == log.log_end_offset == 1
+    log.append_batch(txn_batch(PID, 0))              # 1-2
+    log.append_batch(txn_batch(2, 0))                # 3-4
+    assert log.last_stable_offset == 1
+    log.append_end_txn_marker(ControlType.COMMIT, producer_id=2, producer_epoch=EPOCH)   # 5
+    assert log.last_stable_offset == 1
+    log.append_end_txn_marker(ControlType.ABORT, producer_id=PID, producer_epoch=EPOCH)  # 6
+    assert log.last_stable_offset == log.log_end_offset == 7
+    log.append_batch(txn_batch(PID, 2))              # 7-8
+    assert log.last_stable_offset == 7
+
+
+def test_last_stable_offset_follows_truncation(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    log.append_batch(txn_batch(PID, 0))              # 0-1
+    log.roll()
+    log.append_batch(txn_batch(2, 0))                # 2-3
+    log.append_end_txn_marker(ControlType.COMMIT, producer_id=PID, producer_epoch=EPOCH)  # 4
+    log.roll()
+    log.append_end_txn_marker(ControlType.COMMIT, producer_id=2, producer_epoch=EPOCH)    # 5
+    assert log.last_stable_offset == 6
+    log.truncate_to(5)                               # producer 2's marker is gone
+    assert log.last_stable_offset == 2
+    log.truncate_to(4)                               # and producer 1's
+    assert log.last_stable_offset == 0
+    assert log.producer_state.ongoing_transactions == {0: PID, 2: 2}
+    log.truncate_to(2)
+    assert log.last_stable_offset == 0 and log.producer_state.ongoing_transactions == {0: PID}
+    log.truncate_to(0)
+    assert log.last_stable_offset == log.log_end_offset == 0
+    assert log.producer_state.ongoing_transactions == {}
+
+
+def test_last_stable_offset_after_truncate_fully_and_start_at(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    log.append_batch(txn_batch(PID, 0))
+    log.truncate_fully_and_start_at(10)
+    assert log.last_stable_offset == 10 and log.producer_state.ongoing_transactions == {}
+
+
+def test_last_stable_offset_is_not_below_the_log_start_offset(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    log.append_batch(txn_batch(PID, 0))
+    log.append([Record(key=b"a", value=b"v", timestamp=NOW)])
+    log.maybe_increment_log_start_offset(2)
+    assert log.last_stable_offset == 2
+
+
+def test_last_stable_offset_survives_reopen_and_recovery(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    log.append([Record(key=b"a", value=b"v", timestamp=NOW)])
+    log.append_batch(txn_batch(PID, 0))              # 1-2, open
+    log.roll()
+    log.append_batch(txn_batch(2, 0))                # 3-4
+    log.append_end_txn_marker(ControlType.ABORT, producer_id=2, producer_epoch=EPOCH)
+    killed = tmp_path / "killed" / "p-0"
+    shutil.copytree(log.dir, killed)
+    log.flush()
+    log.close()
+    for reopened in (open_log(tmp_path / "p-0", recovery_point=6, had_clean_shutdown=True),
+                     open_log(killed)):
+        assert reopened.last_stable_offset == 1
+        reopened.append_end_txn_marker(ControlType.COMMIT, producer_id=PID, producer_epoch=EPOCH)
+        assert reopened.last_stable_offset == reopened.log_end_offset == 7
