@@ -13,6 +13,9 @@ Every pass is safe to run again after a crash in the middle of it:
    batch (CRC, offsets) and truncate at the first invalid byte; segments after a truncation are
    deleted (they were never flushed in order).
 
+Every segment recovered (passes 4 and 5) also gets its ``.txnindex`` rebuilt by replaying it
+through the producer state as of its base offset (snapshot + replay of the segments before it).
+
 A segment whose valid batches overflow its base offset (an old broker's) is split, not truncated,
 wherever recovery meets it (passes 4 and 5; see ``storage.split``).
 6. Offsets: log end offset from the last segment; a log end below the checkpointed log start offset
@@ -29,10 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage import files
+from storage import txn_index
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
 from storage.durable import fsync_dir
 from storage.errors import CorruptIndexError, CorruptRecordError, SegmentOffsetOverflowError
+from storage.producer_state import ProducerStateManager
 from storage.segment import LogSegment
 from storage.split import split_overflowed_segment
 
@@ -72,6 +77,8 @@ class LogLoader:
         self._completed_swaps = 0
         self._rebuilt = 0
         self._truncated_rebuilding = 0   # bytes cut off while rebuilding indexes (pass 4)
+        self._txn_state: ProducerStateManager | None = None   # see _rebuild_txn_indexes
+        self._txn_state_last: LogSegment | None = None
 
     def load(self) -> LoadResult:
         swaps = self._pass1_remove_temp_files()
@@ -168,6 +175,7 @@ class LogLoader:
                 for index in (segment.offset_index, segment.time_index):
                     index.delete_if_exists()
                 truncated, recovered = self._recover(segment)
+                self._rebuild_txn_indexes(recovered, segments)
                 self._truncated_rebuilding += truncated
                 for done in recovered:
                     done.make_read_only()
@@ -193,11 +201,29 @@ class LogLoader:
                 return truncated + left_out, parts[:i + 1]
         return left_out, parts
 
+    def _rebuild_txn_indexes(self, recovered: list[LogSegment], before: list[LogSegment]) -> None:
+        """Rebuild the ``.txnindex`` of segments just recovered, replaying them through the
+        producer state as of the first one's base offset (Kafka's recoverSegment): the newest
+        snapshot at or below it plus the batches of the segments ``before`` it after that
+        snapshot. Consecutive recoveries reuse the state the previous one left."""
+        state = self._txn_state
+        if state is None or not before or before[-1] is not self._txn_state_last:
+            state = ProducerStateManager(self.dir)
+            start = state.load_latest_snapshot(recovered[0].base_offset,
+                                               self.clock.milliseconds())
+            for segment in before:
+                if segment.read_next_offset() > start:
+                    segment.replay_producer_state(state, start)
+        for segment in recovered:
+            segment.rebuild_txn_index(state)
+        self._txn_state, self._txn_state_last = state, recovered[-1]
+
     def _quick_index_check(self, stem: str, names: set[str]) -> None:
         """Cheap structural check from the sizes of the index files of segment ``stem`` (among
         ``names``, the directory's listing); full checks happen in recovery."""
         directory = str(self.dir)
-        for suffix, width in ((files.INDEX_SUFFIX, 8), (files.TIME_INDEX_SUFFIX, 12)):
+        for suffix, width in ((files.INDEX_SUFFIX, 8), (files.TIME_INDEX_SUFFIX, 12),
+                              (files.TXN_INDEX_SUFFIX, txn_index.ENTRY_SIZE)):
             name = f"{stem}{suffix}"
             if name not in names:
                 continue
@@ -225,6 +251,7 @@ class LogLoader:
             except (CorruptRecordError, CorruptIndexError) as err:
                 log.warning("%s; truncating %s to its base offset", err, segment.log_path)
                 truncated, parts = segment.truncate_fully(), [segment]
+            self._rebuild_txn_indexes(parts, segments[:i])
             segments[i:i + 1] = parts
             i += len(parts) - 1
             segment = segments[i]

@@ -19,7 +19,6 @@ import os
 import struct
 import threading
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple, Sequence
 
@@ -49,7 +48,6 @@ from storage.producer_state import (
 )
 from storage.records import (
     ATTRIBUTES_OFFSET,
-    HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
     Compression,
@@ -370,6 +368,7 @@ class Log:
     def _complete_txn(self, segment: LogSegment, txn: CompletedTxn) -> None:
         """Close a transaction whose marker is in ``segment`` (Kafka: the LSO after it goes into
         the aborted transaction's index entry, then the transaction completes)."""
+        segment.update_txn_index(txn, self.producer_state.last_stable_offset_after(txn))
         self.producer_state.complete_txn(txn)
 
     def _maybe_roll(self, params: RollParams) -> LogSegment:
@@ -395,7 +394,8 @@ class Log:
                 log.warning("deleting stale segment file %s before rolling", stale)
                 stale.unlink()
             for index in (files.index_file(self.dir, new_base),
-                          files.time_index_file(self.dir, new_base)):
+                          files.time_index_file(self.dir, new_base),
+                          files.txn_index_file(self.dir, new_base)):
                 index.unlink(missing_ok=True)
             active.on_become_inactive()
             segment = LogSegment.create(self.dir, new_base, self.config, clock=self.clock,
@@ -769,16 +769,7 @@ class Log:
             return
         start = state.load_latest_snapshot(end, self.clock.milliseconds(), snapshots)
         for segment in self.segments_in_range(start, end):
-            position = segment.offset_index.lookup(start).position if segment.base_offset < start \
-                else 0
-            for entry in segment.batches(position):
-                if entry.last_offset < start or entry.magic < 2:
-                    continue
-                header = BatchHeader.parse(segment.read_bytes(entry.position, HEADER_SIZE))
-                txn = state.replay_batch(header, partial(segment.read_bytes, entry.position,
-                                                         entry.size))
-                if txn is not None:
-                    state.complete_txn(txn)
+            segment.replay_producer_state(state, start)
         state.map_end_offset = end
 
     def _ensure_open(self) -> None:

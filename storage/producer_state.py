@@ -293,6 +293,12 @@ class ProducerStateManager:
         for first_offset in info.started_transactions:
             self._ongoing[first_offset] = info.producer_id
 
+    def load_producer_entry(self, entry: ProducerEntry) -> None:
+        """Install one producer's state as a snapshot would (Kafka's loadProducerEntry)."""
+        self._producers[entry.producer_id] = entry
+        if entry.current_txn_first_offset >= 0:
+            self._ongoing[entry.current_txn_first_offset] = entry.producer_id
+
     def last_stable_offset_after(self, completed: CompletedTxn) -> int:
         """The LSO once ``completed`` is closed (Kafka's lastStableOffset(completedTxn)): the first
         offset of the earliest open transaction of another producer, else the marker's offset + 1.
@@ -430,9 +436,7 @@ class ProducerStateManager:
                         _next_seq(snap.last_seq, -snap.offset_delta), snap.last_seq,
                         snap.last_offset - snap.offset_delta, snap.last_offset, snap.timestamp))
                 if not self.is_expired(entry, now_ms):
-                    self._producers[snap.producer_id] = entry
-                    if entry.current_txn_first_offset >= 0:
-                        self._ongoing[entry.current_txn_first_offset] = snap.producer_id
+                    self.load_producer_entry(entry)
             self.map_end_offset = offset
             return offset
         self.map_end_offset = 0

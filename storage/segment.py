@@ -23,7 +23,8 @@ from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from functools import partial
+from typing import TYPE_CHECKING, Iterator, NamedTuple
 
 from storage import files
 from storage.clock import SYSTEM_CLOCK, Clock
@@ -35,7 +36,18 @@ from storage.errors import (
     StorageError,
 )
 from storage.index import OffsetIndex, TimeIndex, TimestampOffset
-from storage.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, RecordBatch, scan_batches
+from storage.records import (
+    HEADER_SIZE,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    BatchHeader,
+    RecordBatch,
+    scan_batches,
+)
+from storage.txn_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
+
+if TYPE_CHECKING:
+    from storage.producer_state import CompletedTxn, ProducerStateManager
 
 INT32_MAX = 2**31 - 1
 SCAN_CHUNK_BYTES = 256 * 1024
@@ -152,6 +164,8 @@ class LogSegment:
         self.rolling_jitter_ms = rolling_jitter_ms
         self.log_path = files.log_file(directory, base_offset, suffix)
         self._open_indexes(writable)
+        self.txn_index = TransactionIndex(files.txn_index_file(directory, base_offset, suffix),
+                                          base_offset)
         self._write_fd: int | None = None
         try:
             self._size = os.stat(self.log_path).st_size
@@ -188,7 +202,8 @@ class LogSegment:
         suffix = files.CLEANED_SUFFIX
         for path in (files.log_file(directory, base_offset, suffix),
                      files.index_file(directory, base_offset, suffix),
-                     files.time_index_file(directory, base_offset, suffix)):
+                     files.time_index_file(directory, base_offset, suffix),
+                     files.txn_index_file(directory, base_offset, suffix)):
             path.unlink(missing_ok=True)
         return cls.create(directory, base_offset, config, suffix=suffix, clock=clock)
 
@@ -322,6 +337,7 @@ class LogSegment:
                 index.flush()
             except ValueError:
                 pass   # its map was closed by a concurrent roll or close
+        self.txn_index.flush()
 
     def on_become_inactive(self) -> None:
         """At roll: final time-index entry, trim indexes and a preallocated file, stop writing."""
@@ -522,6 +538,7 @@ class LogSegment:
         removed = self._size - entry.position
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         fd = self._writer()
         os.ftruncate(fd, entry.position)
         HANDLES.forget(self.log_path)
@@ -542,6 +559,7 @@ class LogSegment:
         removed = self.log_path.stat().st_size
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
         os.truncate(self.log_path, 0)
         HANDLES.forget(self.log_path)
         self._size = 0
@@ -562,6 +580,46 @@ class LogSegment:
         """Full sanity check of both indexes; raises CorruptIndexError."""
         self.offset_index.sanity_check()
         self.time_index.sanity_check()
+        self.txn_index.sanity_check()
+
+    # ---- transactions ------------------------------------------------------------------------
+    def update_txn_index(self, completed: CompletedTxn, last_stable_offset: int) -> None:
+        """Record a transaction closed by a marker in this segment: an aborted one gets an entry
+        in the ``.txnindex`` (Kafka's updateTxnIndex); a committed one needs none."""
+        if completed.is_aborted:
+            self.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
+                                             completed.last_offset, last_stable_offset))
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int
+                             ) -> TxnIndexSearchResult:
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+
+    def replay_producer_state(self, state: ProducerStateManager, from_offset: int | None = None,
+                              *, write_txn_index: bool = False) -> None:
+        """Replay this segment's v2 batches (those at or after ``from_offset``) into ``state``,
+        closing each transaction whose marker is here. With ``write_txn_index`` each aborted one
+        is written to this segment's ``.txnindex`` with the LSO after it (recovery, Kafka's
+        ``LogSegment.recover`` with a producer state manager)."""
+        position = 0
+        if from_offset is not None and from_offset > self.base_offset:
+            position = self.offset_index.lookup(from_offset).position
+        for entry in self.batches(position):
+            if entry.magic < 2 or (from_offset is not None and entry.last_offset < from_offset):
+                continue
+            header = BatchHeader.parse(self.read_bytes(entry.position, HEADER_SIZE))
+            completed = state.replay_batch(header, partial(self.read_bytes, entry.position,
+                                                           entry.size))
+            if completed is not None:
+                if write_txn_index:
+                    self.update_txn_index(completed, state.last_stable_offset_after(completed))
+                state.complete_txn(completed)
+            state.map_end_offset = max(state.map_end_offset, entry.last_offset + 1)
+
+    def rebuild_txn_index(self, state: ProducerStateManager) -> None:
+        """Rebuild the ``.txnindex`` from the ``.log``; ``state`` must hold the producer state as of
+        this segment's base offset and is left at its end."""
+        self.txn_index.reset()
+        self.replay_producer_state(state, write_txn_index=True)
 
     # ---- files -------------------------------------------------------------------------------
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
@@ -573,6 +631,7 @@ class LogSegment:
         self.log_path = target
         self.offset_index.rename_to(files.index_file(self.dir, self.base_offset, new_suffix))
         self.time_index.rename_to(files.time_index_file(self.dir, self.base_offset, new_suffix))
+        self.txn_index.rename_to(files.txn_index_file(self.dir, self.base_offset, new_suffix))
         self.suffix = new_suffix
         del old_suffix
 
@@ -584,10 +643,12 @@ class LogSegment:
         self.dir = directory
         self.log_path = files.log_file(directory, self.base_offset, self.suffix)
         self._open_indexes(writable=False)
+        self.txn_index.update_parent_dir(directory)
 
     def delete_files(self) -> None:
         self.close()
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        for path in (self.log_path, self.offset_index.path, self.time_index.path,
+                     self.txn_index.path):
             try:
                 path.unlink()
             except FileNotFoundError:

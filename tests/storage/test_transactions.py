@@ -24,7 +24,14 @@ from storage.producer_state import (
     TransactionCoordinatorFencedError,
     read_snapshot,
 )
-from storage.records import ControlType, Record, build_batch, build_end_txn_marker
+from storage.records import (
+    ControlType,
+    Record,
+    build_batch,
+    build_end_txn_marker,
+    set_base_offset,
+)
+from storage.txn_index import AbortedTxn
 
 NOW = 1_700_000_000_000
 PID = 1
@@ -455,3 +462,212 @@ def test_last_stable_offset_survives_reopen_and_recovery(tmp_path: Path) -> None
         assert reopened.last_stable_offset == 1
         reopened.append_end_txn_marker(ControlType.COMMIT, producer_id=PID, producer_epoch=EPOCH)
         assert reopened.last_stable_offset == reopened.log_end_offset == 7
+
+
+# ---- the aborted-transaction index of the log ----------------------------------------------------
+def aborted(log: Log) -> list[AbortedTxn]:
+    """Every entry of every segment's .txnindex (Kafka's LogTestUtils.allAbortedTransactions)."""
+    return [txn for segment in log.segments() for txn in segment.txn_index.all_aborted_txns()]
+
+
+def test_an_abort_marker_writes_an_aborted_txn_entry_to_the_active_segment(
+        tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    log.append_batch(txn_batch(PID, 0))              # 0-1
+    log.append_batch(txn_batch(2, 0))                # 2-3
+    log.append_end_txn_marker(ControlType.COMMIT, producer_id=2, producer_epoch=EPOCH)  # 4
+    assert not log.active_segment.txn_index.exists()     # created by the first abort only
+    log.roll()
+    log.append_batch(txn_batch(3, 0))                # 5-6
+    log.append_end_txn_marker(ControlType.ABORT, producer_id=PID, producer_epoch=EPOCH)  # 7
+    log.append_end_txn_marker(ControlType.ABORT, producer_id=3, producer_epoch=EPOCH)    # 8
+    assert log.segments()[0].txn_index.all_aborted_txns() == []
+    assert log.active_segment.txn_index.all_aborted_txns() == [AbortedTxn(PID, 0, 7, 5),
+                                                               AbortedTxn(3, 5, 8, 9)]
+    assert log.active_segment.txn_index.path.name == "00000000000000000005.txnindex"
+
+
+def test_truncation_removes_the_aborted_txn_entries_above_it(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    for pid in (1, 2, 3):
+        log.append_batch(txn_batch(pid, 0))          # 0-1, 2-3, 4-5
+    for pid in (1, 2, 3):                            # markers at 6, 7, 8
+        log.append_end_txn_marker(ControlType.ABORT, producer_id=pid, producer_epoch=EPOCH)
+    log.truncate_to(7)
+    assert aborted(log) == [AbortedTxn(1, 0, 6, 2)]
+    assert log.last_stable_offset == 2
+    log.append_end_txn_marker(ControlType.ABORT, producer_id=2, producer_epoch=EPOCH)    # 7
+    assert aborted(log) == [AbortedTxn(1, 0, 6, 2), AbortedTxn(2, 2, 7, 4)]
+
+
+def test_the_txn_index_is_deleted_with_its_segment(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "p-0", LogConfig(segment_bytes=4096, file_delete_delay_ms=0),
+                   clock=FakeClock(NOW))
+    log.append_batch(txn_batch(PID, 0))
+    log.append_end_txn_marker(ControlType.ABORT, producer_id=PID, producer_epoch=EPOCH)
+    index = log.active_segment.txn_index.path
+    log.roll()
+    log.maybe_increment_log_start_offset(3)
+    assert log.delete_old_segments() == 1
+    assert not index.exists() and not list(tmp_path.glob("p-0/*.txnindex*"))
+
+
+def test_the_txn_index_is_swapped_in_and_out_with_its_segment(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "p-0", LogConfig(segment_bytes=4096, file_delete_delay_ms=0),
+                   clock=FakeClock(NOW))
+    log.append_batch(txn_batch(PID, 0))              # 0-1
+    log.append_end_txn_marker(ControlType.ABORT, producer_id=PID, producer_epoch=EPOCH)  # 2
+    log.roll()
+    log.append_batch(txn_batch(2, 0))                # 3-4
+    log.append_end_txn_marker(ControlType.ABORT, producer_id=2, producer_epoch=EPOCH)    # 5
+    log.roll()
+    old = log.segments()[:2]
+    cleaned = log.create_cleaned_segment(0)
+    for segment in old:
+        fetch = log.read_raw(segment.base_offset)
+        cleaned.append(segment.read_next_offset() - 1, NOW, segment.base_offset, [fetch.data])
+        for txn in segment.txn_index.all_aborted_txns():
+            cleaned.txn_index.append(txn)
+    assert cleaned.txn_index.path.name.endswith(".txnindex.cleaned")
+    cleaned.on_become_inactive()
+    log.replace_segments([cleaned], old)
+    names = sorted(p.name for p in (tmp_path / "p-0").glob("*.txnindex*"))
+    assert names == ["00000000000000000000.txnindex"]
+    assert aborted(log) == [AbortedTxn(PID, 0, 2, 3), AbortedTxn(2, 3, 5, 6)]
+
+
+def test_recover_transaction_index(tmp_path: Path) -> None:
+    """Kafka's LogSegmentTest.testRecoverTransactionIndex: recovery replays the segment's batches
+    through a producer state to rebuild its .txnindex, also when a transaction began in an earlier
+    segment."""
+    from storage.producer_state import BatchMetadata, ProducerEntry
+    from storage.segment import LogSegment
+    config = LogConfig()
+    segment = LogSegment.create(tmp_path, 100, config)
+
+    def put(data: bytes, base: int) -> None:
+        buf = bytearray(data)
+        set_base_offset(buf, base)
+        last = base + int.from_bytes(buf[23:27], "big")
+        segment.append(last, -1, base, [bytes(buf)])
+    two = [Record(value=b"a", timestamp=NOW), Record(value=b"b", timestamp=NOW)]
+    pid1, pid2 = 5, 10
+    put(build_batch(two, producer_id=pid1, producer_epoch=0, base_sequence=100,
+                    partition_leader_epoch=15, is_transactional=True), 100)
+    put(build_batch(two, producer_id=pid2, producer_epoch=0, base_sequence=100,
+                    partition_leader_epoch=15, is_transactional=True), 102)
+    put(build_batch(two, partition_leader_epoch=15), 104)
+    put(marker(pid2, ControlType.ABORT), 106)
+    put(marker(pid1, ControlType.COMMIT), 107)
+
+    state = ProducerStateManager(tmp_path / "state")
+    (tmp_path / "state").mkdir()
+    segment.recover(config.max_message_bytes)
+    segment.rebuild_txn_index(state)
+    assert state.map_end_offset == 108
+    assert segment.txn_index.all_aborted_txns() == [AbortedTxn(pid2, 102, 106, 100)]
+
+    state = ProducerStateManager(tmp_path / "state")
+    entry = ProducerEntry(pid2, 0, current_txn_first_offset=75)
+    entry.batches.append(BatchMetadata(6, 10, 5, 10, -1))
+    state.load_producer_entry(entry)
+    segment.rebuild_txn_index(state)
+    assert state.map_end_offset == 108
+    assert segment.txn_index.all_aborted_txns() == [AbortedTxn(pid2, 75, 106, 100)]
+
+
+def write_kafka_txn_log(path: Path) -> Log:
+    """The log of Kafka's LogLoaderTest transaction index recovery cases (segment.bytes 640): four
+    transactional producers, plain data between, two aborts and two commits."""
+    log = Log.open(path, LogConfig(segment_bytes=128 * 5), clock=FakeClock(NOW))
+    sequences = {1: 0, 2: 0, 3: 0, 4: 0}
+
+    def txn(pid: int, n: int) -> None:
+        log.append_batch(build_batch([Record(value=b"%d" % i, timestamp=NOW) for i in range(n)],
+                                     producer_id=pid, producer_epoch=0,
+                                     base_sequence=sequences[pid], is_transactional=True))
+        sequences[pid] += n
+
+    def plain(n: int) -> None:
+        log.append([Record(value=b"%d" % i, timestamp=NOW) for i in range(n)])
+
+    def end(pid: int, control: ControlType) -> None:
+        log.append_end_txn_marker(control, producer_id=pid, producer_epoch=0)
+
+    txn(1, 5); plain(3); txn(2, 2); txn(1, 4); txn(3, 3); plain(2); txn(1, 10)   # noqa: E702
+    end(1, ControlType.ABORT)                                                     # 29
+    txn(2, 6); txn(4, 3); plain(10); txn(3, 9)                                    # noqa: E702
+    end(3, ControlType.COMMIT)                                                    # 58
+    txn(4, 8); txn(2, 7)                                                          # noqa: E702
+    end(2, ControlType.ABORT)                                                     # 74
+    plain(10); txn(4, 4)                                                          # noqa: E702
+    end(4, ControlType.COMMIT)                                                    # 89
+    assert log.log_end_offset == 90 and log.number_of_segments > 3
+    return log
+
+
+KAFKA_ABORTED = [AbortedTxn(1, 0, 29, 8), AbortedTxn(2, 8, 74, 36)]
+
+
+def test_full_transaction_index_recovery(tmp_path: Path) -> None:
+    """Kafka's LogLoaderTest.testFullTransactionIndexRecovery."""
+    log = write_kafka_txn_log(tmp_path / "p-0")
+    assert aborted(log) == KAFKA_ABORTED
+    for segment in log.segments():
+        segment.offset_index.delete_if_exists()
+        segment.txn_index.delete_if_exists()
+    log.close()
+    reloaded = Log.open(tmp_path / "p-0", LogConfig(segment_bytes=1024 * 5), clock=FakeClock(NOW))
+    assert aborted(reloaded) == KAFKA_ABORTED
+
+
+@pytest.mark.parametrize("without_snapshots", [False, True])
+def test_recover_only_last_segment(tmp_path: Path, without_snapshots: bool) -> None:
+    """Kafka's LogLoaderTest.testRecoverOnlyLastSegment and testRecoverLastSegmentWithNoSnapshots
+    (the producer state is then rebuilt from the start of the log)."""
+    log = write_kafka_txn_log(tmp_path / "p-0")
+    last = log.segments()[-1]
+    recovery_point = last.base_offset
+    log.close()
+    if without_snapshots:
+        for snapshot in (tmp_path / "p-0").glob("*.snapshot"):
+            snapshot.unlink()
+    last.offset_index.delete_if_exists()
+    last.txn_index.delete_if_exists()
+    reloaded = Log.open(tmp_path / "p-0", LogConfig(segment_bytes=1024 * 5),
+                        recovery_point=recovery_point, clock=FakeClock(NOW))
+    assert aborted(reloaded) == KAFKA_ABORTED
+
+
+@pytest.mark.parametrize("without_snapshots", [False, True])
+def test_recovery_rebuilds_an_entry_whose_transaction_began_segments_earlier(
+        tmp_path: Path, without_snapshots: bool) -> None:
+    """As testRecoverOnlyLastSegment, from the segment holding producer 2's abort marker (its
+    transaction began at offset 8, two segments earlier): the producer state at that segment's
+    base comes from its snapshot, or without snapshots from a replay of the log before it."""
+    log = write_kafka_txn_log(tmp_path / "p-0")
+    holder = next(s for s in log.segments() if s.txn_index.all_aborted_txns()
+                  == [KAFKA_ABORTED[1]])
+    assert holder.base_offset > 8
+    log.close()
+    if without_snapshots:
+        for snapshot in (tmp_path / "p-0").glob("*.snapshot"):
+            snapshot.unlink()
+    holder.txn_index.delete_if_exists()
+    reloaded = Log.open(tmp_path / "p-0", LogConfig(segment_bytes=1024 * 5),
+                        recovery_point=holder.base_offset, clock=FakeClock(NOW))
+    assert aborted(reloaded) == KAFKA_ABORTED
+    assert reloaded.last_stable_offset == reloaded.log_end_offset == 90
+
+
+def test_a_torn_txn_index_is_rebuilt_at_load_after_a_clean_shutdown(tmp_path: Path) -> None:
+    log = write_kafka_txn_log(tmp_path / "p-0")
+    holder = next(s for s in log.segments() if s.txn_index.all_aborted_txns())
+    log.flush()
+    log.close()
+    with open(holder.txn_index.path, "ab") as f:
+        f.write(b"\x00" * 7)
+    reloaded = Log.open(tmp_path / "p-0", LogConfig(segment_bytes=1024 * 5), recovery_point=90,
+                        had_clean_shutdown=True, clock=FakeClock(NOW))
+    assert aborted(reloaded) == KAFKA_ABORTED
+    assert holder.txn_index.path.stat().st_size == 34
