@@ -62,6 +62,7 @@ from storage.records import (
 )
 from storage.scheduler import Scheduler, default_scheduler
 from storage.segment import LogSegment, RollParams
+from storage.txn_index import AbortedTxn
 from storage.validation import validate_for_append
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,8 @@ _CRC = struct.Struct(">I")
 _CRC_POSITION = 17
 _LOG_APPEND_TIME_FLAG = 0x08
 DEFAULT_FETCH_BYTES = 1024 * 1024
+READ_UNCOMMITTED = "read_uncommitted"   # Kafka's isolation.level values
+READ_COMMITTED = "read_committed"
 INDEXED_SEGMENTS_KEPT = 16
 
 
@@ -471,12 +474,26 @@ class Log:
                            partition=self.name, offset=start_offset)
 
     def read(self, start_offset: int | None = None, max_offset: int | None = None,
-             fetch_bytes: int = DEFAULT_FETCH_BYTES) -> Iterator[Record]:
-        """Every record from ``start_offset`` (default: the log start) up to the log end at the time
-        of the call (or ``max_offset``, exclusive), across segments and gaps left by compaction."""
+             fetch_bytes: int = DEFAULT_FETCH_BYTES,
+             isolation: str = READ_UNCOMMITTED) -> Iterator[Record]:
+        """Every data record from ``start_offset`` (default: the log start) up to the log end at
+        the time of the call (or ``max_offset``, exclusive), across segments and gaps left by
+        compaction. Control records (transaction markers, KRaft control records) are skipped, as
+        Kafka's consumer skips them: callers see data records only.
+
+        ``isolation="read_committed"`` (Kafka's FetchIsolation.TXN_COMMITTED) stops at the last
+        stable offset and skips the batches of aborted transactions, found from the
+        ``.txnindex`` files; ``"read_uncommitted"`` (the default) returns everything."""
+        if isolation not in (READ_UNCOMMITTED, READ_COMMITTED):
+            raise StorageError(f"{self.name}: isolation {isolation!r} is not "
+                               f"{READ_UNCOMMITTED!r} or {READ_COMMITTED!r}",
+                               partition=self.name, isolation=isolation)
+        committed = isolation == READ_COMMITTED
         offset = self._log_start_offset if start_offset is None else start_offset
-        stop = self._log_end_offset if max_offset is None else min(max_offset,
-                                                                   self._log_end_offset)
+        upper = self.last_stable_offset if committed else self._log_end_offset
+        stop = upper if max_offset is None else min(max_offset, upper)
+        aborted = _AbortedFilter(self.collect_aborted_transactions(offset, stop)
+                                 if committed and offset < stop else [])
         while offset < stop:
             fetch = self.read_raw(offset, fetch_bytes)
             if fetch is None:
@@ -485,15 +502,29 @@ class Log:
             for batch in fetch.batches():
                 if batch.last_offset < offset:
                     continue
-                for record in batch.records():
-                    if offset <= record.offset < stop:
-                        yield record
+                if not (aborted.skips(batch) or batch.is_control):
+                    for record in batch.records():
+                        if offset <= record.offset < stop:
+                            yield record
                 offset = max(offset, batch.next_offset)
                 progressed = True
                 if offset >= stop:
                     return
             if not progressed:
                 return
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int
+                                     ) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[start_offset, upper_bound_offset)``, from the
+        ``.txnindex`` of the segment holding ``start_offset`` and of the later ones until an entry
+        shows no later one can add to the range (Kafka's collectAbortedTransactions)."""
+        found: list[AbortedTxn] = []
+        for segment in self.segments_in_range(start_offset, self._log_end_offset + 1):
+            result = segment.collect_aborted_txns(start_offset, upper_bound_offset)
+            found.extend(result.aborted_transactions)
+            if result.is_complete:
+                break
+        return found
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record whose timestamp is >= ``timestamp``."""
@@ -835,3 +866,29 @@ def _with_log_append_time(batch: memoryview, now_ms: int) -> bytes:
     return bytes(memoryview(buf)[8:])
 
 
+class _AbortedFilter:
+    """A read_committed reader's view of aborted transactions (Kafka's consumer, CompletedFetch):
+    a producer's transactional batches are skipped from the first offset of its aborted
+    transaction until its abort marker."""
+
+    def __init__(self, aborted: list[AbortedTxn]) -> None:
+        self._pending = sorted(aborted, key=lambda t: t.first_offset, reverse=True)
+        self._producers: set[int] = set()
+
+    def skips(self, batch: RecordBatch) -> bool:
+        """Whether ``batch`` belongs to an aborted transaction (its abort marker included)."""
+        if not self._pending and not self._producers:
+            return False
+        if batch.producer_id < 0:
+            return False
+        while self._pending and self._pending[-1].first_offset <= batch.last_offset:
+            self._producers.add(self._pending.pop().producer_id)
+        producer_id = batch.producer_id
+        if producer_id not in self._producers:
+            return False
+        if batch.is_control:
+            records = batch.records()
+            if records and parse_control_record(records[0])[0] == ControlType.ABORT:
+                self._producers.discard(producer_id)
+            return True
+        return batch.is_transactional

@@ -576,10 +576,11 @@ def test_recover_transaction_index(tmp_path: Path) -> None:
     assert segment.txn_index.all_aborted_txns() == [AbortedTxn(pid2, 75, 106, 100)]
 
 
-def write_kafka_txn_log(path: Path) -> Log:
-    """The log of Kafka's LogLoaderTest transaction index recovery cases (segment.bytes 640): four
-    transactional producers, plain data between, two aborts and two commits."""
-    log = Log.open(path, LogConfig(segment_bytes=128 * 5), clock=FakeClock(NOW))
+def write_kafka_txn_log(path: Path, segment_bytes: int = 128 * 5) -> Log:
+    """The log of Kafka's LogLoaderTest transaction index recovery cases (segment.bytes 640) and
+    UnifiedLogTest.testTransactionIndexUpdated: four transactional producers, plain data between,
+    two aborts and two commits."""
+    log = Log.open(path, LogConfig(segment_bytes=segment_bytes), clock=FakeClock(NOW))
     sequences = {1: 0, 2: 0, 3: 0, 4: 0}
 
     def txn(pid: int, n: int) -> None:
@@ -602,7 +603,7 @@ def write_kafka_txn_log(path: Path) -> Log:
     end(2, ControlType.ABORT)                                                     # 74
     plain(10); txn(4, 4)                                                          # noqa: E702
     end(4, ControlType.COMMIT)                                                    # 89
-    assert log.log_end_offset == 90 and log.number_of_segments > 3
+    assert log.log_end_offset == 90
     return log
 
 
@@ -612,7 +613,7 @@ KAFKA_ABORTED = [AbortedTxn(1, 0, 29, 8), AbortedTxn(2, 8, 74, 36)]
 def test_full_transaction_index_recovery(tmp_path: Path) -> None:
     """Kafka's LogLoaderTest.testFullTransactionIndexRecovery."""
     log = write_kafka_txn_log(tmp_path / "p-0")
-    assert aborted(log) == KAFKA_ABORTED
+    assert aborted(log) == KAFKA_ABORTED and log.number_of_segments > 3
     for segment in log.segments():
         segment.offset_index.delete_if_exists()
         segment.txn_index.delete_if_exists()
@@ -671,3 +672,118 @@ def test_a_torn_txn_index_is_rebuilt_at_load_after_a_clean_shutdown(tmp_path: Pa
                         had_clean_shutdown=True, clock=FakeClock(NOW))
     assert aborted(reloaded) == KAFKA_ABORTED
     assert holder.txn_index.path.stat().st_size == 34
+
+
+# ---- read_committed ------------------------------------------------------------------------------
+# offsets of the Kafka txn log by who wrote them: aborted (producers 1 and 2), markers, the rest
+KAFKA_ABORTED_OFFSETS = [*range(0, 5), *range(8, 14), *range(19, 29), *range(30, 36),
+                         *range(67, 74)]
+KAFKA_MARKERS = [29, 58, 74, 89]
+
+
+def test_transaction_index_updated(tmp_path: Path) -> None:
+    """Kafka's UnifiedLogTest.testTransactionIndexUpdated (one 5 MiB segment)."""
+    log = write_kafka_txn_log(tmp_path / "p-0", segment_bytes=5 * 1024 * 1024)
+    assert log.number_of_segments == 1
+    assert aborted(log) == KAFKA_ABORTED
+    assert log.last_stable_offset == 90
+
+
+@pytest.mark.parametrize("segment_bytes", [128 * 5, 5 * 1024 * 1024])
+def test_read_committed_skips_aborted_transactions_and_markers(tmp_path: Path,
+                                                               segment_bytes: int) -> None:
+    log = write_kafka_txn_log(tmp_path / "p-0", segment_bytes=segment_bytes)
+    committed = [r.offset for r in log.read(0, isolation="read_committed")]
+    assert committed == [o for o in range(90)
+                         if o not in KAFKA_ABORTED_OFFSETS and o not in KAFKA_MARKERS]
+    uncommitted = [r.offset for r in log.read(0)]
+    assert uncommitted == [o for o in range(90) if o not in KAFKA_MARKERS]
+    for start in (5, 20, 31, 60, 74, 75):           # a fetch from the middle sees the same
+        assert [r.offset for r in log.read(start, isolation="read_committed")] \
+            == [o for o in committed if o >= start]
+    assert [r.offset for r in log.read(0, fetch_bytes=1, isolation="read_committed")] \
+        == committed
+
+
+def test_fetch_up_to_last_stable_offset(tmp_path: Path) -> None:
+    """Kafka's UnifiedLogTest.testFetchUpToLastStableOffset: read_committed fetches below the LSO
+    return data, fetches at or above it none, before and after a commit."""
+    log = open_log(tmp_path / "p-0")
+    seq = {1: 0, 2: 0}
+
+    def txn(pid: int, n: int) -> None:
+        log.append_batch(txn_batch(pid, seq[pid], n))
+        seq[pid] += n
+
+    txn(1, 5)
+    log.append([Record(value=b"%d" % i, timestamp=NOW) for i in range(3)])
+    txn(2, 2)
+    txn(1, 4)
+    log.append([Record(value=b"%d" % i, timestamp=NOW) for i in range(2)])
+    txn(1, 10)
+
+    def assert_lso_bounded_fetches() -> None:
+        for offset in range(log.log_start_offset, log.last_stable_offset):
+            assert list(log.read(offset, isolation="read_committed"))
+        for offset in range(log.last_stable_offset, log.log_end_offset + 1):
+            assert not list(log.read(offset, isolation="read_committed"))
+
+    assert log.last_stable_offset == 0
+    assert_lso_bounded_fetches()
+    log.append_end_txn_marker(ControlType.COMMIT, producer_id=1, producer_epoch=EPOCH)
+    assert log.last_stable_offset == 8
+    assert_lso_bounded_fetches()
+    log.append_end_txn_marker(ControlType.COMMIT, producer_id=2, producer_epoch=EPOCH)
+    assert log.last_stable_offset == log.log_end_offset == 28
+    assert [r.offset for r in log.read(0, isolation="read_committed")] \
+        == [o for o in range(28) if o not in (26, 27)]
+
+
+def test_last_stable_offset_with_mixed_producer_data(tmp_path: Path) -> None:
+    """Kafka's UnifiedLogTest.testLastStableOffsetWithMixedProducerData."""
+    log = open_log(tmp_path / "p-0")
+    first = log.append_batch(txn_batch(137, 0, 3, epoch=5))
+    assert log.last_stable_offset == first.first_offset
+    log.append([Record(value=v, timestamp=NOW) for v in (b"g", b"h", b"i")])
+    second = log.append_batch(txn_batch(983, 0, 3, epoch=5))
+    assert log.last_stable_offset == first.first_offset
+    log.append_end_txn_marker(ControlType.ABORT, producer_id=137, producer_epoch=5)
+    assert log.last_stable_offset == second.first_offset
+    log.append_end_txn_marker(ControlType.COMMIT, producer_id=983, producer_epoch=5)
+    assert log.last_stable_offset == log.log_end_offset
+    assert [r.offset for r in log.read(isolation="read_committed")] == [3, 4, 5, 6, 7, 8]
+
+
+def test_aborted_transaction_spanning_multiple_segments(tmp_path: Path) -> None:
+    """Kafka's UnifiedLogTest.testAbortedTransactionSpanningMultipleSegments."""
+    records = txn_batch(137, 0, 3, epoch=5)
+    log = Log.open(tmp_path / "p-0", LogConfig(segment_bytes=len(records)), clock=FakeClock(NOW))
+    first = log.append_batch(records)
+    assert log.last_stable_offset == first.first_offset
+    log.append_batch(txn_batch(137, 3, 3, epoch=5))
+    assert log.last_stable_offset == first.first_offset
+    assert log.active_segment.base_offset == 3
+    log.append_end_txn_marker(ControlType.ABORT, producer_id=137, producer_epoch=5)
+    assert log.last_stable_offset == log.log_end_offset
+    found = log.collect_aborted_transactions(0, log.log_end_offset)
+    assert [(t.producer_id, t.first_offset) for t in found] == [(137, 0)]
+    assert list(log.read(0, isolation="read_committed")) == []
+    assert len(list(log.read(0))) == 6
+
+
+def test_read_refuses_an_unknown_isolation(tmp_path: Path) -> None:
+    from storage.errors import StorageError
+    log = open_log(tmp_path / "p-0")
+    with pytest.raises(StorageError, match="isolation 'serializable'"):
+        list(log.read(0, isolation="serializable"))
+
+
+def test_read_committed_is_right_after_reopen_and_index_recovery(tmp_path: Path) -> None:
+    log = write_kafka_txn_log(tmp_path / "p-0")
+    expected = [r.offset for r in log.read(0, isolation="read_committed")]
+    for segment in log.segments():
+        segment.offset_index.delete_if_exists()
+        segment.txn_index.delete_if_exists()
+    log.close()
+    reopened = Log.open(tmp_path / "p-0", LogConfig(segment_bytes=128 * 5), clock=FakeClock(NOW))
+    assert [r.offset for r in reopened.read(0, isolation="read_committed")] == expected
