@@ -787,3 +787,106 @@ def test_read_committed_is_right_after_reopen_and_index_recovery(tmp_path: Path)
     log.close()
     reopened = Log.open(tmp_path / "p-0", LogConfig(segment_bytes=128 * 5), clock=FakeClock(NOW))
     assert [r.offset for r in reopened.read(0, isolation="read_committed")] == expected
+
+
+# ---- more UnifiedLogTest transactional cases -------------------------------------------------------
+def three_plain_then_open_txn(path: Path) -> Log:
+    log = Log.open(path, LogConfig(segment_bytes=1024 * 1024), clock=FakeClock(NOW))
+    log.append([Record(value=b"%d" % i, timestamp=NOW) for i in range(3)])
+    log.append_batch(build_batch([Record(value=b"3", timestamp=NOW),
+                                  Record(value=b"4", timestamp=NOW)], producer_id=17,
+                                 producer_epoch=10, base_sequence=0, is_transactional=True))
+    assert log.last_stable_offset == 3
+    log.flush()
+    log.close()
+    reopened = Log.open(path, LogConfig(segment_bytes=1024 * 1024), recovery_point=5,
+                        had_clean_shutdown=True, clock=FakeClock(NOW))
+    assert reopened.producer_state.first_undecided_offset() == 3
+    return reopened
+
+
+@pytest.mark.parametrize("fully", [False, True])
+def test_truncate_below_first_unstable_offset(tmp_path: Path, fully: bool) -> None:
+    """Kafka's UnifiedLogTest.testTruncateBelowFirstUnstableOffset and
+    testTruncateFullyAndStartBelowFirstUnstableOffset."""
+    log = three_plain_then_open_txn(tmp_path / "p-0")
+    if fully:
+        log.truncate_fully_and_start_at(0)
+    else:
+        log.truncate_to(0)
+    assert log.producer_state.first_undecided_offset() is None
+    assert log.producer_state.producers == {}
+    assert log.last_stable_offset == log.log_end_offset == 0
+
+
+def test_truncate_fully_and_start(tmp_path: Path) -> None:
+    """Kafka's UnifiedLogTest.testTruncateFullyAndStart (our truncate_fully_and_start_at puts the
+    log start at the new offset)."""
+    log = three_plain_then_open_txn(tmp_path / "p-0")
+    log.truncate_fully_and_start_at(2)
+    assert log.producer_state.first_undecided_offset() is None
+    assert log.producer_state.producers == {}
+    assert (log.log_start_offset, log.log_end_offset, log.last_stable_offset) == (2, 2, 2)
+
+
+def test_rebuild_transactional_state(tmp_path: Path) -> None:
+    """Kafka's UnifiedLogTest.testRebuildTransactionalState: an aborted transaction stays closed
+    after an unclean reopen."""
+    log = Log.open(tmp_path / "p-0", LogConfig(segment_bytes=5 * 1024 * 1024),
+                   clock=FakeClock(NOW))
+    log.append_batch(txn_batch(137, 0, 3, epoch=5))
+    log.append_end_txn_marker(ControlType.ABORT, producer_id=137, producer_epoch=5)
+    assert log.last_stable_offset == log.log_end_offset
+    log.close()
+    reopened = Log.open(tmp_path / "p-0", LogConfig(segment_bytes=5 * 1024 * 1024),
+                        clock=FakeClock(NOW))
+    assert reopened.producer_state.first_undecided_offset() is None
+    assert reopened.last_stable_offset == reopened.log_end_offset == 4
+
+
+def test_zombie_coordinator_fenced_empty_transaction(tmp_path: Path) -> None:
+    """Kafka's UnifiedLogTest.testZombieCoordinatorFencedEmptyTransaction: markers of empty
+    transactions still raise the coordinator epoch (the first transaction is written through the
+    coordinator here: this log has no follower path)."""
+    log = open_log(tmp_path / "p-0")
+    log.append_batch(txn_batch(1, 0, 10))
+    log.append_end_txn_marker(ControlType.COMMIT, producer_id=1, producer_epoch=0)
+    for _ in range(2):
+        log.append_end_txn_marker(ControlType.ABORT, producer_id=1, producer_epoch=0,
+                                  coordinator_epoch=2)
+    with pytest.raises(TransactionCoordinatorFencedError):
+        log.append_end_txn_marker(ControlType.ABORT, producer_id=1, producer_epoch=0,
+                                  coordinator_epoch=1)
+
+
+def test_end_txn_with_fenced_producer_epoch(tmp_path: Path) -> None:
+    """Kafka's UnifiedLogTest.testEndTxnWithFencedProducerEpoch."""
+    log = open_log(tmp_path / "p-0")
+    log.append_end_txn_marker(ControlType.ABORT, producer_id=1, producer_epoch=5,
+                              coordinator_epoch=1)
+    with pytest.raises(InvalidProducerEpochError):
+        log.append_end_txn_marker(ControlType.ABORT, producer_id=1, producer_epoch=4,
+                                  coordinator_epoch=1)
+
+
+@pytest.mark.parametrize("delete_segment", [False, True])
+def test_last_stable_offset_does_not_exceed_log_start_offset(tmp_path: Path,
+                                                             delete_segment: bool) -> None:
+    """Kafka's UnifiedLogTest.testLastStableOffsetDoesNotExceedLogStartOffsetMidSegment and
+    ...AfterSegmentDeletion."""
+    log = Log.open(tmp_path / "p-0", LogConfig(segment_bytes=5 * 1024 * 1024,
+                                               file_delete_delay_ms=0), clock=FakeClock(NOW))
+    log.append_batch(txn_batch(1, 0, 5))
+    log.append([Record(value=b"%d" % i, timestamp=NOW) for i in range(3)])
+    assert log.log_end_offset == 8
+    log.roll()
+    assert log.number_of_segments == 2
+    log.append_batch(txn_batch(1, 5, 5))
+    assert log.last_stable_offset == 0
+    if delete_segment:
+        log.maybe_increment_log_start_offset(8)
+        assert log.delete_old_segments() == 1 and log.number_of_segments == 1
+        assert log.last_stable_offset == 8
+    else:
+        log.maybe_increment_log_start_offset(5)
+        assert log.last_stable_offset == 5
