@@ -211,9 +211,14 @@ class LogLoader:
             state = ProducerStateManager(self.dir)
             start = state.load_latest_snapshot(recovered[0].base_offset,
                                                self.clock.milliseconds())
-            for segment in before:
-                if segment.read_next_offset() > start:
-                    segment.replay_producer_state(state, start)
+            try:
+                for segment in before:
+                    if segment.read_next_offset() > start:
+                        segment.replay_producer_state(state, start)
+            except (CorruptRecordError, CorruptIndexError) as err:
+                # a damaged segment below the recovery point: index what can be known
+                log.warning("%s; transactions begun before it are not in the rebuilt "
+                            "transaction index of %s", err, recovered[0].log_path)
         for segment in recovered:
             segment.rebuild_txn_index(state)
         self._txn_state, self._txn_state_last = state, recovered[-1]

@@ -22,8 +22,8 @@ import threading
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, NamedTuple
 
 from storage import files
@@ -577,7 +577,8 @@ class LogSegment:
             raise FileNotFoundError(self.offset_index.path)
 
     def check_indexes(self) -> None:
-        """Full sanity check of both indexes; raises CorruptIndexError."""
+        """Full sanity check of the offset, time and transaction indexes; raises
+        CorruptIndexError."""
         self.offset_index.sanity_check()
         self.time_index.sanity_check()
         self.txn_index.sanity_check()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from storage import files
 from storage.clock import FakeClock
 from storage.config import LogConfig
 from storage.errors import InvalidRecordError
@@ -890,3 +891,23 @@ def test_last_stable_offset_does_not_exceed_log_start_offset(tmp_path: Path,
     else:
         log.maybe_increment_log_start_offset(5)
         assert log.last_stable_offset == 5
+
+
+def test_a_damaged_segment_below_the_recovery_point_does_not_stop_a_txn_index_rebuild(
+        tmp_path: Path) -> None:
+    log = write_kafka_txn_log(tmp_path / "p-0")
+    first, holder = log.segments()[0], log.segments()[2]
+    assert holder.txn_index.all_aborted_txns() == [KAFKA_ABORTED[1]]
+    log.flush()
+    log.close()                                      # a snapshot at the log end, 90
+    for segment in log.segments()[1:]:               # replayed from the start instead
+        files.snapshot_file(tmp_path / "p-0", segment.base_offset).unlink()
+    holder.offset_index.delete_if_exists()           # forces a rebuild of segment 2
+    holder.txn_index.delete_if_exists()
+    with open(first.log_path, "r+b") as f:           # a negative batch length in segment 0
+        f.seek(first.translate_offset(5).position + 8)
+        f.write((-5).to_bytes(4, "big", signed=True))
+    reloaded = Log.open(tmp_path / "p-0", LogConfig(segment_bytes=128 * 5), recovery_point=90,
+                        had_clean_shutdown=True, clock=FakeClock(NOW))
+    assert reloaded.log_end_offset == 90
+    assert reloaded.segments()[2].txn_index.exists()  # rebuilt, without what segment 0 began
