@@ -26,6 +26,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, NamedTuple
 
+import numpy as np
+
 from storage import files
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
@@ -40,6 +42,7 @@ from storage.records import (
     HEADER_SIZE,
     HEADER_SIZE_UP_TO_MAGIC,
     LOG_OVERHEAD,
+    MAGIC_OFFSET,
     BatchHeader,
     RecordBatch,
     scan_batches,
@@ -52,6 +55,8 @@ if TYPE_CHECKING:
 INT32_MAX = 2**31 - 1
 SCAN_CHUNK_BYTES = 256 * 1024
 RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024
+HOP_BATCH_BYTES = 16 * 1024   # producer-state replay reads only the header of a batch this large
+REPLAY_CHUNK_BYTES = 1024 * 1024   # and scans smaller ones this many bytes at a time
 
 
 class HandleCache:
@@ -604,17 +609,48 @@ class LogSegment:
         position = 0
         if from_offset is not None and from_offset > self.base_offset:
             position = self.offset_index.lookup(from_offset).position
-        for entry in self.batches(position):
-            if entry.magic < 2 or (from_offset is not None and entry.last_offset < from_offset):
+        for batch_position, size, header in self._producer_batch_headers(position):
+            if from_offset is not None and header.last_offset < from_offset:
                 continue
-            header = BatchHeader.parse(self.read_bytes(entry.position, HEADER_SIZE))
-            completed = state.replay_batch(header, partial(self.read_bytes, entry.position,
-                                                           entry.size))
+            completed = state.replay_batch(header, partial(self.read_bytes, batch_position, size))
             if completed is not None:
                 if write_txn_index:
                     self.update_txn_index(completed, state.last_stable_offset_after(completed))
                 state.complete_txn(completed)
-            state.map_end_offset = max(state.map_end_offset, entry.last_offset + 1)
+        state.map_end_offset = max(state.map_end_offset, self.read_next_offset())
+
+    def _producer_batch_headers(self, start_position: int
+                                ) -> Iterator[tuple[int, int, BatchHeader]]:
+        """(position, size, header) of every v2 batch with a producer id from ``start_position``
+        on. Small batches are scanned a chunk at a time and only those with a producer parsed, so
+        plain batches cost no Python; a large batch is hopped over after reading its header, so
+        its bytes are not read again. Stops at an incomplete batch; raises CorruptRecordError
+        (file, position) at an impossible one."""
+        position, end = start_position, self._size
+        while position + HEADER_SIZE <= end:
+            head = self.read_bytes(position, HEADER_SIZE)
+            size = int.from_bytes(head[8:12], "big", signed=True) + LOG_OVERHEAD
+            if size >= HOP_BATCH_BYTES:
+                if position + size > end:
+                    return   # incomplete batch at the end of the file
+                if head[MAGIC_OFFSET] >= 2:
+                    header = BatchHeader.parse(head)
+                    if header.producer_id >= 0:
+                        yield position, size, header
+                position += size
+                continue
+            data = self.read_bytes(position, min(REPLAY_CHUNK_BYTES, end - position))
+            scan = scan_batches(data)
+            for i in np.flatnonzero((scan.magics >= 2) & (scan.producer_ids >= 0)).tolist():
+                at = int(scan.positions[i])
+                yield position + at, int(scan.sizes[i]), BatchHeader.parse(data, at)
+            position += scan.valid_bytes
+            if scan.error is not None:
+                raise CorruptRecordError(
+                    f"{self.log_path}: {scan.error} at position {position}",
+                    path=str(self.log_path), position=position)
+            if len(scan.positions) == 0:
+                return   # incomplete batch at the end of the file
 
     def rebuild_txn_index(self, state: ProducerStateManager) -> None:
         """Rebuild the ``.txnindex`` from the ``.log``; ``state`` must hold the producer state as of

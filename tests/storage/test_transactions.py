@@ -911,3 +911,31 @@ def test_a_damaged_segment_below_the_recovery_point_does_not_stop_a_txn_index_re
                         had_clean_shutdown=True, clock=FakeClock(NOW))
     assert reloaded.log_end_offset == 90
     assert reloaded.segments()[2].txn_index.exists()  # rebuilt, without what segment 0 began
+
+
+def test_txn_index_recovery_reads_large_and_small_batches_alike(tmp_path: Path) -> None:
+    """The recovery replay reads only the header of a batch of 16 KiB or more and scans smaller
+    ones by chunks: both kinds of producer batches, between plain ones, rebuild the same index."""
+    log = Log.open(tmp_path / "p-0", LogConfig(segment_bytes=8 * 1024 * 1024),
+                   clock=FakeClock(NOW))
+    big = [Record(key=b"k%d" % i, value=b"x" * 200, timestamp=NOW) for i in range(200)]
+    log.append(big)                                                   # plain, large
+    log.append_batch(build_batch(big, producer_id=1, producer_epoch=0, base_sequence=0,
+                                 is_transactional=True))              # 200-399, large
+    for i in range(50):
+        log.append([Record(key=b"p", value=b"%d" % i, timestamp=NOW)])   # 400-449, small
+    log.append_batch(txn_batch(2, 0, 3))                              # 450-452, small
+    log.append(big)                                                   # 453-652
+    log.append_end_txn_marker(ControlType.ABORT, producer_id=1, producer_epoch=0)   # 653
+    log.append_batch(txn_batch(2, 3, 3))                              # 654-656
+    log.append_end_txn_marker(ControlType.ABORT, producer_id=2, producer_epoch=0)   # 657
+    expected = [AbortedTxn(1, 200, 653, 450), AbortedTxn(2, 450, 657, 658)]
+    assert aborted(log) == expected
+    committed = [r.offset for r in log.read(0, isolation="read_committed")]
+    log.active_segment.txn_index.delete_if_exists()
+    log.close()
+    reopened = Log.open(tmp_path / "p-0", LogConfig(segment_bytes=8 * 1024 * 1024),
+                        clock=FakeClock(NOW))
+    assert aborted(reopened) == expected
+    assert [r.offset for r in reopened.read(0, isolation="read_committed")] == committed
+    assert committed == [*range(0, 200), *range(400, 450), *range(453, 653)]
