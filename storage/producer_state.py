@@ -23,10 +23,15 @@ Snapshot file ``<offset>.snapshot`` (state as of that offset, exclusive), all bi
              OffsetDelta: int32 | Timestamp: int64 | CoordinatorEpoch: int32 |
              CurrentTxnFirstOffset: int64 (-1 = none)          (46 bytes each)
 
+(LastOffset -1: a producer known only by a marker. Timestamp: of its last batch or marker.)
 A snapshot is written at every roll (named by the new segment's base offset) and at a clean close;
 loading takes the newest valid snapshot at or below the log end and replays the batches after it.
+A log removes the snapshots of the segments the cleaner merges away, and when it opens every
+snapshot that is neither at a segment's base offset nor the newest one at or above the last base
+(Kafka's removeStraySnapshots).
 
-A producer whose last batch is ``producer.id.expiration.ms`` or more older than now is forgotten
+A producer whose last batch or marker is ``producer.id.expiration.ms`` or more older than now, and
+which has no open transaction, is forgotten
 (Kafka's ``removeExpiredProducers``, run by a periodic task of the log directory, and the same rule
 when a snapshot is loaded), so the state stays bounded by the producers of the last day however
 many short-lived producers (one per Spark write task) have written. A retry from a forgotten
