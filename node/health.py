@@ -113,12 +113,13 @@ def describe(err: OSError) -> str:
 
 
 # Log methods that touch the disk, or that must fail fast once the directory is offline. ``append``
-# and ``read`` go through ``append_batch`` and ``read_raw``; ``close``, ``rename_dir`` and
+# and ``append_end_txn_marker`` go through ``append_batch``, ``read`` through ``read_raw`` and
+# ``collect_aborted_transactions``; ``close``, ``rename_dir`` and
 # ``delete`` are called by the LogDir itself under its own guard.
 GUARDED_METHODS = (
     "append_batch", "roll", "flush", "read_raw", "offset_for_timestamp", "truncate_to",
     "truncate_fully_and_start_at", "delete_old_segments", "maybe_increment_log_start_offset",
-    "create_cleaned_segment", "replace_segments", "release_idle",
+    "create_cleaned_segment", "replace_segments", "release_idle", "collect_aborted_transactions",
 )
 
 

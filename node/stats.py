@@ -25,7 +25,8 @@ class PartitionStats:
     ``dirty_bytes`` are the bytes of the segments from the one holding the first dirty offset (the
     ``cleaner-offset-checkpoint`` entry, or the log start offset when there is none) to the end,
     active segment included; ``dirty_ratio`` is their share of ``size_bytes``. Both are 0 for a log
-    whose ``cleanup.policy`` does not include compact.
+    whose ``cleanup.policy`` does not include compact. ``last_stable_offset`` is below
+    ``log_end_offset`` while a transaction is open (its first offset).
     """
 
     topic: str
@@ -40,6 +41,7 @@ class PartitionStats:
     dirty_ratio: float
     cleanup_policy: str
     last_flush_ms: int
+    last_stable_offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +131,7 @@ def partition_stats(log: Log, cleaner_offset: int | None) -> PartitionStats:
         log_start_offset=start, log_end_offset=end, recovery_point=log.recovery_point,
         unflushed_messages=log.unflushed_messages, dirty_bytes=dirty,
         dirty_ratio=dirty / size if size else 0.0, cleanup_policy=log.config.cleanup_policy,
-        last_flush_ms=log.last_flush_ms)
+        last_flush_ms=log.last_flush_ms, last_stable_offset=log.last_stable_offset)
 
 
 def all_partition_stats(logs: Mapping[TopicPartition, Log],

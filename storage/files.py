@@ -5,6 +5,7 @@ Segment files are named after their base offset, zero-padded to 20 digits::
     00000000000000023423.log         record batches
     00000000000000023423.index       offset index
     00000000000000023423.timeindex   time index
+    00000000000000023423.txnindex    aborted transactions (storage.txn_index), created lazily
     00000000000000023423.snapshot    producer state, named by the offset it covers (exclusive)
     00000000000000023423.log.cleaned cleaner output under construction   (temporary suffixes are
     00000000000000023423.log.swap    ready to replace the old segments     appended after the

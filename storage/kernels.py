@@ -448,12 +448,16 @@ def validate_records(buf, start, end, count, require_keys):
 
 
 @numba.njit(cache=True, nogil=True)
-def validate_batch(buf, computed_crc, max_message_bytes, require_keys):
+def validate_batch(buf, computed_crc, max_message_bytes, require_keys, from_client=True):
     """Check one producer-encoded v2 batch that fills ``buf`` exactly: its header in the order of
     Kafka's ``LogValidator`` (sizes, magic, ``max.message.bytes``, the CRC against
     ``computed_crc``, codec, control flag, offset range against the count, producer sequence), then
     every record as ``validate_records`` does. One call per append, so that the header checks
     cost no Python.
+
+    ``from_client=False`` (the transaction coordinator's appends) skips the two client-only checks,
+    as Kafka's LogValidator does for a non-client origin: the control flag and a producer id without
+    a sequence (a marker has none).
 
     Returns ``validate_records``' tuple; the ``ERR_APPEND_*`` codes for a refused header (the
     caller reads the header again for its message), or ``COMPRESSED`` when the header is valid and
@@ -481,7 +485,7 @@ def validate_batch(buf, computed_crc, max_message_bytes, require_keys):
     codec = attributes & 0x07
     if codec > 4:
         return ERR_APPEND_CODEC, z, V2_ATTRIBUTES_OFFSET, codec, no_max, no_offset, False
-    if attributes & 0x20:
+    if attributes & 0x20 and from_client:
         return ERR_APPEND_CONTROL, z, V2_ATTRIBUTES_OFFSET, z, no_max, no_offset, False
     last_offset_delta = read_int32(buf, V2_LAST_OFFSET_DELTA_OFFSET)
     count = read_int32(buf, V2_RECORDS_COUNT_OFFSET)
@@ -491,7 +495,7 @@ def validate_batch(buf, computed_crc, max_message_bytes, require_keys):
         return ERR_APPEND_COUNT, z, z, z, no_max, no_offset, False
     if count != last_offset_delta + 1:
         return ERR_APPEND_COUNT_RANGE, z, z, z, no_max, no_offset, False
-    if (read_int64(buf, V2_PRODUCER_ID_OFFSET) >= 0
+    if (from_client and read_int64(buf, V2_PRODUCER_ID_OFFSET) >= 0
             and read_int32(buf, V2_BASE_SEQUENCE_OFFSET) < 0):
         return ERR_APPEND_SEQUENCE, z, z, z, no_max, no_offset, False
     if codec != 0:

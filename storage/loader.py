@@ -24,6 +24,9 @@ Nothing a recovery cuts is deleted (ours, beyond Kafka): the truncated tail of a
 and every segment dropped after it moved, to the partition's ``quarantine/`` folder
 (``storage.quarantine``), and ``LoadResult.quarantined`` lists them.
 
+Every segment recovered (passes 4 and 5) also gets its ``.txnindex`` rebuilt by replaying it
+through the producer state as of its base offset (snapshot + replay of the segments before it).
+
 A segment whose valid batches overflow its base offset (an old broker's) is split, not truncated,
 wherever recovery meets it (passes 4 and 5; see ``storage.split``).
 6. Offsets: log end offset from the last segment; the log start offset is the checkpointed one
@@ -43,12 +46,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage import files
+from storage import txn_index
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
 from storage.durable import fsync_dir
 from storage.errors import CorruptIndexError, CorruptRecordError, SegmentOffsetOverflowError
-from storage.quarantine import QuarantinedFile, keep_file, keep_tail, keep_while
 from storage.kernels import LEGACY_TIMESTAMP_OFFSET
+from storage.producer_state import ProducerStateManager
+from storage.quarantine import QuarantinedFile, keep_file, keep_tail, keep_while
 from storage.records import (
     HEADER_SIZE,
     HEADER_SIZE_UP_TO_MAGIC,
@@ -103,6 +108,8 @@ class LogLoader:
         self._rebuilt = 0
         self._truncated_rebuilding = 0   # bytes cut off while rebuilding indexes (pass 4)
         self._quarantined: list[QuarantinedFile] = []
+        self._txn_state: ProducerStateManager | None = None   # see _rebuild_txn_indexes
+        self._txn_state_last: LogSegment | None = None
 
     def load(self) -> LoadResult:
         swaps = self._pass1_remove_temp_files()
@@ -209,11 +216,10 @@ class LogLoader:
             needs_rebuild = index_name not in names
             if not needs_rebuild:
                 try:
-                    if base < recovered_later:   # a full check, lengths included
+                    self._quick_index_check(stem, names)
+                    if base < recovered_later:   # a full check against the .log as well
                         end = bases[i + 1] if i + 1 < len(bases) else None
                         check_indexes_against_log(segment, end)
-                    else:
-                        self._quick_index_check(stem, names)
                 except CorruptIndexError as err:
                     log.warning("%s; rebuilding the indexes of %s", err, segment.log_path)
                     needs_rebuild = True
@@ -224,6 +230,7 @@ class LogLoader:
                     index.delete_if_exists()
                 truncated, recovered = self._recover(
                     segment, bases[i + 1] if i + 1 < len(bases) else None)
+                self._rebuild_txn_indexes(recovered, segments)
                 self._truncated_rebuilding += truncated
                 for done in recovered:
                     done.make_read_only()
@@ -286,11 +293,34 @@ class LogLoader:
                                                reason))
         segment.delete_files()
 
+    def _rebuild_txn_indexes(self, recovered: list[LogSegment], before: list[LogSegment]) -> None:
+        """Rebuild the ``.txnindex`` of segments just recovered, replaying them through the
+        producer state as of the first one's base offset (Kafka's recoverSegment): the newest
+        snapshot at or below it plus the batches of the segments ``before`` it after that
+        snapshot. Consecutive recoveries reuse the state the previous one left."""
+        state = self._txn_state
+        if state is None or not before or before[-1] is not self._txn_state_last:
+            state = ProducerStateManager(self.dir)
+            start = state.load_latest_snapshot(recovered[0].base_offset,
+                                               self.clock.milliseconds())
+            try:
+                for segment in before:
+                    if segment.read_next_offset() > start:
+                        segment.replay_producer_state(state, start)
+            except (CorruptRecordError, CorruptIndexError) as err:
+                # a damaged segment below the recovery point: index what can be known
+                log.warning("%s; transactions begun before it are not in the rebuilt "
+                            "transaction index of %s", err, recovered[0].log_path)
+        for segment in recovered:
+            segment.rebuild_txn_index(state)
+        self._txn_state, self._txn_state_last = state, recovered[-1]
+
     def _quick_index_check(self, stem: str, names: set[str]) -> None:
         """Cheap structural check from the sizes of the index files of segment ``stem`` (among
         ``names``, the directory's listing); full checks happen in recovery."""
         directory = str(self.dir)
-        for suffix, width in ((files.INDEX_SUFFIX, 8), (files.TIME_INDEX_SUFFIX, 12)):
+        for suffix, width in ((files.INDEX_SUFFIX, 8), (files.TIME_INDEX_SUFFIX, 12),
+                              (files.TXN_INDEX_SUFFIX, txn_index.ENTRY_SIZE)):
             name = f"{stem}{suffix}"
             if name not in names:
                 continue
@@ -323,6 +353,7 @@ class LogLoader:
                         segment.log_path, 0, self.clock.milliseconds(),
                         f"unreadable segment: {err}"))
                 truncated, parts = segment.truncate_fully(), [segment]
+            self._rebuild_txn_indexes(parts, segments[:i])
             segments[i:i + 1] = parts
             i += len(parts) - 1
             segment = segments[i]

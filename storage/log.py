@@ -31,6 +31,8 @@ from storage.config import LogConfig
 from storage.durable import fsync_dir
 from storage.errors import (
     CorruptRecordError,
+    InvalidOffsetError,
+    InvalidRecordError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     SegmentsChangedError,
@@ -39,23 +41,30 @@ from storage.errors import (
 from storage.loader import LogLoader, LoadResult
 from storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ORIGIN_CLIENT,
+    ORIGIN_COORDINATOR,
+    CompletedTxn,
+    ProducerAppendInfo,
     ProducerStateManager,
     SequenceCheck,
 )
 from storage.records import (
     ATTRIBUTES_OFFSET,
-    HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
     Compression,
+    ControlType,
     Record,
     RecordBatch,
     build_batch,
+    build_end_txn_marker,
     byte_view,
+    parse_control_record,
     scan_batches,
 )
 from storage.scheduler import Scheduler, default_scheduler
 from storage.segment import LogSegment, RollParams, SegmentIdentity, identity_or_none
+from storage.txn_index import AbortedTxn
 from storage.validation import validate_for_append
 
 log = logging.getLogger(__name__)
@@ -69,6 +78,8 @@ _CRC = struct.Struct(">I")
 _CRC_POSITION = 17
 _LOG_APPEND_TIME_FLAG = 0x08
 DEFAULT_FETCH_BYTES = 1024 * 1024
+READ_UNCOMMITTED = "read_uncommitted"   # Kafka's isolation.level values
+READ_COMMITTED = "read_committed"
 INDEXED_SEGMENTS_KEPT = 16
 TRUNCATED_IDENTITIES_KEPT = 1024   # truncations are rare: this covers any clean in flight
 
@@ -133,6 +144,7 @@ class Log:
         self.load_result = load
         self._closed = False
         self.producer_state = ProducerStateManager(directory, producer_id_expiration_ms)
+        self.producer_state.remove_stray_snapshots(self._bases)
         self._rebuild_producer_state(had_clean_shutdown=load.clean_shutdown)
         self.on_offsets_changed: Callable[[Log], None] | None = None
 
@@ -177,7 +189,14 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
-        return self._log_end_offset
+        """The first offset of the earliest open transaction (not below the log start offset),
+        else the log end (Kafka's LSO, with the high watermark at the log end): a
+        ``read_committed`` reader sees nothing at or above it."""
+        with self._lock:
+            first = self.producer_state.first_undecided_offset()
+            if first is None:
+                return self._log_end_offset
+            return min(max(first, self._log_start_offset), self._log_end_offset)
 
     @property
     def recovery_point(self) -> int:
@@ -227,16 +246,38 @@ class Log:
     # ---- append ------------------------------------------------------------------------------
     def append(self, records: Sequence[Record], *, compression: Compression = Compression.NONE,
                producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
-               partition_leader_epoch: int = -1) -> LogAppendInfo:
+               partition_leader_epoch: int = -1, is_transactional: bool = False) -> LogAppendInfo:
         """Encode ``records`` as one v2 batch and append it."""
         data = build_batch(records, compression=compression, producer_id=producer_id,
                            producer_epoch=producer_epoch, base_sequence=base_sequence,
-                           partition_leader_epoch=partition_leader_epoch)
+                           partition_leader_epoch=partition_leader_epoch,
+                           is_transactional=is_transactional)
         return self.append_batch(data)
 
-    def append_batch(self, data: bytes | bytearray | memoryview) -> LogAppendInfo:
+    def append_end_txn_marker(self, control_type: ControlType, *, producer_id: int,
+                              producer_epoch: int, coordinator_epoch: int = 0,
+                              timestamp: int | None = None) -> LogAppendInfo:
+        """Append a commit or abort marker for ``producer_id`` as the transaction coordinator."""
+        ts = self.clock.milliseconds() if timestamp is None else timestamp
+        return self.append_batch(build_end_txn_marker(
+            control_type, producer_id=producer_id, producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch, timestamp=ts), origin=ORIGIN_COORDINATOR)
+
+    def append_batch(self, data: bytes | bytearray | memoryview,
+                     origin: str = ORIGIN_CLIENT) -> LogAppendInfo:
         """Validate producer-encoded v2 batches (CRC, sizes, every record's structure, keys for a
-        compacted topic, ``max.message.bytes``) and append them with offsets assigned here."""
+        compacted topic, ``max.message.bytes``) and append them with offsets assigned here.
+
+        ``origin`` is Kafka's AppendOrigin: ``"client"`` (a producer; control batches are refused
+        with InvalidRecordError, sequences are checked) or ``"coordinator"`` (the transaction
+        coordinator: may write commit/abort markers, whose producer and coordinator epochs are
+        checked). The batches of one producer in one append are checked in order, each against
+        the state the earlier ones left; a retry of batches already appended is a duplicate."""
+        if origin not in (ORIGIN_CLIENT, ORIGIN_COORDINATOR):
+            raise InvalidRecordError(f"append to {self.name}: origin {origin!r} is not "
+                                     f"{ORIGIN_CLIENT!r} or {ORIGIN_COORDINATOR!r}",
+                                     partition=self.name, origin=origin)
+        from_client = origin == ORIGIN_CLIENT
         view = byte_view(data)
         spans = _batch_spans(view)
         if spans is None:
@@ -257,7 +298,7 @@ class Log:
                     f"segment.bytes={self.config.segment_bytes}", partition=self.name, size=size)
             checks.append((batch, validate_for_append(
                 batch, require_keys=require_keys,
-                max_message_bytes=self.config.max_message_bytes)))
+                max_message_bytes=self.config.max_message_bytes, from_client=from_client)))
         log_append_time = (self.clock.milliseconds()
                            if self.config.message_timestamp_type == "LogAppendTime" else -1)
         with self._lock:
@@ -266,28 +307,37 @@ class Log:
             next_offset = self._log_end_offset
             first_offset = next_offset
             max_ts, offset_of_max_ts, records, size = -1, next_offset, 0, 0
-            appended: list[tuple[BatchHeader, int, int]] = []   # header, base offset, max ts
+            producers: dict[int, ProducerAppendInfo] = {}   # this append's state, per producer
+            completed: list[CompletedTxn] = []
             duplicates: list[SequenceCheck] = []
             for batch, check in checks:
                 header = check.header
-                from_producer = header is not None and header.producer_id >= 0
-                if from_producer:
-                    sequence = self.producer_state.check(header.producer_id, header.producer_epoch,
-                                                         header.base_sequence, check.records_count)
-                    if sequence.duplicate or any(
-                            h.producer_id == header.producer_id
-                            and h.base_sequence == header.base_sequence for h, _, _ in appended):
-                        duplicates.append(sequence)
-                        continue
+                batch_max_ts = log_append_time if log_append_time >= 0 else check.max_timestamp
+                if header is not None and (header.producer_id >= 0 or header.is_control):
+                    info = producers.get(header.producer_id)
+                    if info is None:
+                        info = producers[header.producer_id] = self.producer_state.prepare_update(
+                            header.producer_id, origin)
+                    if header.is_control:
+                        done = self._check_marker(batch, header, info, next_offset, batch_max_ts)
+                        if done is not None:
+                            completed.append(done)
+                    else:
+                        sequence = info.check_data_batch(header.producer_epoch,
+                                                         header.base_sequence,
+                                                         check.records_count, next_offset)
+                        if sequence.duplicate:
+                            duplicates.append(sequence)
+                            continue
+                        info.append_data_batch(
+                            header.producer_epoch, header.base_sequence, header.last_sequence,
+                            next_offset, next_offset + header.last_offset_delta, batch_max_ts,
+                            header.is_transactional)
                 pieces.append(_OFFSET.pack(next_offset))
                 if log_append_time >= 0:
                     pieces.append(_with_log_append_time(batch, log_append_time))
-                    batch_max_ts = log_append_time
                 else:
                     pieces.append(batch[8:])
-                    batch_max_ts = check.max_timestamp
-                if from_producer:
-                    appended.append((header, next_offset, batch_max_ts))
                 if batch_max_ts > max_ts:
                     max_ts = batch_max_ts
                     offset_of_max_ts = next_offset + check.last_offset_delta
@@ -303,16 +353,38 @@ class Log:
                                                   self.clock.milliseconds()))
             segment.append(last_offset, max_ts, offset_of_max_ts, pieces, size)
             self._log_end_offset = next_offset
-            for header, base, batch_max_ts in appended:
-                self.producer_state.update(
-                    header.producer_id, header.producer_epoch, header.base_sequence,
-                    header.last_sequence, base, base + header.last_offset_delta, batch_max_ts)
+            state = self.producer_state
+            for info in producers.values():
+                state.commit(info)
+            for txn in completed:
+                self._complete_txn(segment, txn)
+            state.map_end_offset = max(state.map_end_offset, next_offset)
             self._unflushed_messages += records
             info = LogAppendInfo(first_offset, last_offset, max_ts, offset_of_max_ts, records,
                                  len(pieces) // 2, size, log_append_time, self._log_start_offset)
             if self._unflushed_messages >= self.config.flush_messages:
                 self.flush()
         return info
+
+    def _check_marker(self, batch: memoryview, header: BatchHeader, info: ProducerAppendInfo,
+                      offset: int, timestamp: int) -> CompletedTxn | None:
+        """Check a control batch the coordinator appends at ``offset``: one commit or abort marker
+        of a producer, within its epochs; returns the transaction it closes."""
+        records = RecordBatch(bytes(batch)).records()
+        marker = parse_control_record(records[0]) if records else None
+        if header.producer_id < 0 or marker is None or marker[0] not in (ControlType.ABORT,
+                                                                          ControlType.COMMIT):
+            raise InvalidRecordError(
+                f"append to {self.name}: the control batch at offset {offset} is not a commit or "
+                f"abort marker of a producer", partition=self.name, offset=offset)
+        return info.append_end_txn_marker(marker[0], marker[1], header.producer_epoch, offset,
+                                          timestamp)
+
+    def _complete_txn(self, segment: LogSegment, txn: CompletedTxn) -> None:
+        """Close a transaction whose marker is in ``segment`` (Kafka: the LSO after it goes into
+        the aborted transaction's index entry, then the transaction completes)."""
+        segment.update_txn_index(txn, self.producer_state.last_stable_offset_after(txn))
+        self.producer_state.complete_txn(txn)
 
     def _maybe_roll(self, params: RollParams) -> LogSegment:
         segment = self._segments[self._bases[-1]]
@@ -337,7 +409,8 @@ class Log:
                 log.warning("deleting stale segment file %s before rolling", stale)
                 stale.unlink()
             for index in (files.index_file(self.dir, new_base),
-                          files.time_index_file(self.dir, new_base)):
+                          files.time_index_file(self.dir, new_base),
+                          files.txn_index_file(self.dir, new_base)):
                 index.unlink(missing_ok=True)
             active.on_become_inactive()
             segment = LogSegment.create(self.dir, new_base, self.config, clock=self.clock,
@@ -423,18 +496,32 @@ class Log:
                            partition=self.name, offset=start_offset)
 
     def read(self, start_offset: int | None = None, max_offset: int | None = None,
-             fetch_bytes: int = DEFAULT_FETCH_BYTES) -> Iterator[Record]:
-        """Every record from ``start_offset`` (default: the log start) up to the log end at the time
-        of the call (or ``max_offset``, exclusive), across segments and gaps left by compaction.
-        Offsets must be integers (``InvalidOffsetError``), ``max_offset`` not negative."""
+             fetch_bytes: int = DEFAULT_FETCH_BYTES,
+             isolation: str = READ_UNCOMMITTED) -> Iterator[Record]:
+        """Every data record from ``start_offset`` (default: the log start) up to the log end at
+        the time of the call (or ``max_offset``, exclusive), across segments and gaps left by
+        compaction. Control records (transaction markers, KRaft control records) are skipped, as
+        Kafka's consumer skips them: callers see data records only.
+
+        ``isolation="read_committed"`` (Kafka's FetchIsolation.TXN_COMMITTED) stops at the last
+        stable offset and skips the batches of aborted transactions, found from the
+        ``.txnindex`` files; ``"read_uncommitted"`` (the default) returns everything. Offsets
+        must be integers (``InvalidOffsetError``), ``max_offset`` not negative."""
+        if isolation not in (READ_UNCOMMITTED, READ_COMMITTED):
+            raise StorageError(f"{self.name}: isolation {isolation!r} is not "
+                               f"{READ_UNCOMMITTED!r} or {READ_COMMITTED!r}",
+                               partition=self.name, isolation=isolation)
+        committed = isolation == READ_COMMITTED
         if start_offset is not None:
             start_offset = files.validate_offset(start_offset, "start_offset",
                                                  partition=self.name, minimum=None)
         if max_offset is not None:
             max_offset = files.validate_offset(max_offset, "max_offset", partition=self.name)
         offset = self._log_start_offset if start_offset is None else start_offset
-        stop = self._log_end_offset if max_offset is None else min(max_offset,
-                                                                   self._log_end_offset)
+        upper = self.last_stable_offset if committed else self._log_end_offset
+        stop = upper if max_offset is None else min(max_offset, upper)
+        aborted = _AbortedFilter(self.collect_aborted_transactions(offset, stop)
+                                 if committed and offset < stop else [])
         while offset < stop:
             fetch = self.read_raw(offset, fetch_bytes)
             if fetch is None:
@@ -443,15 +530,29 @@ class Log:
             for batch in fetch.batches():
                 if batch.last_offset < offset:
                     continue
-                for record in batch.records():
-                    if offset <= record.offset < stop:
-                        yield record
+                if not (aborted.skips(batch) or batch.is_control):
+                    for record in batch.records():
+                        if offset <= record.offset < stop:
+                            yield record
                 offset = max(offset, batch.next_offset)
                 progressed = True
                 if offset >= stop:
                     return
             if not progressed:
                 return
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int
+                                     ) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[start_offset, upper_bound_offset)``, from the
+        ``.txnindex`` of the segment holding ``start_offset`` and of the later ones until an entry
+        shows no later one can add to the range (Kafka's collectAbortedTransactions)."""
+        found: list[AbortedTxn] = []
+        for segment in self.segments_in_range(start_offset, self._log_end_offset + 1):
+            result = segment.collect_aborted_txns(start_offset, upper_bound_offset)
+            found.extend(result.aborted_transactions)
+            if result.is_complete:
+                break
+        return found
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record whose timestamp is >= ``timestamp``."""
@@ -618,7 +719,8 @@ class Log:
 
         1. rename each new segment ``.cleaned`` -> ``.swap``, highest offset first, and add it;
         2. remove each old segment (unless the first new one replaced it at the same base) and rename
-           it ``.deleted`` for the async delete;
+           it ``.deleted`` for the async delete; the producer snapshots at the bases of the removed
+           segments go too (Kafka's deleteProducerSnapshots);
         3. rename each new segment ``.swap`` -> final name, then fsync the directory.
 
         A crash anywhere leaves files from which the loader restores the log as before or as after.
@@ -650,6 +752,9 @@ class Log:
                 if segment.base_offset not in self._bases:
                     bisect.insort(self._bases, segment.base_offset)
             self._delete_segment_files(live)
+            for segment in live:
+                if segment.base_offset != first_new:
+                    self.producer_state.delete_snapshot(segment.base_offset)
             for segment in new_sorted:
                 segment.change_file_suffixes(files.SWAP_SUFFIX, "")
             fsync_dir(self.dir)
@@ -767,16 +872,7 @@ class Log:
             return
         start = state.load_latest_snapshot(end, self.clock.milliseconds(), snapshots)
         for segment in self.segments_in_range(start, end):
-            position = segment.offset_index.lookup(start).position if segment.base_offset < start \
-                else 0
-            for entry in segment.batches(position):
-                if entry.last_offset < start or entry.magic < 2:
-                    continue
-                header = BatchHeader.parse(segment.read_bytes(entry.position, HEADER_SIZE))
-                if header.producer_id >= 0:
-                    state.update(header.producer_id, header.producer_epoch, header.base_sequence,
-                                 header.last_sequence, header.base_offset, header.last_offset,
-                                 header.max_timestamp)
+            segment.replay_producer_state(state, start)
         state.map_end_offset = end
 
     def _remember_truncated(self, segments: Sequence[LogSegment]) -> None:
@@ -845,3 +941,29 @@ def _with_log_append_time(batch: memoryview, now_ms: int) -> bytes:
     return bytes(memoryview(buf)[8:])
 
 
+class _AbortedFilter:
+    """A read_committed reader's view of aborted transactions (Kafka's consumer, CompletedFetch):
+    a producer's transactional batches are skipped from the first offset of its aborted
+    transaction until its abort marker."""
+
+    def __init__(self, aborted: list[AbortedTxn]) -> None:
+        self._pending = sorted(aborted, key=lambda t: t.first_offset, reverse=True)
+        self._producers: set[int] = set()
+
+    def skips(self, batch: RecordBatch) -> bool:
+        """Whether ``batch`` belongs to an aborted transaction (its abort marker included)."""
+        if not self._pending and not self._producers:
+            return False
+        if batch.producer_id < 0:
+            return False
+        while self._pending and self._pending[-1].first_offset <= batch.last_offset:
+            self._producers.add(self._pending.pop().producer_id)
+        producer_id = batch.producer_id
+        if producer_id not in self._producers:
+            return False
+        if batch.is_control:
+            records = batch.records()
+            if records and parse_control_record(records[0])[0] == ControlType.ABORT:
+                self._producers.discard(producer_id)
+            return True
+        return batch.is_transactional

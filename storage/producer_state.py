@@ -1,11 +1,18 @@
-"""Idempotent-producer state of one partition and its ``.snapshot`` files (Kafka's
-ProducerStateManager, without transactions).
+"""Idempotent and transactional producer state of one partition and its ``.snapshot`` files
+(Kafka's ProducerStateManager, ProducerAppendInfo and ProducerStateEntry).
 
 A producer stamps every batch with (producer id, epoch, base sequence); sequences run on without a
 gap per producer and epoch. The log keeps, per producer, the epoch, the last sequence and the
 offsets of its most recent batches, and uses them to drop a retried batch instead of appending it
 twice: a batch whose sequences are at or below the producer's last sequence in the same epoch is a
 duplicate (its original offsets are returned when still cached); a gap is an out-of-order error.
+The batches of one append are checked in order, each against the state the earlier ones left
+(``ProducerAppendInfo``), and the state changes only once the append is written.
+
+Transactions (KIP-98): a producer's first transactional batch opens its transaction (its first
+offset is ``current_txn_first_offset``); a commit or abort marker (a control batch written by the
+transaction coordinator) closes it, after an epoch check and a coordinator-epoch check. The
+earliest open transaction bounds the last stable offset.
 
 Snapshot file ``<offset>.snapshot`` (state as of that offset, exclusive), all big-endian::
 
@@ -16,10 +23,15 @@ Snapshot file ``<offset>.snapshot`` (state as of that offset, exclusive), all bi
              OffsetDelta: int32 | Timestamp: int64 | CoordinatorEpoch: int32 |
              CurrentTxnFirstOffset: int64 (-1 = none)          (46 bytes each)
 
+(LastOffset -1: a producer known only by a marker. Timestamp: of its last batch or marker.)
 A snapshot is written at every roll (named by the new segment's base offset) and at a clean close;
 loading takes the newest valid snapshot at or below the log end and replays the batches after it.
+A log removes the snapshots of the segments the cleaner merges away, and when it opens every
+snapshot that is neither at a segment's base offset nor the newest one at or above the last base
+(Kafka's removeStraySnapshots).
 
-A producer whose last batch is ``producer.id.expiration.ms`` or more older than now is forgotten
+A producer whose last batch or marker is ``producer.id.expiration.ms`` or more older than now, and
+which has no open transaction, is forgotten
 (Kafka's ``removeExpiredProducers``, run by a periodic task of the log directory, and the same rule
 when a snapshot is loaded), so the state stays bounded by the producers of the last day however
 many short-lived producers (one per Spark write task) have written. A retry from a forgotten
@@ -33,12 +45,14 @@ import struct
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Iterable, NamedTuple
 
 import crc32c
 
 from storage import files
 from storage.durable import atomic_write
-from storage.errors import CorruptRecordError, InvalidRecordError
+from storage.errors import CorruptRecordError, InvalidRecordError, StorageError
+from storage.records import BatchHeader, ControlType, RecordBatch, parse_control_record
 
 SNAPSHOT_VERSION = 1
 _HEADER = struct.Struct(">hIi")           # version, crc, count
@@ -56,7 +70,26 @@ class OutOfOrderSequenceError(InvalidRecordError):
 
 
 class InvalidProducerEpochError(InvalidRecordError):
-    """A batch from an epoch older than the producer's current epoch (a fenced producer)."""
+    """A batch or marker from an epoch older than the producer's current epoch (a fenced
+    producer)."""
+
+
+class InvalidTxnStateError(InvalidRecordError):
+    """A non-transactional batch from a producer whose transaction is still open (Kafka's
+    InvalidTxnStateException); unlike a sequence error, the sequence itself is fine."""
+
+
+class TransactionCoordinatorFencedError(InvalidRecordError):
+    """A commit or abort marker whose coordinator epoch is older than the last one this partition
+    saw for the producer: a zombie transaction coordinator (Kafka's
+    TransactionCoordinatorFencedException)."""
+
+
+ORIGIN_CLIENT = "client"              # a producer: every check, control batches refused
+ORIGIN_COORDINATOR = "coordinator"    # the transaction coordinator: markers allowed, no sequences
+ORIGIN_REPLICATION = "replication"    # replay of batches already in the log: no checks
+ORIGINS = (ORIGIN_CLIENT, ORIGIN_COORDINATOR, ORIGIN_REPLICATION)
+NO_OFFSET = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +103,16 @@ class BatchMetadata:
 
 @dataclass(slots=True)
 class ProducerEntry:
+    """One producer's state (Kafka's ProducerStateEntry): its epoch, its last batches, the epoch of
+    the coordinator that wrote its last marker, and the first offset of its open transaction
+    (``current_txn_first_offset``, -1 when none)."""
+
     producer_id: int
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=CACHED_BATCHES))
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = NO_OFFSET
+    last_timestamp: int = NO_TIMESTAMP   # of its last batch or marker (Kafka's lastTimestamp)
 
     @property
     def last_seq(self) -> int:
@@ -82,10 +122,23 @@ class ProducerEntry:
     def last_offset(self) -> int:
         return self.batches[-1].last_offset if self.batches else -1
 
-    @property
-    def last_timestamp(self) -> int:
-        """The max timestamp of the last batch (Kafka's ``lastTimestamp``), -1 when none."""
-        return self.batches[-1].timestamp if self.batches else NO_TIMESTAMP
+    def set_epoch(self, epoch: int) -> None:
+        """A new epoch forgets the batches of the old one (Kafka's maybeUpdateProducerEpoch)."""
+        if epoch != self.epoch:
+            self.batches.clear()
+            self.epoch = epoch
+
+    def add_batch(self, epoch: int, first_seq: int, last_seq: int, first_offset: int,
+                  last_offset: int, timestamp: int) -> None:
+        self.set_epoch(epoch)
+        self.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset,
+                                          timestamp))
+        self.last_timestamp = timestamp
+
+    def copy(self) -> ProducerEntry:
+        return ProducerEntry(self.producer_id, self.epoch,
+                             deque(self.batches, maxlen=CACHED_BATCHES), self.coordinator_epoch,
+                             self.current_txn_first_offset, self.last_timestamp)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,40 +150,59 @@ class SequenceCheck:
     last_offset: int = -1
 
 
+class CompletedTxn(NamedTuple):
+    """A transaction closed by a marker at ``last_offset`` (Kafka's CompletedTxn)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
 def _next_seq(seq: int, delta: int) -> int:
     return (seq + delta) % (INT32_MAX + 1)
 
 
-class ProducerStateManager:
-    """Per-producer sequence state of one log. Not thread-safe; the owning ``Log`` holds its lock."""
+class ProducerAppendInfo:
+    """The state of one producer while the batches of one append are checked (Kafka's
+    ProducerAppendInfo): each batch is checked against the state left by the batches before it in
+    the same append, and nothing reaches the ``ProducerStateManager`` until ``commit`` after the
+    append was written. Not thread-safe."""
 
-    def __init__(self, directory: Path,
-                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
-        self.dir = directory
-        self.producer_id_expiration_ms = producer_id_expiration_ms
-        self._producers: dict[int, ProducerEntry] = {}
-        self.map_end_offset = 0   # state covers batches below this offset
+    __slots__ = ("producer_id", "origin", "entry", "started_transactions")
 
-    @property
-    def producers(self) -> dict[int, ProducerEntry]:
-        return self._producers
+    def __init__(self, producer_id: int, current: ProducerEntry | None, origin: str) -> None:
+        if origin not in ORIGINS:
+            raise ValueError(f"append origin {origin!r} is not one of {ORIGINS}")
+        self.producer_id = producer_id
+        self.origin = origin
+        self.entry = current.copy() if current is not None else ProducerEntry(producer_id, -1)
+        self.started_transactions: list[int] = []   # first offsets of transactions begun here
 
-    # ---- checking and updating ---------------------------------------------------------------
-    def check(self, producer_id: int, epoch: int, first_seq: int, count: int) -> SequenceCheck:
-        """Check a batch before it is appended; raises on a fenced epoch or a sequence gap."""
-        entry = self._producers.get(producer_id)
-        last_seq = _next_seq(first_seq, count - 1)
-        if entry is None or not entry.batches:
-            return SequenceCheck(False)
-        if epoch < entry.epoch:
+    def _check_epoch(self, epoch: int, offset: int) -> None:
+        if epoch < self.entry.epoch and self.origin != ORIGIN_REPLICATION:
             raise InvalidProducerEpochError(
-                f"producer {producer_id}: epoch {epoch} is older than the current epoch "
-                f"{entry.epoch}", producer_id=producer_id, epoch=epoch)
+                f"producer {self.producer_id} at offset {offset}: epoch {epoch} is older than "
+                f"the current epoch {self.entry.epoch}", producer_id=self.producer_id,
+                epoch=epoch, offset=offset)
+
+    def check_data_batch(self, epoch: int, first_seq: int, count: int,
+                         offset: int = NO_OFFSET) -> SequenceCheck:
+        """Check a data batch before it is appended at ``offset``; raises on a fenced epoch or a
+        sequence gap (a client's batch) and reports a retry of a batch already appended."""
+        self._check_epoch(epoch, offset)
+        if self.origin != ORIGIN_CLIENT:
+            return SequenceCheck(False)
+        entry = self.entry
+        producer_id = self.producer_id
+        last_seq = _next_seq(first_seq, count - 1)
+        if entry.epoch < 0:
+            return SequenceCheck(False)      # no state: any sequence starts it
         if epoch > entry.epoch:
             if first_seq != 0:
                 raise OutOfOrderSequenceError(
                     f"producer {producer_id}: a new epoch {epoch} must start at sequence 0, not "
-                    f"{first_seq}", producer_id=producer_id, sequence=first_seq)
+                    f"{first_seq}", producer_id=producer_id, sequence=first_seq, offset=offset)
             return SequenceCheck(False)
         for cached in entry.batches:
             if cached.first_seq == first_seq and cached.last_seq == last_seq:
@@ -142,22 +214,165 @@ class ProducerStateManager:
         raise OutOfOrderSequenceError(
             f"producer {producer_id}: sequence {first_seq} does not follow the last appended "
             f"sequence {entry.last_seq} (epoch {epoch})", producer_id=producer_id,
-            sequence=first_seq, last_sequence=entry.last_seq)
+            sequence=first_seq, last_sequence=entry.last_seq, offset=offset)
+
+    def append_data_batch(self, epoch: int, first_seq: int, last_seq: int, first_offset: int,
+                          last_offset: int, timestamp: int, is_transactional: bool = False) -> None:
+        """Record a data batch checked by ``check_data_batch``; a transactional batch opens the
+        producer's transaction unless one is open. A non-transactional batch while one is open is
+        refused (not when replaying the log, which is taken as it is)."""
+        entry = self.entry
+        if (entry.current_txn_first_offset >= 0 and not is_transactional
+                and self.origin != ORIGIN_REPLICATION):
+            raise InvalidTxnStateError(
+                f"producer {self.producer_id} at offset {first_offset}: a non-transactional batch "
+                f"while its transaction from offset {entry.current_txn_first_offset} is open",
+                producer_id=self.producer_id, offset=first_offset)
+        entry.add_batch(epoch, first_seq, last_seq, first_offset, last_offset, timestamp)
+        if is_transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = first_offset
+            self.started_transactions.append(first_offset)
+
+    def append_end_txn_marker(self, control_type: int, coordinator_epoch: int, epoch: int,
+                              offset: int, timestamp: int) -> CompletedTxn | None:
+        """A commit (``ControlType.COMMIT``) or abort marker at ``offset``: checks the producer
+        epoch and the coordinator epoch, closes the open transaction and returns it (None when the
+        producer had none open: an empty transaction changes neither the LSO nor the index)."""
+        self._check_epoch(epoch, offset)
+        entry = self.entry
+        if entry.coordinator_epoch > coordinator_epoch and self.origin != ORIGIN_REPLICATION:
+            raise TransactionCoordinatorFencedError(
+                f"producer {self.producer_id} at offset {offset}: marker from coordinator epoch "
+                f"{coordinator_epoch}, older than the current {entry.coordinator_epoch}",
+                producer_id=self.producer_id, coordinator_epoch=coordinator_epoch, offset=offset)
+        completed = None
+        if entry.current_txn_first_offset >= 0:
+            completed = CompletedTxn(self.producer_id, entry.current_txn_first_offset, offset,
+                                     control_type == ControlType.ABORT)
+        entry.set_epoch(epoch)
+        entry.coordinator_epoch = coordinator_epoch
+        entry.current_txn_first_offset = NO_OFFSET
+        entry.last_timestamp = timestamp
+        return completed
+
+
+class ProducerStateManager:
+    """Per-producer sequence and transaction state of one log. Not thread-safe; the owning ``Log``
+    holds its lock.
+
+    ``ongoing_transactions`` maps the first offset of every open transaction to its producer; the
+    earliest one is the first unstable offset. No replication here (high watermark = log end), so
+    a transaction is stable as soon as its marker is appended (Kafka's unreplicatedTxns stay
+    empty)."""
+
+    def __init__(self, directory: Path,
+                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
+        self.dir = directory
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self._producers: dict[int, ProducerEntry] = {}
+        self._ongoing: dict[int, int] = {}   # first offset of an open transaction -> producer id
+        self.map_end_offset = 0   # state covers batches below this offset
+
+    @property
+    def producers(self) -> dict[int, ProducerEntry]:
+        return self._producers
+
+    @property
+    def ongoing_transactions(self) -> dict[int, int]:
+        """First offset -> producer id of every open transaction (a copy)."""
+        return dict(sorted(self._ongoing.items()))
+
+    def first_undecided_offset(self) -> int | None:
+        """The first offset of the earliest open transaction, None when none is open."""
+        return min(self._ongoing) if self._ongoing else None
+
+    # ---- checking and updating ---------------------------------------------------------------
+    def prepare_update(self, producer_id: int, origin: str = ORIGIN_CLIENT) -> ProducerAppendInfo:
+        """A working copy of one producer's state for the batches of one append."""
+        return ProducerAppendInfo(producer_id, self._producers.get(producer_id), origin)
+
+    def commit(self, info: ProducerAppendInfo) -> None:
+        """Install the state an append left (after its bytes were written), and open the
+        transactions it began."""
+        self._producers[info.producer_id] = info.entry
+        for first_offset in info.started_transactions:
+            self._ongoing[first_offset] = info.producer_id
+
+    def load_producer_entry(self, entry: ProducerEntry) -> None:
+        """Install one producer's state as a snapshot would (Kafka's loadProducerEntry)."""
+        self._producers[entry.producer_id] = entry
+        if entry.current_txn_first_offset >= 0:
+            self._ongoing[entry.current_txn_first_offset] = entry.producer_id
+
+    def last_stable_offset_after(self, completed: CompletedTxn) -> int:
+        """The LSO once ``completed`` is closed (Kafka's lastStableOffset(completedTxn)): the first
+        offset of the earliest open transaction of another producer, else the marker's offset + 1.
+        Written into the aborted transaction's index entry before ``complete_txn``."""
+        others = [first for first, pid in self._ongoing.items() if pid != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        """Close an open transaction (its marker was appended)."""
+        if self._ongoing.pop(completed.first_offset, None) is None:
+            raise StorageError(
+                f"{self.dir}: transaction of producer {completed.producer_id} from offset "
+                f"{completed.first_offset} was not open", path=str(self.dir),
+                producer_id=completed.producer_id, offset=completed.first_offset)
+
+    def check(self, producer_id: int, epoch: int, first_seq: int, count: int) -> SequenceCheck:
+        """Check one client batch against the current state; raises on a fenced epoch or a gap."""
+        return self.prepare_update(producer_id).check_data_batch(epoch, first_seq, count)
 
     def update(self, producer_id: int, epoch: int, first_seq: int, last_seq: int,
-               first_offset: int, last_offset: int, timestamp: int) -> None:
-        """Record an appended (or replayed) batch."""
-        entry = self._producers.get(producer_id)
-        if entry is None or epoch != entry.epoch:
-            entry = ProducerEntry(producer_id, epoch)
-            self._producers[producer_id] = entry
-        entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset,
-                                           timestamp))
+               first_offset: int, last_offset: int, timestamp: int,
+               is_transactional: bool = False) -> None:
+        """Record one appended (or replayed) data batch."""
+        info = self.prepare_update(producer_id, ORIGIN_REPLICATION)
+        info.append_data_batch(epoch, first_seq, last_seq, first_offset, last_offset, timestamp,
+                               is_transactional)
+        self.commit(info)
         self.map_end_offset = max(self.map_end_offset, last_offset + 1)
+
+    def replay_marker(self, producer_id: int, epoch: int, control_type: int,
+                      coordinator_epoch: int, offset: int, timestamp: int) -> CompletedTxn | None:
+        """Replay one marker already in the log: close the producer's transaction and return it
+        (its aborted-transaction entry is the caller's to write, with
+        ``last_stable_offset_after`` taken before this call completes it)."""
+        info = self.prepare_update(producer_id, ORIGIN_REPLICATION)
+        completed = info.append_end_txn_marker(control_type, coordinator_epoch, epoch, offset,
+                                               timestamp)
+        self.commit(info)
+        self.map_end_offset = max(self.map_end_offset, offset + 1)
+        return completed
+
+    def replay_batch(self, header: BatchHeader, read_batch: Callable[[], bytes]
+                     ) -> CompletedTxn | None:
+        """Replay one v2 batch already in the log (loading, recovery): a data batch of a producer
+        updates it, a commit/abort marker (read with ``read_batch``, the whole batch) closes its
+        transaction, which is returned *not yet completed*: the caller takes
+        ``last_stable_offset_after`` for an index entry, then calls ``complete_txn``. Batches
+        without a producer id, empty control batches (cleaned away) and other control records
+        change nothing."""
+        if header.producer_id < 0:
+            return None
+        if not header.is_control:
+            self.update(header.producer_id, header.producer_epoch, header.base_sequence,
+                        header.last_sequence, header.base_offset, header.last_offset,
+                        header.max_timestamp, header.is_transactional)
+            return None
+        records = RecordBatch(read_batch()).records() if header.records_count > 0 else []
+        marker = parse_control_record(records[0]) if records else None
+        if marker is None or marker[0] not in (ControlType.ABORT, ControlType.COMMIT):
+            self.map_end_offset = max(self.map_end_offset, header.last_offset + 1)
+            return None
+        return self.replay_marker(header.producer_id, header.producer_epoch, marker[0], marker[1],
+                                  header.base_offset, records[0].timestamp)
 
     # ---- expiration --------------------------------------------------------------------------
     def is_expired(self, entry: ProducerEntry, now_ms: int) -> bool:
-        return now_ms - entry.last_timestamp >= self.producer_id_expiration_ms
+        """Idle for ``producer.id.expiration.ms``; a producer with an open transaction never is."""
+        return (entry.current_txn_first_offset < 0
+                and now_ms - entry.last_timestamp >= self.producer_id_expiration_ms)
 
     def remove_expired_producers(self, now_ms: int) -> int:
         """Forget every producer idle for ``producer.id.expiration.ms``; returns how many."""
@@ -195,32 +410,59 @@ class ProducerStateManager:
         atomic_write(path, encode_snapshot(self._producers.values()), sync=False)
         return path
 
+    def clear(self) -> None:
+        """Forget every producer and open transaction (the files are untouched)."""
+        self._producers.clear()
+        self._ongoing.clear()
+
     def load_latest_snapshot(self, below_or_at: int, now_ms: int,
                              offsets: list[int] | None = None) -> int:
         """Load the newest readable snapshot at or below ``below_or_at``, without the producers
         already expired at ``now_ms``; return its offset (0 if none). Unreadable snapshots are
         deleted (the batches are replayed instead). ``offsets``: the snapshots there are, when
-        the caller just listed them."""
-        self._producers.clear()
+        the caller just listed them. Open transactions come back with their producers."""
+        self.clear()
         for offset in reversed(self.snapshot_offsets() if offsets is None else offsets):
             if offset > below_or_at:
                 continue
             path = files.snapshot_file(self.dir, offset)
             try:
-                entries = decode_snapshot(path.read_bytes(), path)
+                entries = read_snapshot(path.read_bytes(), path)
             except CorruptRecordError:
                 path.unlink(missing_ok=True)
                 continue
-            for producer_id, epoch, last_seq, last_offset, offset_delta, ts in entries:
-                entry = ProducerEntry(producer_id, epoch)
-                entry.batches.append(BatchMetadata(_next_seq(last_seq, -offset_delta), last_seq,
-                                                   last_offset - offset_delta, last_offset, ts))
+            for snap in entries:
+                entry = ProducerEntry(snap.producer_id, snap.epoch,
+                                      coordinator_epoch=snap.coordinator_epoch,
+                                      current_txn_first_offset=snap.current_txn_first_offset,
+                                      last_timestamp=snap.timestamp)
+                if snap.last_offset >= 0:
+                    entry.batches.append(BatchMetadata(
+                        _next_seq(snap.last_seq, -snap.offset_delta), snap.last_seq,
+                        snap.last_offset - snap.offset_delta, snap.last_offset, snap.timestamp))
                 if not self.is_expired(entry, now_ms):
-                    self._producers[producer_id] = entry
+                    self.load_producer_entry(entry)
             self.map_end_offset = offset
             return offset
         self.map_end_offset = 0
         return 0
+
+    def delete_snapshot(self, offset: int) -> None:
+        """Delete the snapshot at ``offset`` if there is one (its segment was removed)."""
+        files.snapshot_file(self.dir, offset).unlink(missing_ok=True)
+
+    def remove_stray_snapshots(self, segment_bases: Iterable[int]) -> list[int]:
+        """At load (Kafka's removeStraySnapshots): delete every snapshot not at a segment's base
+        offset, except the newest such one when it is at or above the last segment's base (the
+        snapshot a clean shutdown wrote at the log end). Returns the offsets deleted."""
+        bases = set(segment_bases)
+        stray = [at for at in self.snapshot_offsets() if at not in bases]
+        doomed = stray[:-1]
+        if stray and bases and stray[-1] < max(bases):
+            doomed.append(stray[-1])
+        for at in doomed:
+            self.delete_snapshot(at)
+        return doomed
 
     def delete_snapshots_below(self, offset: int) -> None:
         """Snapshots of segments removed by retention or cleaning are no longer needed; the newest
@@ -231,15 +473,32 @@ class ProducerStateManager:
                 path.unlink(missing_ok=True)
 
 
+class SnapshotEntry(NamedTuple):
+    """One producer in a ``.snapshot`` file (the fields of the entry layout, in order)."""
+
+    producer_id: int
+    epoch: int
+    last_seq: int
+    last_offset: int          # -1: no batch cached (a producer known only by its last marker)
+    offset_delta: int
+    timestamp: int
+    coordinator_epoch: int
+    current_txn_first_offset: int   # -1: no open transaction
+
+
 def encode_snapshot(entries) -> bytes:
     body = bytearray(_HEADER.size)
     count = 0
     for entry in entries:
-        if not entry.batches:
-            continue
-        last = entry.batches[-1]
-        body += _ENTRY.pack(entry.producer_id, entry.epoch, last.last_seq, last.last_offset,
-                            last.last_offset - last.first_offset, last.timestamp, -1, -1)
+        if entry.batches:
+            last = entry.batches[-1]
+            last_seq, last_offset, delta = (last.last_seq, last.last_offset,
+                                            last.last_offset - last.first_offset)
+        else:
+            last_seq, last_offset, delta = -1, -1, 0
+        body += _ENTRY.pack(entry.producer_id, entry.epoch, last_seq, last_offset, delta,
+                            entry.last_timestamp, entry.coordinator_epoch,
+                            entry.current_txn_first_offset)
         count += 1
     struct.pack_into(">i", body, _COUNT_POSITION, count)
     crc = crc32c.crc32c(memoryview(body)[_CRC_START:])
@@ -247,8 +506,8 @@ def encode_snapshot(entries) -> bytes:
     return bytes(body)
 
 
-def decode_snapshot(data: bytes, path: Path | None = None) -> list[tuple[int, int, int, int, int, int]]:
-    """Entries (producer id, epoch, last seq, last offset, offset delta, timestamp)."""
+def read_snapshot(data: bytes, path: Path | None = None) -> list[SnapshotEntry]:
+    """Every entry of a snapshot file; raises CorruptRecordError naming ``path``."""
     where = str(path) if path else "snapshot"
     if len(data) < _HEADER.size:
         raise CorruptRecordError(f"{where}: {len(data)} bytes is shorter than the header",
@@ -262,10 +521,10 @@ def decode_snapshot(data: bytes, path: Path | None = None) -> list[tuple[int, in
     if count < 0 or len(data) != _HEADER.size + count * _ENTRY.size:
         raise CorruptRecordError(f"{where}: {count} entries do not fill {len(data)} bytes",
                                  path=where, count=count)
-    out = []
-    for i in range(count):
-        pid, epoch, last_seq, last_offset, delta, ts, _coord, _txn = _ENTRY.unpack_from(
-            data, _HEADER.size + i * _ENTRY.size)
-        out.append((pid, epoch, last_seq, last_offset, delta, ts))
-    return out
+    return [SnapshotEntry(*_ENTRY.unpack_from(data, _HEADER.size + i * _ENTRY.size))
+            for i in range(count)]
 
+
+def decode_snapshot(data: bytes, path: Path | None = None) -> list[tuple[int, int, int, int, int, int]]:
+    """Entries (producer id, epoch, last seq, last offset, offset delta, timestamp)."""
+    return [tuple(entry[:6]) for entry in read_snapshot(data, path)]

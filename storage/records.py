@@ -175,6 +175,16 @@ def parse_control_record(record: Record) -> tuple[int, int]:
     return ControlType(control_type), coordinator_epoch
 
 
+def build_end_txn_marker(control_type: ControlType, *, producer_id: int, producer_epoch: int,
+                         coordinator_epoch: int, timestamp: int, base_offset: int = 0) -> bytes:
+    """A commit or abort marker as Kafka's transaction coordinator writes it
+    (``MemoryRecords.withEndTransactionMarker``): one control record in a transactional control
+    batch of the producer, without a sequence. Append it with ``origin="coordinator"``."""
+    return build_batch([control_record(control_type, coordinator_epoch, timestamp)],
+                       base_offset=base_offset, producer_id=producer_id,
+                       producer_epoch=producer_epoch, is_transactional=True, is_control=True)
+
+
 # ---- varints (plain Python; the kernels have their own) ----------------------------------------
 def encode_varint(value: int) -> bytes:
     """``value`` (an int32) as a zig-zag varint."""

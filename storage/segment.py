@@ -25,10 +25,12 @@ import zlib
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Callable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple
 
 import crc32c
+import numpy as np
 
 from storage import files
 from storage.clock import SYSTEM_CLOCK, Clock
@@ -50,16 +52,23 @@ from storage.records import (
     MAGIC,
     MAGIC_OFFSET,
     SIZE_OFFSET,
+    BatchHeader,
     BatchScan,
     RecordBatch,
     batch_crc,
     batch_location,
     scan_batches,
 )
+from storage.txn_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
+
+if TYPE_CHECKING:
+    from storage.producer_state import CompletedTxn, ProducerStateManager
 
 INT32_MAX = 2**31 - 1
 SCAN_CHUNK_BYTES = 256 * 1024
 RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024
+HOP_BATCH_BYTES = 16 * 1024   # producer-state replay reads only the header of a batch this large
+REPLAY_CHUNK_BYTES = 1024 * 1024   # and scans smaller ones this many bytes at a time
 _INT64 = struct.Struct(">q")
 _UINT32 = struct.Struct(">I")
 
@@ -271,6 +280,8 @@ class LogSegment:
         self.rolling_jitter_ms = rolling_jitter_ms
         self.log_path = files.log_file(directory, base_offset, suffix)
         self._open_indexes(writable)
+        self.txn_index = TransactionIndex(files.txn_index_file(directory, base_offset, suffix),
+                                          base_offset)
         self._write_fd: int | None = None
         try:
             self._size = os.stat(self.log_path).st_size
@@ -307,7 +318,8 @@ class LogSegment:
         suffix = files.CLEANED_SUFFIX
         for path in (files.log_file(directory, base_offset, suffix),
                      files.index_file(directory, base_offset, suffix),
-                     files.time_index_file(directory, base_offset, suffix)):
+                     files.time_index_file(directory, base_offset, suffix),
+                     files.txn_index_file(directory, base_offset, suffix)):
             path.unlink(missing_ok=True)
         return cls.create(directory, base_offset, config, suffix=suffix, clock=clock)
 
@@ -461,6 +473,7 @@ class LogSegment:
                 index.flush()
             except ValueError:
                 pass   # its map was closed by a concurrent roll or close
+        self.txn_index.flush()
 
     def on_become_inactive(self) -> None:
         """At roll: final time-index entry, trim indexes and a preallocated file, stop writing."""
@@ -866,6 +879,7 @@ class LogSegment:
         removed = self._size - entry.position
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         fd = self._writer()
         os.ftruncate(fd, entry.position)
         HANDLES.forget(self.log_path)
@@ -895,6 +909,7 @@ class LogSegment:
         removed = self.log_path.stat().st_size
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
         os.truncate(self.log_path, 0)
         HANDLES.forget(self.log_path)
         self._size = 0
@@ -912,9 +927,81 @@ class LogSegment:
             raise FileNotFoundError(self.offset_index.path)
 
     def check_indexes(self) -> None:
-        """Full sanity check of both indexes; raises CorruptIndexError."""
+        """Full sanity check of the offset, time and transaction indexes; raises
+        CorruptIndexError."""
         self.offset_index.sanity_check()
         self.time_index.sanity_check()
+        self.txn_index.sanity_check()
+
+    # ---- transactions ------------------------------------------------------------------------
+    def update_txn_index(self, completed: CompletedTxn, last_stable_offset: int) -> None:
+        """Record a transaction closed by a marker in this segment: an aborted one gets an entry
+        in the ``.txnindex`` (Kafka's updateTxnIndex); a committed one needs none."""
+        if completed.is_aborted:
+            self.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
+                                             completed.last_offset, last_stable_offset))
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int
+                             ) -> TxnIndexSearchResult:
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+
+    def replay_producer_state(self, state: ProducerStateManager, from_offset: int | None = None,
+                              *, write_txn_index: bool = False) -> None:
+        """Replay this segment's v2 batches (those at or after ``from_offset``) into ``state``,
+        closing each transaction whose marker is here. With ``write_txn_index`` each aborted one
+        is written to this segment's ``.txnindex`` with the LSO after it (recovery, Kafka's
+        ``LogSegment.recover`` with a producer state manager)."""
+        position = 0
+        if from_offset is not None and from_offset > self.base_offset:
+            position = self.offset_index.lookup(from_offset).position
+        for batch_position, size, header in self._producer_batch_headers(position):
+            if from_offset is not None and header.last_offset < from_offset:
+                continue
+            completed = state.replay_batch(header, partial(self.read_bytes, batch_position, size))
+            if completed is not None:
+                if write_txn_index:
+                    self.update_txn_index(completed, state.last_stable_offset_after(completed))
+                state.complete_txn(completed)
+        state.map_end_offset = max(state.map_end_offset, self.read_next_offset())
+
+    def _producer_batch_headers(self, start_position: int
+                                ) -> Iterator[tuple[int, int, BatchHeader]]:
+        """(position, size, header) of every v2 batch with a producer id from ``start_position``
+        on. Small batches are scanned a chunk at a time and only those with a producer parsed, so
+        plain batches cost no Python; a large batch is hopped over after reading its header, so
+        its bytes are not read again. Stops at an incomplete batch; raises CorruptRecordError
+        (file, position) at an impossible one."""
+        position, end = start_position, self._size
+        while position + HEADER_SIZE <= end:
+            head = self.read_bytes(position, HEADER_SIZE)
+            size = int.from_bytes(head[8:12], "big", signed=True) + LOG_OVERHEAD
+            if size >= HOP_BATCH_BYTES:
+                if position + size > end:
+                    return   # incomplete batch at the end of the file
+                if head[MAGIC_OFFSET] >= 2:
+                    header = BatchHeader.parse(head)
+                    if header.producer_id >= 0:
+                        yield position, size, header
+                position += size
+                continue
+            data = self.read_bytes(position, min(REPLAY_CHUNK_BYTES, end - position))
+            scan = scan_batches(data)
+            for i in np.flatnonzero((scan.magics >= 2) & (scan.producer_ids >= 0)).tolist():
+                at = int(scan.positions[i])
+                yield position + at, int(scan.sizes[i]), BatchHeader.parse(data, at)
+            position += scan.valid_bytes
+            if scan.error is not None:
+                raise CorruptRecordError(
+                    f"{self.log_path}: {scan.error} at position {position}",
+                    path=str(self.log_path), position=position)
+            if len(scan.positions) == 0:
+                return   # incomplete batch at the end of the file
+
+    def rebuild_txn_index(self, state: ProducerStateManager) -> None:
+        """Rebuild the ``.txnindex`` from the ``.log``; ``state`` must hold the producer state as of
+        this segment's base offset and is left at its end."""
+        self.txn_index.reset()
+        self.replay_producer_state(state, write_txn_index=True)
 
     # ---- files -------------------------------------------------------------------------------
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
@@ -926,6 +1013,7 @@ class LogSegment:
         self.log_path = target
         self.offset_index.rename_to(files.index_file(self.dir, self.base_offset, new_suffix))
         self.time_index.rename_to(files.time_index_file(self.dir, self.base_offset, new_suffix))
+        self.txn_index.rename_to(files.txn_index_file(self.dir, self.base_offset, new_suffix))
         self.suffix = new_suffix
         del old_suffix
 
@@ -937,10 +1025,12 @@ class LogSegment:
         self.dir = directory
         self.log_path = files.log_file(directory, self.base_offset, self.suffix)
         self._open_indexes(writable=False)
+        self.txn_index.update_parent_dir(directory)
 
     def delete_files(self) -> None:
         self.close()
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        for path in (self.log_path, self.offset_index.path, self.time_index.path,
+                     self.txn_index.path):
             try:
                 path.unlink()
             except FileNotFoundError:

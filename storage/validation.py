@@ -66,7 +66,8 @@ _VALIDATION_ERRORS = {
 
 def validate_for_append(buf: memoryview, *, require_keys: bool, max_message_bytes: int,
                         path: Path | None = None,
-                        max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES) -> AppendValidation:
+                        max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES,
+                        from_client: bool = True) -> AppendValidation:
     """Validate ONE producer-encoded v2 batch as Kafka's ``LogValidator`` does for the broker.
 
     ``CorruptRecordError``: damaged bytes (sizes, magic, CRC, a record's structure, a records count
@@ -75,12 +76,15 @@ def validate_for_append(buf: memoryview, *, require_keys: bool, max_message_byte
     ``require_keys``, a producer id without sequence). ``RecordTooLargeError``: size above
     ``max_message_bytes``. An uncompressed batch is one CRC and one kernel call (header and
     records); a compressed one is decompressed and its records checked by a second call.
+    ``from_client=False`` (an append by the transaction coordinator) accepts control batches and
+    a producer id without a sequence, as Kafka does for a non-client origin.
     """
     view = byte_view(buf)
     size = len(view)
     computed = crc32c.crc32c(view[ATTRIBUTES_OFFSET:]) if size > ATTRIBUTES_OFFSET else 0
     status, index, where, value, max_delta, offset_of_max, has_null_key = kernels.validate_batch(
-        kernels.as_input(view), computed, max_message_bytes, bool(require_keys))
+        kernels.as_input(view), computed, max_message_bytes, bool(require_keys),
+        bool(from_client))
     records_bytes = size - HEADER_SIZE
     if status == kernels.COMPRESSED:
         codec = view[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK

@@ -8,13 +8,15 @@ broker 0)::
       "offsetLag":0,"isFuture":false,"dirtyRatio":0.42}]}]}]}
 
 ``totalBytes``/``usableBytes`` are the file system's (as in Kafka 3.3+, KIP-827); ``dirtyRatio``
-is ours (the share of a compacted log not cleaned yet; 0 for other logs). An offline directory has
-Kafka's ``KafkaStorageException`` as ``error``, no partitions, and ``offlineReason`` saying what
-failed. Ours too: ``problems`` lists the partitions the directory skipped when it was opened
-(``{"partition","error","path","reason","action"}``: an entry the loader cannot use, a typed load
-error) and ``quarantined`` the files its recovery moved to a partition's ``quarantine/`` folder
-(``{"path","original","position","bytes","reason"}``). Without ``--json``: a table of
-directories, one of partitions, and one of problems and quarantined files when there are any.
+is ours (the share of a compacted log not cleaned yet; 0 for other logs), and so is
+``lastStableOffset``, present only while an open transaction holds it below the log end. An
+offline directory has Kafka's ``KafkaStorageException`` as ``error``, no partitions, and
+``offlineReason`` saying what failed. Ours too: ``problems`` lists the partitions the directory
+skipped when it was opened (``{"partition","error","path","reason","action"}``: an entry the
+loader cannot use, a typed load error) and ``quarantined`` the files its recovery moved to a
+partition's ``quarantine/`` folder (``{"path","original","position","bytes","reason"}``). Without
+``--json``: a table of directories, one of partitions, and one of problems and quarantined files
+when there are any.
 """
 
 from __future__ import annotations
@@ -67,9 +69,12 @@ def describe(rows: list[dict[str, Any]], hosts: dict[str, str],
     partitions: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         if r["kind"] == "partition" and (topics is None or r["topic"] in topics):
-            partitions.setdefault(r["log_dir"], []).append({
-                "partition": f"{r['topic']}-{r['partition']}", "size": r["size_bytes"],
-                "offsetLag": 0, "isFuture": False, "dirtyRatio": round(r["dirty_ratio"], 6)})
+            entry = {"partition": f"{r['topic']}-{r['partition']}", "size": r["size_bytes"],
+                     "offsetLag": 0, "isFuture": False, "dirtyRatio": round(r["dirty_ratio"], 6)}
+            stable, end = r.get("last_stable_offset"), r.get("log_end_offset")
+            if stable is not None and end is not None and stable < end:
+                entry["lastStableOffset"] = stable      # an open transaction holds it back
+            partitions.setdefault(r["log_dir"], []).append(entry)
     brokers: dict[int, list[dict[str, Any]]] = {}
     for r in sorted((r for r in rows if r["kind"] == "log_dir"), key=lambda r: r["log_dir"]):
         online = bool(r.get("online"))

@@ -56,6 +56,16 @@ def test_log_dirs_describe_is_kafkas_document_with_bytes_and_dirty_ratio() -> No
     json.dumps(document)
 
 
+def test_log_dirs_describe_shows_the_last_stable_offset_only_where_it_lags() -> None:
+    rows = [{"kind": "log_dir", "log_dir": "/a", "online": True},
+            {"kind": "partition", "log_dir": "/a", "topic": "t", "partition": 0, "size_bytes": 1,
+             "dirty_ratio": 0.0, "log_end_offset": 10, "last_stable_offset": 4},
+            {"kind": "partition", "log_dir": "/a", "topic": "t", "partition": 1, "size_bytes": 1,
+             "dirty_ratio": 0.0, "log_end_offset": 10, "last_stable_offset": 10}]
+    lagging, stable = describe(rows, {"/a": "h"})["brokers"][0]["logDirs"][0]["partitions"]
+    assert lagging["lastStableOffset"] == 4 and "lastStableOffset" not in stable
+
+
 def test_produce_parses_key_tab_value_lines_and_refuses_a_line_without_separator() -> None:
     lines = list(_chunks(io.BytesIO(b"k1\tv1\nk2\tNULL\r\n\tempty key\nlast\tno newline"),
                          1 << 20))

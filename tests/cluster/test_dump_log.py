@@ -457,3 +457,29 @@ def test_control_characters_of_a_file_name_are_escaped_in_every_line(
         assert out.startswith(f"Dumping {shown}\n")
     assert main(["dump-log", str(tmp_path / "no\x1bsuch.log")]) == 2
     assert "no\\x1bsuch.log" in capsys.readouterr().err
+
+
+def test_txn_index_and_markers_written_by_the_log_dump_as_kafka_prints_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from storage.clock import FakeClock
+
+    log = Log.open(tmp_path / "t-0", LogConfig(), clock=FakeClock(5000))
+    for pid in (7, 8):
+        log.append_batch(build_batch([Record(b"k", b"v", 1000)], producer_id=pid,
+                                     producer_epoch=2, base_sequence=0, is_transactional=True))
+    log.append_end_txn_marker(ControlType.ABORT, producer_id=7, producer_epoch=2,
+                              coordinator_epoch=4)
+    log.append_end_txn_marker(ControlType.COMMIT, producer_id=8, producer_epoch=2,
+                              coordinator_epoch=4)
+    log.flush()
+    log.close()
+    code, out, _ = dump(capsys, tmp_path / "t-0" / "00000000000000000000.txnindex")
+    assert code == 0
+    assert out.splitlines()[1:] == [
+        "version: 0 producerId: 7 firstOffset: 0 lastOffset: 2 lastStableOffset: 1"]
+    code, out, _ = dump(capsys, "--deep-iteration", tmp_path / "t-0" / SEGMENT)
+    assert code == 0
+    assert "endTxnMarker: ABORT coordinatorEpoch: 4" in out
+    assert "endTxnMarker: COMMIT coordinatorEpoch: 4" in out
+    code, out, _ = dump(capsys, "--verify", tmp_path / "t-0" / "00000000000000000000.txnindex")
+    assert code == 0

@@ -419,6 +419,23 @@ def test_stats_without_cleaner_checkpoint_counts_a_compacted_log_all_dirty(
     assert partition.dirty_ratio == 1.0 and partition.dirty_bytes == partition.size_bytes
 
 
+def test_stats_report_the_last_stable_offset_an_open_transaction_holds_back(
+        open_dir: OpenDir, clock: FakeClock) -> None:
+    from storage.records import ControlType, build_batch
+    d = open_dir()
+    log = d.get_or_create_log("t", 0)
+    append(log, 3, clock)
+    log.append_batch(build_batch([Record(key=b"k", value=b"v", timestamp=clock.milliseconds())],
+                                 producer_id=9, producer_epoch=0, base_sequence=0,
+                                 is_transactional=True))
+    append(log, 2, clock)
+    (partition,) = d.stats().partitions
+    assert (partition.last_stable_offset, partition.log_end_offset) == (3, 6)
+    log.append_end_txn_marker(ControlType.COMMIT, producer_id=9, producer_epoch=0)
+    (partition,) = d.stats().partitions
+    assert partition.last_stable_offset == partition.log_end_offset == 7
+
+
 def test_directory_created_by_open_is_fsynced_and_empty_of_logs(tmp_path: Path) -> None:
     with LogDir.open(tmp_path / "new") as d:
         assert d.logs() == {} and d.stats().partitions_count == 0

@@ -37,6 +37,7 @@ def assert_every_call_fails(d: LogDir, log, reason: str) -> None:
         d.logs, lambda: d.get_or_create_log("t", 9), lambda: d.get_log("t", 0), d.checkpoint,
         lambda: d.delete_log("t", 0), d.cleanup_logs, d.flush_dirty_logs, d.delete_queued_logs,
         lambda: log.append_batch(batch(0)), lambda: log.read_raw(0), log.flush, log.roll,
+        lambda: log.collect_aborted_transactions(0, 1),
     ]
     for call in calls:
         with pytest.raises(LogDirOfflineError) as failure:

@@ -183,3 +183,90 @@ def test_expired_producers_are_not_loaded_from_a_snapshot(tmp_path: Path) -> Non
     assert set(reopened.producer_state.producers) == {8}
     assert reopened.append_batch(batch(8, 0, 0)).duplicate
 
+
+
+# ---- several batches of one producer in one append (issue 11.4, Kafka's ProducerAppendInfo) ------
+def test_two_batches_of_one_producer_in_one_append_are_appended_in_sequence(
+        tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    log.append_batch(batch(7, 0, 0))                 # the producer is known: sequences checked
+    info = log.append_batch(batch(7, 0, 3) + batch(7, 0, 6))
+    assert not info.duplicate and (info.first_offset, info.last_offset) == (3, 8)
+    assert info.batches == 2
+    assert log.producer_state.producers[7].last_seq == 8
+    assert not log.append_batch(batch(7, 0, 9)).duplicate
+
+
+def test_retry_of_a_pair_appended_together_is_a_duplicate(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    log.append_batch(batch(7, 0, 0))
+    log.append_batch(batch(7, 0, 3) + batch(7, 0, 6))
+    retry = log.append_batch(batch(7, 0, 3) + batch(7, 0, 6))
+    assert retry.duplicate
+    assert (retry.first_offset, retry.last_offset) == (3, 8)
+    assert log.log_end_offset == 9
+    copy = tmp_path / "copy" / "p-0"
+    shutil.copytree(log.dir, copy)                   # replayed from the log after a kill
+    assert open_log(copy).append_batch(batch(7, 0, 3) + batch(7, 0, 6)).duplicate
+
+
+def test_a_gap_between_two_batches_of_one_append_refuses_the_whole_append(
+        tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append_batch(batch(7, 0, 0) + batch(7, 0, 4))
+    assert log.log_end_offset == 0 and log.producer_state.producers == {}
+    assert not log.append_batch(batch(7, 0, 0)).duplicate
+
+
+# ---- snapshots of removed segments and stray snapshots (issue 11.7) ------------------------------
+def test_remove_stray_snapshots_keeps_the_clean_shutdown_snapshot(tmp_path: Path) -> None:
+    """Kafka's ProducerStateManagerTest.testRemoveStraySnapshotsKeepCleanShutdownSnapshot."""
+    state = ProducerStateManager(tmp_path)
+    for at in (5, 2, 42):
+        state.take_snapshot(at)
+    state.remove_stray_snapshots([5])
+    assert state.snapshot_offsets() == [5, 42]
+
+
+def test_remove_all_stray_snapshots_below_the_last_segment(tmp_path: Path) -> None:
+    """Kafka's ProducerStateManagerTest.testRemoveAllStraySnapshots."""
+    state = ProducerStateManager(tmp_path)
+    for at in (5, 2, 42):
+        state.take_snapshot(at)
+    state.remove_stray_snapshots([42])
+    assert state.snapshot_offsets() == [42]
+
+
+def test_stray_snapshots_are_removed_when_a_log_opens(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    for seq in range(0, 9, 3):
+        log.append_batch(batch(7, 0, seq))
+        log.roll()                                   # snapshots at the bases 3, 6 and 9
+    log.append_batch(batch(7, 0, 9))
+    log.flush()
+    log.close()                                      # and at the log end, 12
+    for stray in (1, 4, 7):
+        log.producer_state.take_snapshot(stray)
+    reopened = open_log(tmp_path / "p-0", recovery_point=12, had_clean_shutdown=True)
+    assert reopened.segment_base_offsets() == [0, 3, 6, 9]
+    assert reopened.producer_state.snapshot_offsets() == [3, 6, 9, 12]
+    assert reopened.append_batch(batch(7, 0, 9)).duplicate
+
+
+def test_replacing_segments_deletes_the_snapshots_of_the_merged_segments(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "p-1", LogConfig(segment_bytes=4096, file_delete_delay_ms=0),
+                   clock=FakeClock(NOW))
+    for seq in range(0, 9, 3):
+        log.append_batch(batch(7, 0, seq))
+        log.roll()                                   # snapshots at 3, 6 and 9
+    old = log.segments()[:3]
+    cleaned = log.create_cleaned_segment(0)
+    for segment in old:
+        fetch = log.read_raw(segment.base_offset)
+        cleaned.append(segment.read_next_offset() - 1, NOW, segment.base_offset, [fetch.data])
+    cleaned.on_become_inactive()
+    log.replace_segments([cleaned], old)
+    assert log.segment_base_offsets() == [0, 9]
+    assert log.producer_state.snapshot_offsets() == [9]
+    assert [r.offset for r in log.read(0)] == list(range(9))
