@@ -73,6 +73,13 @@ class CoordinatorService:
         meta = self._meta()
         return meta.create_topic(name, partitions, config, self._rooms())
 
+    def alter_topic_config(self, name: str, config: Mapping[str, Any],
+                           delete: Sequence[str] = ()) -> TopicInfo:
+        return self._meta().alter_topic_config(name, config, delete)
+
+    def add_partitions(self, name: str, total: int) -> TopicInfo:
+        return self._meta().add_partitions(name, total, self._rooms())
+
     def delete_topic(self, name: str) -> int:
         return self._meta().delete_topic(name)
 

@@ -14,6 +14,7 @@ a swap retries on the new segments, so it never sees a half-swapped log.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import logging
 import os
 import struct
@@ -301,6 +302,16 @@ class Log:
             if self._unflushed_messages >= self.config.flush_messages:
                 self.flush()
         return info
+
+    def update_config(self, config: LogConfig) -> None:
+        """Use ``config`` from now on (Kafka's ``UnifiedLog.updateConfig``, a dynamic topic
+        config): retention, cleaning, flushing and the next roll follow it. The active segment
+        takes it too, keeping its ``preallocate`` (its file was sized under the old setting)."""
+        with self._lock:
+            self._ensure_open()
+            self.config = config
+            active = self._segments[self._bases[-1]]
+            active.config = dataclasses.replace(config, preallocate=active.config.preallocate)
 
     def _maybe_roll(self, params: RollParams) -> LogSegment:
         segment = self._segments[self._bases[-1]]

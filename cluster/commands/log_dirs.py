@@ -8,7 +8,8 @@ broker 0)::
       "offsetLag":0,"isFuture":false,"dirtyRatio":0.42}]}]}]}
 
 ``totalBytes``/``usableBytes`` are the file system's (as in Kafka 3.3+, KIP-827); ``dirtyRatio``
-is ours (the share of a compacted log not cleaned yet; 0 for other logs). An offline directory has
+is ours (the share of a compacted log not cleaned yet; 0 for other logs), and so are
+``logStartOffset`` and ``logEndOffset``. An offline directory has
 Kafka's ``KafkaStorageException`` as ``error``, no partitions, and ``offlineReason`` saying what
 failed. Ours too: ``problems`` lists the partitions the directory skipped when it was opened
 (``{"partition","error","path","reason","action"}``: an entry the loader cannot use, a typed load
@@ -69,7 +70,8 @@ def describe(rows: list[dict[str, Any]], hosts: dict[str, str],
         if r["kind"] == "partition" and (topics is None or r["topic"] in topics):
             partitions.setdefault(r["log_dir"], []).append({
                 "partition": f"{r['topic']}-{r['partition']}", "size": r["size_bytes"],
-                "offsetLag": 0, "isFuture": False, "dirtyRatio": round(r["dirty_ratio"], 6)})
+                "offsetLag": 0, "isFuture": False, "dirtyRatio": round(r["dirty_ratio"], 6),
+                "logStartOffset": r["log_start_offset"], "logEndOffset": r["log_end_offset"]})
     brokers: dict[int, list[dict[str, Any]]] = {}
     for r in sorted((r for r in rows if r["kind"] == "log_dir"), key=lambda r: r["log_dir"]):
         online = bool(r.get("online"))
@@ -105,8 +107,10 @@ def _print(document: dict[str, Any]) -> None:
                   len(d["partitions"]), human_bytes(sum(p["size"] for p in d["partitions"])),
                   human_bytes(d["usableBytes"]), human_bytes(d["totalBytes"]))
                  for broker, d in dirs], wrap=["error"])
-    print_table(out, "partitions", ["partition", "log dir", "size", "dirty ratio"],
-                [(p["partition"], d["logDir"], human_bytes(p["size"]), f"{p['dirtyRatio']:.3f}")
+    print_table(out, "partitions",
+                ["partition", "log dir", "log start", "log end", "size", "dirty ratio"],
+                [(p["partition"], d["logDir"], p["logStartOffset"], p["logEndOffset"],
+                  human_bytes(p["size"]), f"{p['dirtyRatio']:.3f}")
                  for _, d in dirs for p in d["partitions"]])
     problems = [(p["partition"], d["logDir"], p["action"], f"{p['error']}: {p['reason']}")
                 for _, d in dirs for p in d.get("problems", [])]
