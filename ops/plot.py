@@ -249,8 +249,9 @@ def _print_rows(rows: list[dict[str, Any]], as_json: bool) -> int:
         for row in rows:
             print(json.dumps(row, default=str, sort_keys=True))
         return 0
-    from rich.console import Console
     from rich.table import Table
+
+    from cluster.tools.output import console
 
     table = Table(title="strata stats")
     for column in ("kind", "log_dir", "name", "log start", "log end", "size", "dirty ratio",
@@ -270,5 +271,5 @@ def _print_rows(rows: list[dict[str, Any]], as_json: bool) -> int:
             busy = f"{row['topic']}-{row['partition']}" if row.get("topic") else ""
             table.add_row("cleaner", row.get("log_dir") or "", row.get("name", ""), "", "", "",
                           "", f"{row.get('state', '')} {busy}".strip())
-    Console().print(table)
+    console().print(table)
     return 0

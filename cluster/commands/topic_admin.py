@@ -166,8 +166,8 @@ def run_describe(args: argparse.Namespace) -> int:
     out = console()
     for topic in topics.values():
         overrides = ",".join(f"{k}={v}" for k, v in sorted(topic["config"].items()))
-        out.print(f"Topic: {topic['name']}\tPartitionCount: {len(topic['partitions'])}\t"
-                  f"Configs: {overrides}", markup=False, highlight=False)
+        print(f"Topic: {topic['name']}\tPartitionCount: {len(topic['partitions'])}\t"
+              f"Configs: {overrides}", flush=True)
     print_table(out, None, ["topic", "partition", "log dir", "log start", "log end",
                             "last stable", "size", "segments"],
                 [(p.topic, p.partition, p.log_dir, p.log_start_offset, p.log_end_offset,
