@@ -20,7 +20,7 @@ from cluster.errors import (ActorUnavailableError, InvalidPartitionsError, Topic
 from cluster.handles import Handle
 from cluster.placement import DirRoom, place
 from storage import files
-from storage.config import LogConfig
+from storage.config import BROKER_SYNONYMS, TOPIC_KEYS, LogConfig
 from storage.errors import InvalidConfigError, StorageError
 
 logger = logging.getLogger(__name__)
@@ -120,9 +120,17 @@ class TopicMetadata:
         every directory holding a partition of it, which persists it and applies it to the live
         logs. Refused, naming the key and changing nothing (``InvalidConfigError``): an unknown
         key, a bad value, a key both set and deleted, the deletion of a key that is not
-        overridden (Kafka's "Invalid config(s)"). ``UnknownTopicError`` for an unknown topic."""
+        overridden (Kafka's "Invalid config(s)"), a broker key (``log.retention.ms``: Kafka's
+        kafka-configs takes topic keys only). ``UnknownTopicError`` for an unknown topic.
+        Each directory's change is idempotent: after a directory failed half-way, running the
+        same alter again completes it."""
         changes = {str(k): _text(v) for k, v in config.items()}
         deletes = [str(k) for k in delete]
+        broker_keys = sorted(k for k in changes if k not in TOPIC_KEYS)
+        if broker_keys and broker_keys[0] in BROKER_SYNONYMS:
+            raise InvalidConfigError(
+                f"topic {name}: {broker_keys[0]} is a broker key; the topic key is "
+                f"{BROKER_SYNONYMS[broker_keys[0]][0]}", key=broker_keys[0], topic=name)
         both = sorted(set(changes) & set(deletes))
         if both:
             raise InvalidConfigError(f"topic {name}: {both[0]} is both set and deleted",

@@ -115,6 +115,8 @@ def test_alter_refuses_a_bad_key_or_value_naming_it_and_changes_nothing(cluster,
         capsys, "topic", "alter", "strict", "--config=min.cleanable.dirty.ratio=7")
     assert "segment.ms" in refused(capsys, "topic", "alter", "strict",
                                    "--delete-config=segment.ms")      # not overridden
+    assert "the topic key is retention.ms" in refused(capsys, "topic", "alter", "strict",
+                                     "--config=log.retention.ms=1")   # a broker key
     refused(capsys, "topic", "alter", "nosuch", "--config=retention.ms=1")
     refused(capsys, "topic", "alter", "strict")                       # nothing to alter
     assert {p.config["retention.ms"] for p in c.describe_topic("strict")} == {"5000"}
