@@ -121,6 +121,11 @@ def run_alter(args: argparse.Namespace) -> int:
     cluster = connect(args)
     try:
         info = None
+        if args.partitions is not None:   # refuse a decrease before any config changes
+            current = len(cluster.partitions(args.topic))
+            if args.partitions <= current:
+                raise UsageError(f"topic {args.topic} has {current} partitions; "
+                                 f"{args.partitions} would not be an increase (nothing changed)")
         if config or args.delete_config:
             info = cluster.alter_topic_config(args.topic, config, delete=args.delete_config)
         if args.partitions is not None:

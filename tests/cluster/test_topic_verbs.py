@@ -171,6 +171,8 @@ def test_add_partitions_places_and_routes_the_new_ones(cluster, capsys) -> None:
     with pytest.raises(InvalidPartitionsError):
         c.add_partitions("grow", 6)
     assert "6" in refused(capsys, "topic", "alter", "grow", "--partitions=3")
+    refused(capsys, "topic", "alter", "grow", "--partitions=6", "--config=retention.bytes=5")
+    assert {p.config["retention.bytes"] for p in c.describe_topic("grow")} == {str(1 << 20)}
     assert c.add_partitions("grow", 7).partitions[6] in c.description.log_dirs
     lines = run(capsys, "consume", "grow", "--partition=6").splitlines()
     assert lines == []
