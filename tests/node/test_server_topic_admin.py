@@ -97,3 +97,22 @@ def test_list_offset_earliest_latest_and_by_timestamp(tmp_path: Path) -> None:
     assert described[0].size_bytes == server.log_dir.log("t", 0).size_in_bytes
     assert described[0].config == {"segment.bytes": "500"}
     server.close()
+
+
+def test_log_deletion_after_delete_records(tmp_path: Path) -> None:
+    """Ports Kafka's UnifiedLogTest.testLogDeletionAfterDeleteRecords through the node's verbs:
+    15 single-record batches in segments of 5, DeleteRecords to 1, 6 and 15, each followed by a
+    retention check, leaves 3, 2 and 1 segments."""
+    clock = FakeClock()
+    batch = build_batch([Record(key=None, value=b"test", timestamp=clock.milliseconds())])
+    server = LogDirServer(tmp_path / "d", start_tasks=False, clock=clock)
+    server.create_partition("t", 0, {"segment.bytes": str(len(batch) * 5)})
+    for _ in range(15):
+        server.append_batch("t", 0, batch)
+    log = server.log_dir.log("t", 0)
+    assert log.number_of_segments == 3 and log.log_start_offset == 0
+    for offset, segments in ((1, 3), (6, 2), (15, 1)):
+        assert server.delete_records("t", 0, offset) == offset
+        server.cleanup_logs()
+        assert (log.number_of_segments, log.log_start_offset) == (segments, offset)
+    server.close()
