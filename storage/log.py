@@ -306,12 +306,17 @@ class Log:
     def update_config(self, config: LogConfig) -> None:
         """Use ``config`` from now on (Kafka's ``UnifiedLog.updateConfig``, a dynamic topic
         config): retention, cleaning, flushing and the next roll follow it. The active segment
-        takes it too, keeping its ``preallocate`` (its file was sized under the old setting)."""
+        takes it for its roll decision (``segment.bytes``, ``segment.ms``) but keeps what its
+        files were made with (``preallocate``, ``segment.index.bytes``,
+        ``index.interval.bytes``), as a Kafka segment keeps its own index settings."""
         with self._lock:
             self._ensure_open()
             self.config = config
             active = self._segments[self._bases[-1]]
-            active.config = dataclasses.replace(config, preallocate=active.config.preallocate)
+            made = active.config
+            active.config = dataclasses.replace(
+                config, preallocate=made.preallocate, segment_index_bytes=made.segment_index_bytes,
+                index_interval_bytes=made.index_interval_bytes)
 
     def _maybe_roll(self, params: RollParams) -> LogSegment:
         segment = self._segments[self._bases[-1]]

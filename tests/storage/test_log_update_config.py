@@ -39,12 +39,17 @@ def test_update_config_retention_ms_applies_at_the_next_check(tmp_path: Path) ->
     log.close()
 
 
-def test_update_config_keeps_the_active_segments_preallocate(tmp_path: Path) -> None:
+def test_update_config_keeps_what_the_active_segments_files_were_made_with(
+        tmp_path: Path) -> None:
     log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=4096, preallocate=True))
     _append(log, 3, 1_000)
-    log.update_config(dataclasses.replace(log.config, preallocate=False, flush_messages=1))
+    made = log.active_segment.config
+    log.update_config(dataclasses.replace(log.config, preallocate=False, flush_messages=1,
+                                          segment_index_bytes=4096, segment_bytes=8192))
     assert log.config.flush_messages == 1 and not log.config.preallocate
-    assert log.active_segment.config.preallocate          # its file was sized for it
+    active = log.active_segment.config
+    assert active.preallocate and active.segment_bytes == 8192   # its file was sized for it
+    assert active.segment_index_bytes == made.segment_index_bytes
     log.close()
     reopened = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=4096))
     assert reopened.log_end_offset == 3
