@@ -338,7 +338,10 @@ class Cluster:
                 max_bytes: int = DEFAULT_BATCH_BYTES) -> Iterator[Record]:
         """Records from ``from_offset`` up to the log end as of the call (or ``max_offset``,
         exclusive); each has ``.offset .key .value .timestamp .headers``. Offsets are integers
-        >= 0 (``InvalidOffsetError``)."""
+        >= 0 (``InvalidOffsetError``). A ``from_offset`` below the log start (after retention or
+        ``delete_records``) reads from the log start, as a consumer with
+        ``auto.offset.reset=earliest``; the node's fetch itself (``read_raw``) refuses such an
+        offset with ``OffsetOutOfRangeError``."""
         from_offset = files.validate_offset(from_offset, "from_offset",
                                             partition=f"{topic}-{partition}")
         if max_offset is not None:
