@@ -12,8 +12,9 @@ running cluster (registered under ``strata topic`` by ``cluster.commands.topics`
   "version":1}``; offset -1 means the high watermark): raises the log start offsets; the segments
   below go at the next retention check. Prints each partition's new low watermark, or its error
   (exit 1 when one failed).
-* ``offsets TOPIC --time earliest|latest|<epoch ms>``: GetOffsetShell, one ``topic:partition:offset``
-  line per partition (the offset is empty when no record is that recent).
+* ``offsets TOPIC --time earliest|latest|<epoch ms>``: GetOffsetShell, one
+  ``topic:partition:offset`` line per partition (the offset is empty when no record is that
+  recent).
 
 Every action takes ``--json``; a request the cluster refuses (unknown topic, bad key or value,
 not an increase) is one line on stderr and exit code 2.
