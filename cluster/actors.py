@@ -58,6 +58,8 @@ NODE_METHODS: dict[str, tuple[str | None, int]] = {
     "read_cleaner_checkpoint": ("clean", RETRY),
     "create_partition": ("admin", NO_RETRY), "delete_partition": ("admin", NO_RETRY),
     "truncate_to": ("admin", NO_RETRY), "roll": ("admin", NO_RETRY),
+    "alter_topic_config": ("admin", NO_RETRY), "delete_records": ("admin", NO_RETRY),
+    "list_offset": ("io", RETRY), "describe_partitions": (None, RETRY),
     "close": ("admin", NO_RETRY), "checkpoint": ("admin", NO_RETRY),
     "stats": (None, RETRY), "load_progress": (None, RETRY), "partitions": (None, RETRY),
     "topic_configs": (None, RETRY), "info": (None, RETRY), "ping": (None, RETRY),
@@ -71,6 +73,7 @@ COORDINATOR_GROUPS = {"pause": 16}
 COORDINATOR_METHODS: dict[str, tuple[str | None, int]] = {
     "abort_and_pause": ("pause", NO_RETRY), "resume": ("pause", NO_RETRY),
     "create_topic": (None, NO_RETRY), "delete_topic": (None, NO_RETRY),
+    "alter_topic_config": (None, NO_RETRY), "add_partitions": (None, NO_RETRY),
     "list_topics": (None, RETRY), "routes": (None, RETRY), "describe": (None, RETRY),
     "trigger_clean": (None, NO_RETRY), "cleans_completed": (None, RETRY),
     "request_clean": (None, NO_RETRY), "clean_request_done": (None, RETRY),

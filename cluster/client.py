@@ -37,13 +37,15 @@ from cluster.handles import RayHandle, RayPending, lookup
 from cluster.metadata import TopicInfo
 from cluster.naming import COORDINATOR_NAME, DEFAULT_NAMESPACE, abs_dir
 from cluster.status import CleanerStatus
-from node.stats import LoadProgress
+from node.stats import LoadProgress, PartitionDescription
 from storage import files
 from storage.config import LogConfig
 from storage.log import LogAppendInfo
 from storage.records import Record, build_batch
 
 DEFAULT_BATCH_BYTES = 1 << 20
+EARLIEST_TIMESTAMP = -2     # list_offset: the log start offset (Kafka's OffsetSpec.earliest)
+LATEST_TIMESTAMP = -1       # list_offset: the high watermark (Kafka's OffsetSpec.latest)
 DEFAULT_WINDOW = 4
 _RECORD_OVERHEAD = 36   # a record's varints and attributes, at most
 _BATCH_OVERHEAD = 61    # the v2 batch header
@@ -168,6 +170,70 @@ class Cluster:
     def list_topics(self) -> list[TopicInfo]:
         return self._coordinator.call("list_topics", timeout=60)
 
+    def alter_topic_config(self, name: str, config: Mapping[str, Any] | None = None, *,
+                           delete: Iterable[str] = ()) -> TopicInfo:
+        """Set the keys of ``config`` and remove those of ``delete`` from the topic's overrides
+        (Kafka's dynamic topic configs, ``kafka-configs --alter``): applied to the live logs at
+        once (retention, cleaning and the next roll follow), persisted in every directory holding
+        the topic, kept across restarts. An unknown key, a bad value or the deletion of a key
+        that is not overridden raises ``InvalidConfigError`` naming the key; nothing changes.
+        Returns the topic with its new overrides."""
+        files.validate_topic(name)
+        info = self._coordinator.call("alter_topic_config", name, dict(config or {}),
+                                      list(delete), timeout=120)
+        self.__dict__.get("_batch_limits", {}).pop(name, None)
+        return info
+
+    def add_partitions(self, name: str, total: int) -> TopicInfo:
+        """Grow ``name`` to ``total`` partitions (Kafka's ``kafka-topics --alter --partitions``:
+        the total, not the number added); the new ones are placed as a new topic's are
+        (``cluster.placement``) and take the topic's overrides. ``InvalidPartitionsError`` when
+        ``total`` is not above the current count."""
+        files.validate_topic(name)
+        total = files.validate_partition_count(total, name)
+        info = self._coordinator.call("add_partitions", name, total, timeout=120)
+        self._routes[name] = dict(info.partitions)
+        return info
+
+    def describe_topic(self, name: str | None = None) -> list[PartitionDescription]:
+        """Every partition of ``name`` (of every topic when None), in topic and partition order:
+        ``log_dir``, ``log_start_offset``, ``log_end_offset``, ``last_stable_offset``,
+        ``size_bytes``, ``segments`` and the topic's ``config`` overrides, as the directories
+        hold them now. ``UnknownTopicError`` for an unknown topic."""
+        if name is None:
+            dirs = sorted(self._nodes)
+        else:
+            files.validate_topic(name)
+            routes = self._coordinator.call("routes", name, timeout=60)[name]
+            self._routes[name] = routes
+            dirs = sorted(set(routes.values()))
+        pendings = [self._nodes[d].submit("describe_partitions", name) for d in dirs]
+        found = [p for pending in pendings for p in pending.result(60)]
+        return sorted(found, key=lambda p: (p.topic, p.partition))
+
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
+        """Kafka's DeleteRecords: records below ``before_offset`` (-1: the high watermark) are no
+        longer readable; the log start offset rises to it and the segments below go at the next
+        retention check. Returns the new log start offset. ``OffsetOutOfRangeError`` for an
+        offset above the log end; ``PolicyViolationError`` for a topic whose cleanup.policy does
+        not include delete."""
+        return self._node_of(topic, partition).call("delete_records", topic, partition,
+                                                    before_offset, timeout=120)
+
+    def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        """The first offset whose record has a timestamp >= ``timestamp_ms``, or None when no
+        record is that recent (Kafka's ``offsetsForTimes``)."""
+        found = self.list_offset(topic, partition, timestamp_ms)
+        return None if found is None else found[0]
+
+    def list_offset(self, topic: str, partition: int,
+                    timestamp: int) -> tuple[int, int | None] | None:
+        """Kafka's ListOffsets: ``timestamp`` -2 (``EARLIEST_TIMESTAMP``) gives ``(log start,
+        None)``, -1 (``LATEST_TIMESTAMP``) ``(high watermark, None)``, a time in ms ``(offset,
+        its timestamp)`` of the first record at or after it, or None."""
+        return self._node_of(topic, partition).call("list_offset", topic, partition, timestamp,
+                                                    timeout=60)
+
     def partition_dir(self, topic: str, partition: int) -> str:
         """The log directory holding ``topic``-``partition``. A partition number that is not an
         int32 >= 0 raises ``InvalidTopicError`` (every per-partition call checks it here)."""
@@ -180,6 +246,12 @@ class Cluster:
             raise UnknownTopicError(f"the cluster has no partition {topic}-{partition}",
                                     topic=topic, partition=partition)
         return routes[partition]
+
+    def partitions(self, topic: str) -> list[int]:
+        """The partition numbers of ``topic``, in order; ``UnknownTopicError`` for none."""
+        routes = self._coordinator.call("routes", topic, timeout=60)[topic]
+        self._routes[topic] = routes
+        return sorted(routes)
 
     def node(self, log_dir: str) -> RayHandle:
         return self._nodes[abs_dir(log_dir)]
@@ -266,7 +338,10 @@ class Cluster:
                 max_bytes: int = DEFAULT_BATCH_BYTES) -> Iterator[Record]:
         """Records from ``from_offset`` up to the log end as of the call (or ``max_offset``,
         exclusive); each has ``.offset .key .value .timestamp .headers``. Offsets are integers
-        >= 0 (``InvalidOffsetError``)."""
+        >= 0 (``InvalidOffsetError``). A ``from_offset`` below the log start (after retention or
+        ``delete_records``) reads from the log start, as a consumer with
+        ``auto.offset.reset=earliest``; the node's fetch itself (``read_raw``) refuses such an
+        offset with ``OffsetOutOfRangeError``."""
         from_offset = files.validate_offset(from_offset, "from_offset",
                                             partition=f"{topic}-{partition}")
         if max_offset is not None:

@@ -73,6 +73,23 @@ class CoordinatorService:
         meta = self._meta()
         return meta.create_topic(name, partitions, config, self._rooms())
 
+    def alter_topic_config(self, name: str, config: Mapping[str, Any],
+                           delete: Sequence[str] = ()) -> TopicInfo:
+        self._known(name)
+        return self._meta().alter_topic_config(name, config, delete)
+
+    def add_partitions(self, name: str, total: int) -> TopicInfo:
+        self._known(name)
+        return self._meta().add_partitions(name, total, self._rooms())
+
+    def _known(self, name: str) -> None:
+        """Ask the nodes again when the table does not know ``name`` (created meanwhile
+        through another coordinator incarnation); an unknown topic then raises
+        ``UnknownTopicError`` from the call itself."""
+        meta = self._meta()
+        if name not in meta.routes():
+            meta.refresh()
+
     def delete_topic(self, name: str) -> int:
         return self._meta().delete_topic(name)
 

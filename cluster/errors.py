@@ -23,3 +23,8 @@ class UnknownTopicError(StorageError):
 
 class TopicExistsError(StorageError):
     """``create_topic`` of a topic that already has partitions in the cluster."""
+
+
+class InvalidPartitionsError(StorageError):
+    """``add_partitions`` asked for a count that is not an increase (Kafka's
+    ``InvalidPartitionsException``): ``topic``, ``current`` and ``requested``. Nothing changed."""

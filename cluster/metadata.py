@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cluster.errors import ActorUnavailableError, TopicExistsError, UnknownTopicError
+from cluster.errors import (ActorUnavailableError, InvalidPartitionsError, TopicExistsError,
+                            UnknownTopicError)
 from cluster.handles import Handle
 from cluster.placement import DirRoom, place
 from storage import files
-from storage.config import LogConfig
-from storage.errors import StorageError
+from storage.config import BROKER_SYNONYMS, TOPIC_KEYS, LogConfig
+from storage.errors import InvalidConfigError, StorageError
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +112,68 @@ class TopicMetadata:
                     self._routes[name] = created
                     self._configs[name] = overrides
             return TopicInfo(name, created, overrides)
+
+    def alter_topic_config(self, name: str, config: Mapping[str, Any],
+                           delete: Iterable[str] = ()) -> TopicInfo:
+        """Kafka's ``kafka-configs --alter --add-config/--delete-config`` of a topic: set the keys
+        of ``config`` and remove those of ``delete`` from its overrides, then hand the new set to
+        every directory holding a partition of it, which persists it and applies it to the live
+        logs. Refused, naming the key and changing nothing (``InvalidConfigError``): an unknown
+        key, a bad value, a key both set and deleted, the deletion of a key that is not
+        overridden (Kafka's "Invalid config(s)"), a broker key (``log.retention.ms``: Kafka's
+        kafka-configs takes topic keys only). ``UnknownTopicError`` for an unknown topic.
+        Each directory's change is idempotent: after a directory failed half-way, running the
+        same alter again completes it."""
+        changes = {str(k): _text(v) for k, v in config.items()}
+        deletes = [str(k) for k in delete]
+        broker_keys = sorted(k for k in changes if k not in TOPIC_KEYS)
+        if broker_keys and broker_keys[0] in BROKER_SYNONYMS:
+            raise InvalidConfigError(
+                f"topic {name}: {broker_keys[0]} is a broker key; the topic key is "
+                f"{BROKER_SYNONYMS[broker_keys[0]][0]}", key=broker_keys[0], topic=name)
+        both = sorted(set(changes) & set(deletes))
+        if both:
+            raise InvalidConfigError(f"topic {name}: {both[0]} is both set and deleted",
+                                     key=both[0], topic=name)
+        with self._lock:
+            routes = self.routes(name)[name]
+            old = dict(self._configs.get(name, {}))
+            missing = [k for k in deletes if k not in old]
+            if missing:
+                raise InvalidConfigError(
+                    f"topic {name} has no override {missing[0]} to delete (its overrides: "
+                    f"{', '.join(sorted(old)) or 'none'})", key=missing[0], topic=name)
+            new = {**old, **changes}
+            for key in deletes:
+                new.pop(key)
+            self._default.with_overrides(new)   # refuses naming the key, before any node call
+            for log_dir in sorted(set(routes.values())):
+                self._nodes[log_dir].call("alter_topic_config", name, new, timeout=self._timeout)
+            self._configs[name] = new
+            return TopicInfo(name, dict(sorted(routes.items())), dict(new))
+
+    def add_partitions(self, name: str, total: int, rooms: list[DirRoom]) -> TopicInfo:
+        """Kafka's ``kafka-topics --alter --partitions``: grow ``name`` to ``total`` partitions,
+        the new ones numbered after the last and placed by ``cluster.placement.place`` with the
+        topic's current spread, each created with the topic's overrides.
+        ``InvalidPartitionsError`` when ``total`` is not above the current count."""
+        files.validate_topic(name)
+        total = files.validate_partition_count(total, name)
+        with self._lock:
+            routes = self.routes(name)[name]
+            current = max(routes) + 1
+            if total <= current:
+                raise InvalidPartitionsError(
+                    f"topic {name} has {current} partitions; {total} would not be an increase",
+                    topic=name, current=current, requested=total)
+            chosen = place(rooms, total - current,
+                           topic_partitions=Counter(routes.values()))
+            overrides = dict(self._configs.get(name, {}))
+            for partition, log_dir in enumerate(chosen, start=current):
+                self._nodes[log_dir].call("create_partition", name, partition, overrides,
+                                          timeout=self._timeout)
+                self._routes.setdefault(name, {})[partition] = log_dir
+            return TopicInfo(name, dict(sorted(self._routes[name].items())), overrides)
 
     def delete_topic(self, name: str) -> int:
         """Delete every partition of ``name``; returns how many went."""

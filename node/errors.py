@@ -15,6 +15,7 @@ __all__ = [
     "LogDirLockedError",
     "LogDirOfflineError",
     "PartitionSkippedError",
+    "PolicyViolationError",
     "UnknownPartitionError",
 ]
 
@@ -49,3 +50,9 @@ class PartitionSkippedError(StorageError):
     """A call to create a partition that ``LogDir.open`` skipped (``LogDir.problems`` says why):
     its directory holds data the loader could not use, so it is neither loaded nor replaced by a
     new empty log. ``topic``, ``partition``, ``directory`` and ``reason`` name it."""
+
+
+class PolicyViolationError(StorageError):
+    """A request the partition's config forbids (Kafka's ``PolicyViolationException``): deleting
+    records of a log whose ``cleanup.policy`` does not include delete (``topic``, ``partition``,
+    ``cleanup_policy``). Unlike ``UnknownPartitionError`` the partition exists; nothing changed."""

@@ -264,6 +264,18 @@ class LogDir:
         with self._lock:
             self._topic_configs[topic] = config
 
+    def update_topic_config(self, topic: str, config: LogConfig) -> int:
+        """Kafka's dynamic topic config: use ``config`` for the live logs of ``topic`` now
+        (``Log.update_config``: retention, cleaning and the next roll follow it) and for its logs
+        created later. Persisting it is the caller's business. Returns how many logs took it."""
+        files.validate_topic(topic)
+        with self._io(f"update config of {topic}"), self._lock:
+            self._topic_configs[topic] = config
+            live = [lg for tp, lg in self._logs.items() if tp.topic == topic]
+            for lg in live:
+                lg.update_config(config)
+            return len(live)
+
     def pause_cleaning(self, tp: TopicPartition) -> AbstractContextManager[object]:
         """The ``pause_cleaning`` callback given to ``open`` (a no-op without one), for callers
         that change a log's files themselves (truncation)."""

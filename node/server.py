@@ -27,14 +27,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from node.errors import UnknownPartitionError
+from node.errors import PolicyViolationError, UnknownPartitionError
 from node.logdir import LogDir
 from node.snapshot import LogSnapshot, snapshot_log
-from node.stats import LoadProgress, LogDirStats, PartitionStats, partition_stats
+from node.stats import (LoadProgress, LogDirStats, PartitionDescription, PartitionStats,
+                        describe_partition, partition_stats)
 from node.topic_configs import TopicConfigsFile
 from storage import files
 from storage.config import LogConfig
-from storage.errors import StorageError
+from storage.errors import OffsetOutOfRangeError, StorageError
 from storage.files import TopicPartition
 from storage.log import DEFAULT_FETCH_BYTES, FetchData, LogAppendInfo
 from storage.segment import SegmentIdentity
@@ -42,6 +43,8 @@ from storage.segment import SegmentIdentity
 log = logging.getLogger(__name__)
 
 DEFAULT_LOAD_WAIT_S = 600.0
+EARLIEST_TIMESTAMP = -2     # Kafka's ListOffsetsRequest.EARLIEST_TIMESTAMP
+LATEST_TIMESTAMP = -1       # Kafka's ListOffsetsRequest.LATEST_TIMESTAMP
 
 
 class DirectoryLoadingError(StorageError):
@@ -147,6 +150,35 @@ class LogDirServer:
         with self._config_lock:
             return {t: dict(o) for t, o in self._overrides.items()}
 
+    def alter_topic_config(self, topic: str, overrides: Mapping[str, Any]) -> dict[str, str]:
+        """Replace the overrides of ``topic`` (Kafka's dynamic topic config, the whole set): they
+        are checked first (``InvalidConfigError`` naming the key, nothing changed), written to
+        ``topic-configs.json``, then applied to the live logs of the topic here
+        (``LogDir.update_topic_config``), so a restart opens them with the new settings too.
+        ``UnknownPartitionError`` when this directory holds no partition of ``topic``."""
+        d = self._dir
+        files.validate_topic(topic)
+        new = {str(k): _text(v) for k, v in overrides.items()}
+        resolved = self._default_config.with_overrides(new)   # validates before writing
+        with self._config_lock:
+            if not any(tp.topic == topic for tp in d.logs()):
+                raise UnknownPartitionError(f"log directory {self.path} holds no partition of "
+                                            f"topic {topic}", topic=topic, partition=None)
+            updated = {**self._overrides, topic: new}
+            TopicConfigsFile(self.path).write(updated)
+            self._overrides = updated
+            d.update_topic_config(topic, resolved)
+        return new
+
+    def describe_partitions(self, topic: str | None = None) -> list[PartitionDescription]:
+        """Every partition here (of ``topic`` only, when given), in partition order."""
+        d = self._dir
+        with self._config_lock:
+            overrides = {t: dict(o) for t, o in self._overrides.items()}
+        return [describe_partition(lg, str(self.path), overrides.get(t, {}))
+                for (t, _p), lg in sorted(d.logs().items())
+                if topic is None or t == topic]
+
     def delete_partition(self, topic: str, partition: int) -> bool:
         """Kafka's asyncDelete of one partition; the topic's overrides go when its last partition
         in this directory does."""
@@ -199,6 +231,47 @@ class LogDirServer:
         """(log start offset, log end offset)."""
         target = self._dir.log(topic, partition)
         return target.log_start_offset, target.log_end_offset
+
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
+        """Kafka's DeleteRecords for one partition: raise the log start offset to
+        ``before_offset`` (-1 means the high watermark) and checkpoint it; the segments below go
+        at the next retention check. Returns the log start offset after the call (Kafka's low
+        watermark; unchanged when ``before_offset`` is below it).
+
+        ``OffsetOutOfRangeError`` for an offset above the log end or negative other than -1,
+        ``PolicyViolationError`` when ``cleanup.policy`` does not include delete; either way
+        nothing changes."""
+        target = self._dir.log(topic, partition)
+        offset = files.validate_offset(before_offset, "before_offset", partition=target.name,
+                                       minimum=None)
+        if not target.config.delete:
+            raise PolicyViolationError(
+                f"{target.name}: records cannot be deleted, cleanup.policy="
+                f"{target.config.cleanup_policy} does not include delete", topic=topic,
+                partition=partition, cleanup_policy=target.config.cleanup_policy)
+        if offset == -1:
+            offset = target.high_watermark
+        if offset < 0:
+            raise OffsetOutOfRangeError(
+                f"{target.name}: cannot delete records before offset {offset} (an offset >= 0, "
+                "or -1 for the high watermark)", partition=target.name, offset=offset)
+        if target.maybe_increment_log_start_offset(offset):
+            self._dir.checkpoint_log_start_offsets()
+        return target.log_start_offset
+
+    def list_offset(self, topic: str, partition: int,
+                    timestamp: int) -> tuple[int, int | None] | None:
+        """Kafka's ListOffsets for one partition: ``timestamp`` -2 (earliest) gives the log
+        start offset, -1 (latest) the high watermark, a time in ms >= 0 the first offset whose
+        record has a timestamp >= it, with that timestamp (``Log.offset_for_timestamp``), or None
+        when no record is that recent. Returns ``(offset, timestamp or None)``."""
+        target = self._dir.log(topic, partition)
+        ts = files.validate_offset(timestamp, "timestamp", partition=target.name, minimum=-2)
+        if ts == EARLIEST_TIMESTAMP:
+            return target.log_start_offset, None
+        if ts == LATEST_TIMESTAMP:
+            return target.high_watermark, None
+        return target.offset_for_timestamp(ts)
 
     def roll(self, topic: str, partition: int) -> int:
         """Roll the active segment if it holds anything; returns the new active base offset."""

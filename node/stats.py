@@ -45,6 +45,24 @@ class PartitionStats:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionDescription:
+    """One partition as ``strata topic describe`` shows it (Kafka's kafka-topics --describe plus
+    our columns): where it lives, its offsets and size at the moment of the snapshot, and the
+    topic's config overrides. ``last_stable_offset`` is ``Log.last_stable_offset`` (the log end
+    while no transaction is open)."""
+
+    topic: str
+    partition: int
+    log_dir: str
+    log_start_offset: int
+    log_end_offset: int
+    last_stable_offset: int
+    size_bytes: int
+    segments: int
+    config: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
 class InvalidDir:
     """A subdirectory that was neither loaded nor deleted, and why."""
 
@@ -158,3 +176,15 @@ def disk_usage(path: str) -> tuple[int, int, int]:
     except OSError:
         return 0, 0, 0
     return usage.total, usage.used, usage.free
+
+
+def describe_partition(log: Log, log_dir: str, overrides: Mapping[str, str]
+                       ) -> PartitionDescription:
+    """Snapshot one log for ``PartitionDescription`` (``overrides``: its topic's overrides)."""
+    segments = log.segments()
+    tp = log.topic_partition
+    return PartitionDescription(
+        topic=tp.topic, partition=tp.partition, log_dir=log_dir,
+        log_start_offset=log.log_start_offset, log_end_offset=log.log_end_offset,
+        last_stable_offset=log.last_stable_offset, size_bytes=sum(s.size for s in segments),
+        segments=len(segments), config=dict(overrides))

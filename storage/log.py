@@ -14,11 +14,12 @@ a swap retries on the new segments, so it never sees a half-swapped log.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import logging
-from collections import deque
 import os
 import struct
 import threading
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple, Sequence
@@ -385,6 +386,21 @@ class Log:
         the aborted transaction's index entry, then the transaction completes)."""
         segment.update_txn_index(txn, self.producer_state.last_stable_offset_after(txn))
         self.producer_state.complete_txn(txn)
+
+    def update_config(self, config: LogConfig) -> None:
+        """Use ``config`` from now on (Kafka's ``UnifiedLog.updateConfig``, a dynamic topic
+        config): retention, cleaning, flushing and the next roll follow it. The active segment
+        takes it for its roll decision (``segment.bytes``, ``segment.ms``) but keeps what its
+        files were made with (``preallocate``, ``segment.index.bytes``,
+        ``index.interval.bytes``), as a Kafka segment keeps its own index settings."""
+        with self._lock:
+            self._ensure_open()
+            self.config = config
+            active = self._segments[self._bases[-1]]
+            made = active.config
+            active.config = dataclasses.replace(
+                config, preallocate=made.preallocate, segment_index_bytes=made.segment_index_bytes,
+                index_interval_bytes=made.index_interval_bytes)
 
     def _maybe_roll(self, params: RollParams) -> LogSegment:
         segment = self._segments[self._bases[-1]]

@@ -1,5 +1,8 @@
-"""``strata consume TOPIC``: records from an offset up to the log end (as of the call), or
-``--max`` of them.
+"""``strata consume TOPIC``: records from an offset (or ``--from-timestamp``: the first offset whose
+timestamp is at or after it, Kafka's offsetsForTimes) up to the log end (as of the call), or
+``--max-messages`` of them. ``--follow`` keeps reading the records produced afterwards, polling
+every ``--poll-interval`` seconds, until ``--max-messages`` records were printed or Ctrl-C
+(SIGINT), which ends it quietly with exit code 0.
 
 Text output is one record per line, ``key<TAB>value`` (the input format of ``strata produce``; a
 null is printed as ``--null-marker``, default empty), or the value only with ``--value-only``;
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 from cluster.commands import (add_common_args, connect, disconnect, offset_number,
                               partition_number, text_or_base64)
@@ -31,8 +34,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--from-offset", "--offset", type=offset_number, default=0,
                         dest="from_offset",
                         help="first offset (default 0; below the log start means the start)")
-    parser.add_argument("--max", type=int, default=None, dest="max_records",
-                        help="stop after this many records")
+    parser.add_argument("--from-timestamp", type=offset_number, default=None,
+                        metavar="EPOCH_MS",
+                        help="start at the first record whose timestamp is at or after this "
+                             "time (epoch ms); a partition with none starts at its end")
+    parser.add_argument("--max-messages", "--max", type=int, default=None, dest="max_records",
+                        metavar="N", help="stop after this many records")
+    parser.add_argument("--follow", action="store_true",
+                        help="keep reading new records until --max-messages or Ctrl-C")
+    parser.add_argument("--poll-interval", type=float, default=0.2, metavar="SECONDS",
+                        help="with --follow: how often to look for new records (default 0.2)")
     parser.add_argument("--value-only", action="store_true", help="print values only")
     parser.add_argument("--print-offsets", action="store_true",
                         help="print partition and offset before each record")
@@ -43,10 +54,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cluster.errors import UnknownTopicError
-    from cluster.tools.output import json_line
 
     if args.max_records is not None and args.max_records < 0:
-        raise UsageError("--max must not be negative")
+        raise UsageError("--max-messages must not be negative")
+    if args.from_timestamp is not None and args.from_offset:
+        raise UsageError("give --from-offset or --from-timestamp, not both")
+    if args.poll_interval <= 0:
+        raise UsageError("--poll-interval must be above 0")
     cluster = connect(args)
     out = sys.stdout
     try:
@@ -58,27 +72,71 @@ def run(args: argparse.Namespace) -> int:
             if args.partition not in partitions:
                 raise UsageError(f"topic {args.topic} has no partition {args.partition}")
             partitions = [args.partition]
-        left = args.max_records
-        for partition in partitions:
-            if left == 0:
-                break
-            try:
-                records = cluster.consume(args.topic, partition, from_offset=args.from_offset)
-            except UnknownTopicError as err:
-                raise UsageError(str(err)) from None
-            for record in records:
-                if args.json:
-                    out.write(json_line(_record_json(partition, record)) + "\n")
-                else:
-                    out.write(_record_text(partition, record, args) + "\n")
-                if left is not None:
-                    left -= 1
-                    if left == 0:
-                        break
+        try:
+            starts = {p: _start(cluster, args, p) for p in partitions}
+            records = (_follow(cluster, args.topic, starts, args.poll_interval) if args.follow
+                       else _read(cluster, args.topic, starts))
+            _print(records, args, out)
+        except UnknownTopicError as err:
+            raise UsageError(str(err)) from None
+        except KeyboardInterrupt:
+            if not args.follow:
+                raise
         out.flush()
     finally:
         disconnect()
     return EXIT_OK
+
+
+def _start(cluster: Any, args: argparse.Namespace, partition: int) -> int:
+    if args.from_timestamp is None:
+        return args.from_offset
+    found = cluster.offset_for_time(args.topic, partition, args.from_timestamp)
+    return cluster.offsets(args.topic, partition)[1] if found is None else found
+
+
+def _read(cluster: Any, topic: str, starts: dict[int, int]) -> Iterator[tuple[int, Any]]:
+    """Each partition's records from its start to its end as of the call, partition by
+    partition."""
+    for partition, start in starts.items():
+        for record in cluster.consume(topic, partition, from_offset=start):
+            yield partition, record
+
+
+def _follow(cluster: Any, topic: str, starts: dict[int, int],
+            poll_interval_s: float) -> Iterator[tuple[int, Any]]:
+    """Every partition's records from its start, then the ones appended later, for ever."""
+    import time
+
+    positions = dict(starts)
+    while True:
+        idle = True
+        for partition, position in positions.items():
+            for record in cluster.consume(topic, partition, from_offset=position):
+                idle = False
+                positions[partition] = record.offset + 1
+                yield partition, record
+        if idle:
+            time.sleep(poll_interval_s)
+
+
+def _print(records: Iterator[tuple[int, Any]], args: argparse.Namespace, out: Any) -> None:
+    from cluster.tools.output import json_line
+
+    left = args.max_records
+    if left == 0:
+        return
+    for partition, record in records:
+        if args.json:
+            out.write(json_line(_record_json(partition, record)) + "\n")
+        else:
+            out.write(_record_text(partition, record, args) + "\n")
+        if args.follow:
+            out.flush()
+        if left is not None:
+            left -= 1
+            if left == 0:
+                return
 
 
 def _record_json(partition: int, record: Any) -> dict[str, Any]:

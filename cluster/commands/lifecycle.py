@@ -236,6 +236,9 @@ def run_status(args: argparse.Namespace) -> int:
                 [(d["log_dir"], d["host"], d["online"], d["partitions"], _bytes(d["log_bytes"]),
                   _bytes(d["free_bytes"]), _bytes(d["total_bytes"]), d["offline_reason"])
                  for d in document["log_dirs"]], wrap=["reason"])
+    print_table(out, "partitions", ["partition", "log dir", "log start", "log end", "size"],
+                [(f"{p['topic']}-{p['partition']}", p["log_dir"], p["log_start_offset"],
+                  p["log_end_offset"], _bytes(p["size_bytes"])) for p in document["partitions"]])
     print_table(out, "cleaners", ["cleaner", "name", "host", "state", "cleaning"],
                 [(w["cleaner_id"], w["name"], w["host"], w["state"],
                   None if w["topic"] is None else f"{w['topic']}-{w['partition']}")
@@ -259,6 +262,9 @@ def status_document(cluster: Any) -> dict[str, Any]:
     return {
         "namespace": description.namespace, "head_started": description.head_started_by_strata,
         "log_dirs": dirs,
+        "partitions": [{k: r[k] for k in ("topic", "partition", "log_dir", "log_start_offset",
+                                          "log_end_offset", "size_bytes")}
+                       for r in rows if r["kind"] == "partition"],
         "topics": [{"name": t.name, "partitions": len(t.partitions), "config": t.config}
                    for t in topics],
         "cleaner": {

@@ -8,15 +8,15 @@ broker 0)::
       "offsetLag":0,"isFuture":false,"dirtyRatio":0.42}]}]}]}
 
 ``totalBytes``/``usableBytes`` are the file system's (as in Kafka 3.3+, KIP-827); ``dirtyRatio``
-is ours (the share of a compacted log not cleaned yet; 0 for other logs), and so is
-``lastStableOffset``, present only while an open transaction holds it below the log end. An
-offline directory has Kafka's ``KafkaStorageException`` as ``error``, no partitions, and
-``offlineReason`` saying what failed. Ours too: ``problems`` lists the partitions the directory
-skipped when it was opened (``{"partition","error","path","reason","action"}``: an entry the
-loader cannot use, a typed load error) and ``quarantined`` the files its recovery moved to a
-partition's ``quarantine/`` folder (``{"path","original","position","bytes","reason"}``). Without
-``--json``: a table of directories, one of partitions, and one of problems and quarantined files
-when there are any.
+is ours (the share of a compacted log not cleaned yet; 0 for other logs), and so are
+``logStartOffset``, ``logEndOffset`` and ``lastStableOffset`` (present only while an open
+transaction holds it below the log end). An offline directory has Kafka's
+``KafkaStorageException`` as ``error``, no partitions, and ``offlineReason`` saying what failed.
+Ours too: ``problems`` lists the partitions the directory skipped when it was opened
+(``{"partition","error","path","reason","action"}``: an entry the loader cannot use, a typed load
+error) and ``quarantined`` the files its recovery moved to a partition's ``quarantine/`` folder
+(``{"path","original","position","bytes","reason"}``). Without ``--json``: a table of
+directories, one of partitions, and one of problems and quarantined files when there are any.
 """
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ def describe(rows: list[dict[str, Any]], hosts: dict[str, str],
     for r in rows:
         if r["kind"] == "partition" and (topics is None or r["topic"] in topics):
             entry = {"partition": f"{r['topic']}-{r['partition']}", "size": r["size_bytes"],
-                     "offsetLag": 0, "isFuture": False, "dirtyRatio": round(r["dirty_ratio"], 6)}
+                     "offsetLag": 0, "isFuture": False, "dirtyRatio": round(r["dirty_ratio"], 6),
+                     "logStartOffset": r["log_start_offset"], "logEndOffset": r["log_end_offset"]}
             stable, end = r.get("last_stable_offset"), r.get("log_end_offset")
             if stable is not None and end is not None and stable < end:
                 entry["lastStableOffset"] = stable      # an open transaction holds it back
@@ -110,8 +111,10 @@ def _print(document: dict[str, Any]) -> None:
                   len(d["partitions"]), human_bytes(sum(p["size"] for p in d["partitions"])),
                   human_bytes(d["usableBytes"]), human_bytes(d["totalBytes"]))
                  for broker, d in dirs], wrap=["error"])
-    print_table(out, "partitions", ["partition", "log dir", "size", "dirty ratio"],
-                [(p["partition"], d["logDir"], human_bytes(p["size"]), f"{p['dirtyRatio']:.3f}")
+    print_table(out, "partitions",
+                ["partition", "log dir", "log start", "log end", "size", "dirty ratio"],
+                [(p["partition"], d["logDir"], p["logStartOffset"], p["logEndOffset"],
+                  human_bytes(p["size"]), f"{p['dirtyRatio']:.3f}")
                  for _, d in dirs for p in d["partitions"]])
     problems = [(p["partition"], d["logDir"], p["action"], f"{p['error']}: {p['reason']}")
                 for _, d in dirs for p in d.get("problems", [])]

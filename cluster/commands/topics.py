@@ -1,4 +1,5 @@
-"""``strata topic create|list|delete``: topics of a running cluster, with Kafka's topic keys as
+"""``strata topic create|list|delete`` (and ``alter|describe|delete-records|offsets``, in
+``cluster.commands.topic_admin``): topics of a running cluster, with Kafka's topic keys as
 overrides (``--config cleanup.policy=compact``). New partitions go to the directories with the
 most room (``cluster.placement``)."""
 
@@ -13,8 +14,10 @@ from cluster.tools import EXIT_OK, UsageError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("topic", help="create, list or delete topics",
-                                   description="Create, list or delete the topics of a cluster.")
+    parser = subparsers.add_parser(
+        "topic", help="create, list, alter, describe or delete topics; delete records; offsets",
+        description="Create, list, alter, describe or delete the topics of a cluster, delete "
+                    "records before an offset, list offsets by time.")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     create = actions.add_parser("create", help="create a topic",
@@ -42,6 +45,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_common_args(delete)
     delete.add_argument("topic")
     delete.set_defaults(handler=run_delete)
+
+    from cluster.commands.topic_admin import register_actions
+
+    register_actions(actions)
 
 
 def run_create(args: argparse.Namespace) -> int:

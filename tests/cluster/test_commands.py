@@ -27,11 +27,11 @@ ROWS = [
     {"kind": "log_dir", "log_dir": "/c", "online": True, "disk_total_bytes": 7,
      "disk_free_bytes": 3},
     {"kind": "partition", "log_dir": "/b", "topic": "t", "partition": 10, "size_bytes": 5,
-     "dirty_ratio": 0.5},
+     "dirty_ratio": 0.5, "log_start_offset": 2, "log_end_offset": 7},
     {"kind": "partition", "log_dir": "/b", "topic": "t", "partition": 2, "size_bytes": 9,
-     "dirty_ratio": 0.0},
+     "dirty_ratio": 0.0, "log_start_offset": 0, "log_end_offset": 3},
     {"kind": "partition", "log_dir": "/b", "topic": "u", "partition": 0, "size_bytes": 1,
-     "dirty_ratio": 0.0},
+     "dirty_ratio": 0.0, "log_start_offset": 1, "log_end_offset": 1},
     {"kind": "cleaner", "log_dir": "/b"},
 ]
 
@@ -48,9 +48,12 @@ def test_log_dirs_describe_is_kafkas_document_with_bytes_and_dirty_ratio() -> No
     assert online["error"] is None and "offlineReason" not in online
     assert (online["totalBytes"], online["usableBytes"]) == (100, 40)
     assert online["partitions"] == [
-        {"partition": "t-2", "size": 9, "offsetLag": 0, "isFuture": False, "dirtyRatio": 0.0},
-        {"partition": "t-10", "size": 5, "offsetLag": 0, "isFuture": False, "dirtyRatio": 0.5},
-        {"partition": "u-0", "size": 1, "offsetLag": 0, "isFuture": False, "dirtyRatio": 0.0}]
+        {"partition": "t-2", "size": 9, "offsetLag": 0, "isFuture": False, "dirtyRatio": 0.0,
+         "logStartOffset": 0, "logEndOffset": 3},
+        {"partition": "t-10", "size": 5, "offsetLag": 0, "isFuture": False, "dirtyRatio": 0.5,
+         "logStartOffset": 2, "logEndOffset": 7},
+        {"partition": "u-0", "size": 1, "offsetLag": 0, "isFuture": False, "dirtyRatio": 0.0,
+         "logStartOffset": 1, "logEndOffset": 1}]
     only_u = describe(ROWS, {"/a": "h1", "/b": "h1", "/c": "h2"}, {"u"})
     assert [p["partition"] for p in only_u["brokers"][0]["logDirs"][1]["partitions"]] == ["u-0"]
     json.dumps(document)
