@@ -39,14 +39,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action = actions.add_parser(name, help=help_text, description=help_text[0].upper()
                                     + help_text[1:] + ".")
         add_common_args(action)
-        action.add_argument("topic")
+        action.add_argument("topic", help="the topic's name")
         action.add_argument("--partition", type=partition_number, default=0, help="(default 0)")
         if name == "trigger":
             action.add_argument("--roll", action="store_true",
                                 help="roll the active segment first, so it is cleaned too")
             action.add_argument("--wait", action="store_true",
                                 help="return once the clean has finished")
-            action.add_argument("--timeout", type=float, default=120.0)
+            action.add_argument("--timeout", type=float, default=120.0,
+                                help="with --wait: seconds to wait for the clean (default 120)")
         action.set_defaults(handler=handler)
 
 
