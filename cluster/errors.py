@@ -21,5 +21,11 @@ class UnknownTopicError(StorageError):
     """The cluster holds no partition ``topic``-``partition`` (or no topic ``topic`` at all)."""
 
 
+class PartitionPausedError(StorageError):
+    """A clean was requested of a partition whose cleaning is paused (``operator_pauses`` of its
+    ``pauses`` taken through ``pause_cleaning``, the others by truncation, deletion, a directory
+    move or retention): no clean can start until every pause is released."""
+
+
 class TopicExistsError(StorageError):
     """``create_topic`` of a topic that already has partitions in the cluster."""

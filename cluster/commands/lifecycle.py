@@ -58,7 +58,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "(default 6379)")
     start.add_argument("--metrics-export-port", type=int, default=DEFAULT_METRICS_PORT,
                        help="Prometheus endpoint port of the Ray head "
-                            f"(default {DEFAULT_METRICS_PORT})")
+                            f"(default {DEFAULT_METRICS_PORT}); Ray listens on it on every "
+                            "interface (0.0.0.0), it cannot bind it to loopback")
     start.add_argument("--ray-temp-dir", default=None, help="Ray's temp directory (--temp-dir)")
     start.add_argument("--num-cpus", type=int, default=None,
                        help="CPUs the Ray head offers to actors (default: every core)")
@@ -133,6 +134,7 @@ def run_start(args: argparse.Namespace) -> int:
         "dashboard": None if args.no_dashboard or head is None
         else f"http://{args.dashboard_host}:{args.dashboard_port or 8265}",
         "metrics_export_port": args.metrics_export_port if head is not None else None,
+        "metrics_listen": None if head is None else metrics_listen(args.metrics_export_port),
         "log_dirs": [{**_dir_summary(r), "new": r["log_dir"] in new_dirs} for r in rows],
         "cleaners": len(cluster.description.workers), "seconds": round(loaded, 3)}
     cluster.close()
@@ -153,8 +155,10 @@ def run_start(args: argparse.Namespace) -> int:
                  for r in rows])
     if document["dashboard"]:
         out.print(f"dashboard: {document['dashboard']}")
-    if document["metrics_export_port"]:
-        out.print(f"Prometheus metrics: http://127.0.0.1:{document['metrics_export_port']}/metrics")
+    if document["metrics_listen"]:
+        out.print(f"Prometheus metrics: http://127.0.0.1:{args.metrics_export_port}/metrics "
+                  f"(Ray listens on every interface, {document['metrics_listen']}: firewall the "
+                  "port, or keep the host off untrusted networks)", highlight=False)
     return EXIT_OK
 
 
@@ -214,23 +218,29 @@ def _in_use(log_dir: str, pid: Any) -> str:
 
 def _holder_cluster(log_dir: str, pid: Any) -> tuple[str | None, str | None]:
     """(namespace, Ray address) of the node actor in process ``pid`` that serves ``log_dir``,
-    or (None, None): the Ray address comes from the worker's command line, the namespace from
-    the named actors of that Ray cluster."""
+    or (None, None): the Ray address comes from the command line of the worker or of its raylet
+    (a Ray worker renames its own), the namespace from the named actors of that Ray cluster."""
+    address = None
     try:
         import psutil
 
-        cmdline = psutil.Process(int(pid)).cmdline()
+        proc = psutil.Process(int(pid))
+        for p in [proc, *proc.parents()]:
+            address = next((a.split("=", 1)[1] for a in p.cmdline()
+                            if a.startswith(("--gcs-address=", "--gcs_server_address="))), None)
+            if address:
+                break
     except Exception:  # noqa: BLE001 - no such process, no permission: name the pid only
         return None, None
-    address = next((a.split("=", 1)[1] for a in cmdline if a.startswith("--gcs-address=")), None)
     if address is None:
         return None, None
     import ray
 
+    from cluster.head import init_ray
     from cluster.naming import node_actor_name
 
     try:
-        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+        init_ray(address)
         named = ray.util.list_named_actors(all_namespaces=True)
     except Exception:  # noqa: BLE001 - that Ray cluster does not answer: name the address
         return None, None
@@ -247,6 +257,13 @@ def _recovered(row: dict[str, Any], new_dirs: set[str]) -> str:
     if row["log_dir"] in new_dirs and not row.get("partitions"):
         return "new"
     return "no (clean shutdown)" if row.get("had_clean_shutdown") else "yes"
+
+
+def metrics_listen(port: int) -> str:
+    """Where the head's Prometheus endpoint listens: Ray's metrics agent binds every interface
+    (it binds loopback only when the node's IP is a loopback address, and ``ray start`` replaces
+    ``--node-ip-address=127.0.0.1`` with the host's address), so that is what is printed."""
+    return f"0.0.0.0:{port}"
 
 
 def _start_head(args: argparse.Namespace, dirs: list[str]) -> Any:
