@@ -27,5 +27,10 @@ class PartitionPausedError(StorageError):
     move or retention): no clean can start until every pause is released."""
 
 
+class SparkWorkerPythonError(StorageError):
+    """``cluster.spark.register``: the interpreter Spark starts its Python workers with
+    (``python``) cannot import what the data sources need."""
+
+
 class TopicExistsError(StorageError):
     """``create_topic`` of a topic that already has partitions in the cluster."""
