@@ -121,6 +121,8 @@ def run_start(args: argparse.Namespace) -> int:
     if address is None:
         head = _start_head(args, dirs)
         address = head.address
+    else:
+        _refuse_running(address, args.namespace)
     try:
         cluster = _deploy(args, dirs, properties, address, head is not None)
     except BaseException:
@@ -201,6 +203,30 @@ def check_log_dirs(dirs: list[str], *, joining: bool) -> set[str]:
         except InvalidLogDirError as err:
             raise UsageError(str(err)) from None
     return new
+
+
+def _refuse_running(address: str, namespace: str) -> None:
+    """``UsageError`` when the Ray cluster at ``address`` already runs a Strata cluster in
+    ``namespace``: deploying again would start node actors its coordinator does not know and
+    report cleaners it does not have."""
+    from cluster.errors import ActorUnavailableError
+    from cluster.handles import lookup
+    from cluster.head import init_ray
+    from cluster.naming import COORDINATOR_NAME
+
+    try:
+        init_ray(address)
+    except ConnectionError as err:
+        raise UsageError(f"no Ray cluster at {address}: {err}") from None
+    try:
+        description = lookup(COORDINATOR_NAME, namespace).call("describe", timeout=60)
+    except ActorUnavailableError:
+        return
+    _end_driver()
+    raise UsageError(f"a Strata cluster already runs in namespace {namespace} on the Ray cluster "
+                     f"at {address} (log directories {', '.join(description.log_dirs)}, "
+                     f"{len(description.workers)} cleaners); see `strata cluster status`, stop "
+                     "it first, or start another with --namespace")
 
 
 def _in_use(log_dir: str, pid: Any) -> str:

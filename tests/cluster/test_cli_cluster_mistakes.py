@@ -78,6 +78,15 @@ def test_a_second_start_on_a_served_directory_is_refused_at_once_naming_the_clus
     assert time.monotonic() - began < 60, "refused at once, not after a load timeout"
     one_line(strata("cluster", "status", "--namespace=second", check=False), 2,
              "no Strata cluster in namespace second")
+    # new directories, but the namespace of the running cluster: refused, nothing deployed
+    fresh = tmp_path / "B"
+    again = strata("cluster", "start", f"--address={strata.address}",
+                   f"--namespace={NAMESPACE}", f"--log-dir={fresh}", "--cleaners=3",
+                   check=False)
+    one_line(again, 2, f"already runs in namespace {NAMESPACE}", str(logs), "1 cleaners")
+    status = json.loads(strata("cluster", "status", f"--namespace={NAMESPACE}", "--json").stdout)
+    assert [d["log_dir"] for d in status["log_dirs"]] == [str(logs)]
+    assert len(status["cleaner"]["workers"]) == 1 and not (fresh / ".lock").exists()
     assert line.startswith("strata cluster: error:")
 
 
