@@ -123,14 +123,24 @@ def run_start(args: argparse.Namespace) -> int:
         address = head.address
     else:
         _refuse_running(address, args.namespace)
+    from storage.errors import StorageError
+
     try:
         cluster = _deploy(args, dirs, properties, address, head is not None)
+    except (StorageError, TimeoutError) as err:     # a directory that cannot even be asked
+        _abandon(args.namespace, head)
+        print(f"strata cluster: error: the cluster did not start: {err} (nothing was left "
+              "running)", file=sys.stderr)
+        return EXIT_PROBLEMS
     except BaseException:
         if head is not None:
             _stop_started_head(head)
         raise
     loaded = time.monotonic() - began
     rows = [r for r in cluster.stats() if r["kind"] == "log_dir"]
+    offline = [r for r in rows if not r.get("online")]
+    if offline:
+        return _undo_start(cluster, head, offline)
     document = {
         "address": address, "namespace": cluster.namespace, "head_started": head is not None,
         "dashboard": None if args.no_dashboard or head is None
@@ -290,6 +300,39 @@ def metrics_listen(port: int) -> str:
     (it binds loopback only when the node's IP is a loopback address, and ``ray start`` replaces
     ``--node-ip-address=127.0.0.1`` with the host's address), so that is what is printed."""
     return f"0.0.0.0:{port}"
+
+
+def _undo_start(cluster: Any, head: Any, offline: list[dict[str, Any]]) -> int:
+    """A start whose directories did not all load: stop what it started (actors, and the head
+    when it started one) and say in one line which directories failed and why."""
+    cluster.close()
+    _abandon(cluster.namespace, head)
+    why = "; ".join(f"log directory {r['log_dir']} did not load: "
+                    f"{r.get('offline_reason') or 'no reason given'}" for r in offline)
+    print(f"strata cluster: error: {why} (nothing was left running)", file=sys.stderr)
+    return EXIT_PROBLEMS
+
+
+def _abandon(namespace: str, head: Any) -> None:
+    """Undo a failed start: stop the head it started (its actors die with it), or else end the
+    actors it deployed on the Ray cluster it joined (their failures to close are expected)."""
+    import logging
+
+    from cluster import deploy
+
+    if head is not None:
+        _stop_started_head(head)
+        return
+    deploy_logger = logging.getLogger(deploy.__name__)
+    level = deploy_logger.level
+    deploy_logger.setLevel(logging.CRITICAL)
+    try:
+        deploy.shutdown(namespace)
+    except Exception:  # noqa: BLE001 - best effort: the start has failed already
+        pass
+    finally:
+        deploy_logger.setLevel(level)
+        _end_driver()
 
 
 def _start_head(args: argparse.Namespace, dirs: list[str]) -> Any:

@@ -125,3 +125,23 @@ def test_cleaner_commands_refuse_what_does_not_exist_and_say_what_pauses_hold(
     assert f"{word}: {word}:" not in status
     assert json.loads(strata("cleaner", "explain", "kv", ns, "--json").stdout)["status"] != \
         "paused"
+
+
+def test_a_start_whose_directory_does_not_load_fails_and_leaves_nothing_running(
+        tmp_path: Path) -> None:
+    """A directory that passes the checks before Ray but fails to load (here: its topic
+    overrides file is not JSON) made `cluster start` exit 0 with `online False` and no reason."""
+    logs = tmp_path / "bad"
+    logs.mkdir()
+    (logs / "topic-configs.json").write_text("{not json")
+    strata = Strata(tempfile.mkdtemp(prefix="strata-mis3-", dir="/tmp"))
+    try:
+        failed = strata(*strata.start_args(logs), "--json", check=False)
+        one_line(failed, 1, str(logs / "topic-configs.json"), "not JSON",
+                 "nothing was left running")
+        assert failed.stdout == ""
+        assert strata.head_processes() == []
+        assert not (logs / ".lock").read_text().strip()      # nobody holds it
+    finally:
+        strata.kill_head()
+        subprocess.run(["rm", "-rf", strata.temp_dir], check=False)
