@@ -54,8 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     start.add_argument("--dashboard-port", type=int, default=None,
                        help="port of the Ray dashboard (default 8265)")
     start.add_argument("--no-dashboard", action="store_true", help="run Ray without dashboard")
-    start.add_argument("--port", type=int, default=None, help="the Ray head's GCS port, the one --address names "
-                            "(default 6379)")
+    start.add_argument("--port", type=int, default=None,
+                       help="the Ray head's GCS port, the one --address names (default 6379)")
     start.add_argument("--metrics-export-port", type=int, default=DEFAULT_METRICS_PORT,
                        help="Prometheus endpoint port of the Ray head "
                             f"(default {DEFAULT_METRICS_PORT}); Ray listens on it on every "
