@@ -72,6 +72,8 @@ WORKER_METHODS: dict[str, tuple[str | None, int]] = {
 COORDINATOR_GROUPS = {"pause": 16}
 COORDINATOR_METHODS: dict[str, tuple[str | None, int]] = {
     "abort_and_pause": ("pause", NO_RETRY), "resume": ("pause", NO_RETRY),
+    "pause_internal": ("pause", NO_RETRY), "resume_internal": ("pause", NO_RETRY),
+    "pauses": (None, RETRY),
     "create_topic": (None, NO_RETRY), "delete_topic": (None, NO_RETRY),
     "alter_topic_config": (None, NO_RETRY), "add_partitions": (None, NO_RETRY),
     "list_topics": (None, RETRY), "routes": (None, RETRY), "describe": (None, RETRY),

@@ -8,9 +8,10 @@ that own them (STYLE.md P8):
 * ``CleanerConfig`` (cleaner): ``log.cleaner.*`` and ``message.max.bytes``;
 * ``LogDirConfig`` (node): ``num.recovery.threads.per.data.dir`` and the periodic-task intervals.
 
-A key that belongs to none of them is refused when it looks like ours (``log.*``), and otherwise
-kept in ``ignored`` (a real ``server.properties`` holds ``broker.id``, ``listeners``, ... that a
-storage layer has no use for). ``read_server_properties`` reads Java's properties format.
+A key that belongs to none of them is refused when it looks like ours (``log.*``) or is no key of
+Kafka's broker (``cluster.kafka_keys``), and otherwise kept in ``ignored`` (a real
+``server.properties`` holds ``broker.id``, ``listeners``, ... that a storage layer has no use
+for). ``read_server_properties`` reads Java's properties format.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ class BrokerConfig:
                 dir_keys[key] = value
                 known = True
             if not known:
-                if key.startswith("log."):
+                if key.startswith("log.") or not _known_key(key):
                     raise InvalidConfigError(f"unknown broker config key {key!r}", key=key,
                                              value=value)
                 ignored.append(key)
@@ -96,25 +97,96 @@ class BrokerConfig:
 
 
 def read_server_properties(path: str | Path) -> dict[str, str]:
-    """Java's ``.properties`` format as Kafka's ``server.properties`` uses it: ``key=value`` or
-    ``key: value`` lines, ``#``/``!`` comments, blank lines, trailing-backslash continuations."""
-    entries: dict[str, str] = {}
-    logical = ""
-    for raw in Path(path).read_text(encoding="utf-8").splitlines():
-        line = raw.strip() if not logical else raw.lstrip()
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
+    """Java's ``.properties`` format as Kafka reads ``server.properties`` (``Properties.load``):
+    ``key=value``, ``key: value`` and ``key value`` lines, a bare ``key`` (empty value),
+    ``#``/``!`` comments, blank lines, continuations by an odd number of trailing backslashes,
+    ``\\uXXXX`` and ``\\t``-style escapes. Every key must be one Kafka's broker knows (or one of
+    ours): an unknown key, a malformed escape or a file that is not UTF-8 raises
+    ``InvalidConfigError`` naming the file, the line and the key."""
+    return {key: value for _, key, value in properties_lines(path)}
+
+
+def properties_lines(path: str | Path) -> list[tuple[int, str, str]]:
+    """``(line number, key, value)`` of every entry of the file, checked as
+    ``read_server_properties`` says; a key given twice keeps its last value (as Java does)."""
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise InvalidConfigError(
+            f"{path} line {line}: not UTF-8 (byte 0x{data[err.start]:02x}); save the file as "
+            "UTF-8", path=str(path), line=line) from None
+    entries: list[tuple[int, str, str]] = []
+    logical: str | None = None
+    start = 0
+    for number, raw in enumerate(_NEWLINES.split(text), start=1):
+        line = raw.lstrip(_JAVA_BLANKS)
+        if logical is None:
+            if not line or line[0] in "#!":
+                continue
+            logical, start = "", number
+        backslashes = len(line) - len(line.rstrip("\\"))
+        if backslashes % 2:
             logical += line[:-1]
             continue
-        logical += line
-        match = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", logical)
-        if match:
-            entries[match.group(1)] = match.group(2).strip()
-        elif logical:
-            entries[logical] = ""
-        logical = ""
+        entries.append(_entry(path, start, logical + line))
+        logical = None
+    if logical is not None:
+        entries.append(_entry(path, start, logical))
     return entries
+
+
+_NEWLINES = re.compile(r"\r\n|\r|\n")
+_JAVA_BLANKS = " \t\f"
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _entry(path: str | Path, number: int, line: str) -> tuple[int, str, str]:
+    """Split a logical line as ``java.util.Properties.load`` does, unescape, check the key."""
+    end = 0
+    while end < len(line) and line[end] not in "=:" + _JAVA_BLANKS:
+        end += 2 if line[end] == "\\" else 1
+    end = min(end, len(line))
+    rest = line[end:].lstrip(_JAVA_BLANKS)
+    if rest[:1] in ("=", ":") and (end == len(line) or line[end] in _JAVA_BLANKS + "=:"):
+        rest = rest[1:].lstrip(_JAVA_BLANKS)
+    key, value = _unescape(path, number, line[:end]), _unescape(path, number, rest).rstrip()
+    if not _known_key(key):
+        raise InvalidConfigError(f"{path} line {number}: unknown broker config key {key!r}",
+                                 path=str(path), line=number, key=key)
+    return number, key, value
+
+
+def _unescape(path: str | Path, number: int, text: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch != "\\" or i + 1 == len(text):
+            out.append(ch if ch != "\\" else "")
+            i += 1
+            continue
+        code = text[i + 1]
+        if code == "u":
+            digits = text[i + 2:i + 6]
+            if len(digits) != 4 or any(c not in "0123456789abcdefABCDEF" for c in digits):
+                raise InvalidConfigError(f"{path} line {number}: malformed \\uxxxx escape "
+                                         f"{text[i:i + 6]!r}", path=str(path), line=number)
+            out.append(chr(int(digits, 16)))
+            i += 6
+            continue
+        out.append(_ESCAPES.get(code, code))
+        i += 2
+    return "".join(out)
+
+
+def _known_key(key: str) -> bool:
+    """A key of ours (any scope) or one Kafka's broker reads."""
+    from cluster.kafka_keys import is_kafka_broker_key
+
+    return (key in LOG_DIRS_KEYS or key in BROKER_SYNONYMS or key in TOPIC_KEYS
+            or key in CLEANER_KEYS or key in LOG_DIR_KEYS or is_kafka_broker_key(key))
 
 
 def _text(value: object) -> str:

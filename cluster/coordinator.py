@@ -41,9 +41,9 @@ from typing import Any
 from cleaner.cleanable import LogToClean, SegmentRange, cleanable_offsets
 from cleaner.cleaner import CleanResult
 from cleaner.config import CleanerConfig
-from cleaner.explain import Explanation
-from cleaner.manager import CleanerManager, CleanerStateError
-from cluster.errors import ActorUnavailableError, UnknownTopicError
+from cleaner.explain import CleaningStatus, Explanation
+from cleaner.manager import CleanerManager, CleanerStateError, CleaningPhase
+from cluster.errors import ActorUnavailableError, PartitionPausedError, UnknownTopicError
 from cluster.handles import Handle, Pending
 from cluster.loop import ControlLoop
 from cluster.metrics import MetricsSink, NullMetrics
@@ -115,6 +115,7 @@ class Coordinator:
         self._snapshots: dict[TopicPartition, LogSnapshot] = {}
         self._dir_of: dict[TopicPartition, str] = {}
         self._offline: dict[str, str] = {}
+        self._operator_pauses: dict[TopicPartition, int] = {}    # taken by abort_and_pause
         self._unreachable: set[str] = set()
         self._needs_startup: set[str] = set(self._nodes)
         self._workers_reset = False
@@ -412,8 +413,11 @@ class Coordinator:
         logger.info("log directory %s is online again", log_dir)
 
     # ---- API for nodes and clients -----------------------------------------------------------
-    def abort_and_pause(self, topic: str, partition: int, timeout_s: float | None = None) -> None:
-        """Stop any clean of the partition and keep it from starting until ``resume``."""
+    def abort_and_pause(self, topic: str, partition: int, timeout_s: float | None = None, *,
+                        operator: bool = True) -> None:
+        """Stop any clean of the partition and keep it from starting until ``resume``; an
+        ``operator`` pause (``strata cleaner pause``, ``Cluster.pause_cleaning``) is counted
+        apart from the node's own (``operator=False``)."""
         tp = TopicPartition(topic, partition)
         with self._lock:
             running = [s for s in self._slots if s.assignment is not None
@@ -427,16 +431,46 @@ class Coordinator:
         self.loop.wake()
         self._manager.abort_and_pause_cleaning(tp, self._timeout if timeout_s is None
                                                else timeout_s)
+        if operator:
+            with self._lock:
+                self._operator_pauses[tp] = self._operator_pauses.get(tp, 0) + 1
 
-    def resume(self, topic: str, partition: int) -> bool:
-        """Release one pause. False (logged) when the partition is not paused, e.g. because this
-        coordinator restarted while a node held the pause."""
-        try:
-            self._manager.resume_cleaning(TopicPartition(topic, partition))
-            return True
-        except CleanerStateError as err:
-            logger.warning("resume of %s-%d ignored: %s", topic, partition, err)
+    def resume(self, topic: str, partition: int, *, operator: bool = True) -> bool:
+        """Release one pause: with ``operator``, one an operator took; False (logged) when the
+        operator holds none: the pauses of truncation, deletion, a directory move or retention
+        are the node's to release, and a restarted coordinator forgot the operator's."""
+        tp = TopicPartition(topic, partition)
+        if not operator:
+            try:
+                self._manager.resume_cleaning(tp)
+                return True
+            except CleanerStateError as err:
+                logger.warning("resume of %s ignored: %s", tp, err)
+                return False
+        with self._lock:            # the manager's lock is never taken inside this one
+            held = self._operator_pauses.pop(tp, 0)
+            if held > 1:
+                self._operator_pauses[tp] = held - 1
+        if not held:
+            logger.warning("resume of %s ignored: no pause of an operator is held", tp)
             return False
+        try:
+            self._manager.resume_cleaning(tp)
+        except CleanerStateError as err:
+            logger.warning("resume of %s ignored: %s", tp, err)
+            with self._lock:
+                self._operator_pauses.pop(tp, None)
+            return False
+        return True
+
+    def pauses(self, topic: str, partition: int) -> tuple[int, int]:
+        """(pauses an operator holds, all pauses held) of the partition's cleaning."""
+        tp = TopicPartition(topic, partition)
+        state = self._manager.cleaning_state(tp)
+        held = state.paused_count if state is not None and state.phase is CleaningPhase.PAUSED \
+            else 0
+        with self._lock:
+            return min(self._operator_pauses.get(tp, 0), held), held
 
     def trigger_clean(self, topic: str, partition: int) -> int:
         """Clean the partition as soon as a worker is free, whatever its dirty ratio. Returns its
@@ -451,6 +485,12 @@ class Coordinator:
         started after this request (and saw every segment rolled before it) has finished. A clean
         already running when the request comes does not count."""
         tp = TopicPartition(topic, partition)
+        operator, held = self.pauses(topic, partition)
+        if held:
+            raise PartitionPausedError(
+                f"cleaning of {tp} is paused ({pause_holders(operator, held)}): no clean can "
+                "start until it is resumed", topic=topic, partition=partition,
+                operator_pauses=operator, pauses=held)
         with self._lock:
             ticket = next(self._tickets)
             self._forced[tp] = (ticket, self._polls)
@@ -478,7 +518,12 @@ class Coordinator:
             raise UnknownTopicError(f"no compacted partition {tp} is known to the cleaner yet",
                                     topic=topic, partition=partition)
         snapshot = self._nodes[log_dir].call("snapshot", topic, partition, timeout=self._timeout)
-        return self._manager.explain(snapshot, logs=logs)
+        explanation = self._manager.explain(snapshot, logs=logs)
+        if explanation.status is CleaningStatus.PAUSED:
+            operator, held = self.pauses(topic, partition)
+            explanation = replace(explanation, reason=f"cleaning is paused "
+                                  f"({pause_holders(operator, held)})")
+        return explanation
 
     def status(self) -> CleanerStatus:
         with self._lock:
@@ -517,8 +562,7 @@ class Coordinator:
             offline = dict(self._offline)
         for log_dir in self._nodes:
             tags = {"directory": log_dir}
-            m.set("strata_log_dir_offline", 1.0 if log_dir in offline else 0.0, tags)
-            if log_dir in offline:
+            if log_dir in offline:     # strata_log_dir_offline is the node's: one series per fact
                 continue
             m.set("strata_uncleanable_partitions",
                   self._manager.uncleanable_partitions_count(log_dir), tags)
@@ -538,3 +582,14 @@ class Coordinator:
                     continue
                 m.set("strata_cleanable_bytes", cleanable,
                       {"directory": log_dir, "topic": tp.topic, "partition": tp.partition})
+
+
+def pause_holders(operator: int, held: int) -> str:
+    """Who holds the ``held`` pauses of a partition, ``operator`` of them an operator's."""
+    parts = []
+    if operator:
+        parts.append(f"{operator} by an operator (strata cleaner resume releases one)")
+    if held - operator:
+        parts.append(f"{held - operator} held by truncation, deletion, a directory move or "
+                     "retention")
+    return "; ".join(parts) or "no pause held"

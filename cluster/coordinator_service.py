@@ -131,6 +131,21 @@ class CoordinatorService:
         partition = files.validate_partition(partition, topic)
         return self.coordinator.resume(topic, partition)
 
+    def pause_internal(self, topic: str, partition: int, timeout_s: float | None = None) -> bool:
+        """``abort_and_pause`` for the node's own work (truncation, deletion, a directory move,
+        retention): not an operator's pause, so ``strata cleaner resume`` cannot release it."""
+        partition = files.validate_partition(partition, topic)
+        self.coordinator.abort_and_pause(topic, partition, timeout_s, operator=False)
+        return True
+
+    def resume_internal(self, topic: str, partition: int) -> bool:
+        partition = files.validate_partition(partition, topic)
+        return self.coordinator.resume(topic, partition, operator=False)
+
+    def pauses(self, topic: str, partition: int) -> tuple[int, int]:
+        partition = files.validate_partition(partition, topic)
+        return self.coordinator.pauses(topic, partition)
+
     def trigger_clean(self, topic: str, partition: int) -> int:
         partition = files.validate_partition(partition, topic)
         return self.coordinator.trigger_clean(topic, partition)

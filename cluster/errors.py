@@ -21,6 +21,17 @@ class UnknownTopicError(StorageError):
     """The cluster holds no partition ``topic``-``partition`` (or no topic ``topic`` at all)."""
 
 
+class PartitionPausedError(StorageError):
+    """A clean was requested of a partition whose cleaning is paused (``operator_pauses`` of its
+    ``pauses`` taken through ``pause_cleaning``, the others by truncation, deletion, a directory
+    move or retention): no clean can start until every pause is released."""
+
+
+class SparkWorkerPythonError(StorageError):
+    """``cluster.spark.register``: the interpreter Spark starts its Python workers with
+    (``python``) cannot import what the data sources need."""
+
+
 class TopicExistsError(StorageError):
     """``create_topic`` of a topic that already has partitions in the cluster."""
 

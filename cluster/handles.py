@@ -151,10 +151,10 @@ class CoordinatorLink:
 
     def abort_and_pause(self, topic: str, partition: int) -> bool:
         return bool(lookup(self.name, self.namespace).call(
-            "abort_and_pause", topic, partition, self.timeout_s, timeout=self.timeout_s + 5))
+            "pause_internal", topic, partition, self.timeout_s, timeout=self.timeout_s + 5))
 
     def resume(self, topic: str, partition: int) -> None:
-        lookup(self.name, self.namespace).call("resume", topic, partition,
+        lookup(self.name, self.namespace).call("resume_internal", topic, partition,
                                                timeout=self.timeout_s)
 
 

@@ -34,8 +34,9 @@ PLOTS = ("dirty_ratio.png", "cleaner_throughput.png", "log_sizes.png")
 
 
 def sample(cluster: Any, t: float, seen: set[tuple[int, int, str]],
-           timeout_s: float = 2.0) -> dict[str, Any]:
-    """One sample of ``cluster`` (``seen`` keeps the cleans already reported). Every actor gets
+           timeout_s: float = 2.0, since_ms: int | None = None) -> dict[str, Any]:
+    """One sample of ``cluster`` (``seen`` keeps the cleans already reported; cleans that
+    finished before ``since_ms``, the wall clock when sampling started, are not). Every actor gets
     ``timeout_s`` to answer: a directory or coordinator that is down or restarting is left out of
     this sample rather than stalling the next ones."""
     from cluster.handles import lookup
@@ -66,15 +67,30 @@ def sample(cluster: Any, t: float, seen: set[tuple[int, int, str]],
             timeout_s).recent
     except Exception:  # noqa: BLE001 - the coordinator restarting: no cleans this sample
         recent = ()
+    cleans = new_cleans(recent, seen, since_ms)
+    return {"t": round(t, 3), "log_dirs": log_dirs, "partitions": partitions, "cleans": cleans}
+
+
+def new_cleans(recent: Sequence[Any], seen: set[tuple[int, int, str]],
+               since_ms: int | None) -> list[dict[str, Any]]:
+    """The cleans of ``recent`` (the coordinator's ``CleanSummary`` list) not in ``seen`` (which
+    they join) that finished at or after ``since_ms``; each with ``t``, its finish in seconds
+    since ``since_ms``. The coordinator keeps the last cleans of its whole life: those from before
+    sampling started are not the run's."""
+    cleans = []
     for s in recent:
         key = (s.finished_ms, s.cleaner_id, f"{s.topic}-{s.partition}")
         if key in seen:
             continue
         seen.add(key)
+        if since_ms is not None and s.finished_ms < since_ms:
+            continue
         cleans.append({"cleaner_id": s.cleaner_id, "topic": s.topic, "partition": s.partition,
                        "bytes_read": s.bytes_read, "elapsed_secs": s.elapsed_secs,
-                       "finished_ms": s.finished_ms, "outcome": s.outcome})
-    return {"t": round(t, 3), "log_dirs": log_dirs, "partitions": partitions, "cleans": cleans}
+                       "finished_ms": s.finished_ms, "outcome": s.outcome,
+                       "t": None if since_ms is None else round((s.finished_ms - since_ms) / 1000,
+                                                                 3)})
+    return cleans
 
 
 class StatsSampler:
@@ -89,10 +105,15 @@ class StatsSampler:
         self._seen: set[tuple[int, int, str]] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.begin()
+
+    def begin(self) -> None:
+        """Sampling starts now: sample times count from here, earlier cleans are left out."""
         self._t0 = time.monotonic()
+        self._since_ms = int(time.time() * 1000)
 
     def start(self) -> None:
-        self._t0 = time.monotonic()
+        self.begin()
         self._thread = threading.Thread(target=self._run, name="stats-sampler", daemon=True)
         self._thread.start()
 
@@ -103,7 +124,8 @@ class StatsSampler:
 
     def take(self) -> None:
         try:
-            self.samples.append(sample(self._cluster(), time.monotonic() - self._t0, self._seen))
+            self.samples.append(sample(self._cluster(), time.monotonic() - self._t0, self._seen,
+                                       since_ms=self._since_ms))
         except Exception:  # noqa: BLE001 - see the class docstring
             self.failures += 1
             logger.debug("stats sample failed", exc_info=True)
@@ -146,7 +168,8 @@ def plot_samples(samples: Sequence[dict[str, Any]], out_dir: Path,
     t_first = next((s["t"] for s in samples if s["cleans"]), 0.0)
     for cleaner in sorted({c["cleaner_id"] for c in cleans}):
         mine = [c for c in cleans if c["cleaner_id"] == cleaner]
-        ax.scatter([t_first + (c["finished_ms"] - start_ms) / 1000 for c in mine],
+        ax.scatter([c["t"] if c.get("t") is not None
+                    else t_first + (c["finished_ms"] - start_ms) / 1000 for c in mine],
                    [c["bytes_read"] / max(c["elapsed_secs"], 1e-3) / 1e6 for c in mine],
                    label=f"cleaner {cleaner}", s=18)
     ax.set(title=f"{title}: cleaner throughput (each finished clean)", xlabel="seconds",
@@ -191,8 +214,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--namespace", default="strata", help="Strata namespace")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON lines")
     parser.add_argument("--plot", type=Path, metavar="DIR", help="write PNG plots into DIR")
-    parser.add_argument("--seconds", type=float, default=60.0, help="how long to sample")
-    parser.add_argument("--interval", type=float, default=2.0, help="seconds between samples")
+    parser.add_argument("--seconds", type=float, default=60.0,
+                        help="with --plot: how long to sample, in seconds (default 60); the plots "
+                             "show only what happened in that time")
+    parser.add_argument("--interval", type=float, default=2.0,
+                        help="with --plot: seconds between samples (default 2)")
     parser.add_argument("--from-report", type=Path, metavar="FILE",
                         help="plot the samples of a drill report instead of sampling")
     parser.set_defaults(handler=run)
@@ -223,7 +249,7 @@ def run(args: argparse.Namespace) -> int:
             return _print_rows(cluster.stats(), args.json)
         sampler = StatsSampler(lambda: cluster, args.interval)
         deadline = time.monotonic() + args.seconds
-        sampler._t0 = time.monotonic()
+        sampler.begin()
         while True:
             sampler.take()
             left = deadline - time.monotonic()

@@ -33,3 +33,28 @@ def test_prometheus_config_keeps_strata_metrics() -> None:
     text = (OPS / "prometheus.yml").read_text()
     assert "ray_strata_" in text
     assert "prom_metrics_service_discovery.json" in text
+
+
+def test_prometheus_scrapes_each_endpoint_once() -> None:
+    """One job with Ray's service discovery, which lists every node's endpoint: a static target
+    beside it scraped the head twice and doubled every sum() of the dashboard (issue 15)."""
+    import yaml
+
+    config = yaml.safe_load((OPS / "prometheus.yml").read_text())
+    jobs = config["scrape_configs"]
+    assert len(jobs) == 1
+    assert "static_configs" not in jobs[0]
+    assert [f for sd in jobs[0]["file_sd_configs"] for f in sd["files"]] == \
+        ["/tmp/ray/prom_metrics_service_discovery.json"]
+
+
+def test_every_fact_is_exported_by_one_actor_only() -> None:
+    """``strata_log_dir_offline`` is the node's (one series per directory); the coordinator
+    exported it too, so sum(ray_strata_log_dir_offline) counted each offline directory twice."""
+    root = OPS.parent
+    setters = {path.name: re.findall(r'\.set\("(strata_[a-z_]+)"',
+                                     (root / "cluster" / path.name).read_text())
+               for path in (root / "cluster" / "node_service.py",
+                            root / "cluster" / "coordinator.py")}
+    both = set(setters["node_service.py"]) & set(setters["coordinator.py"])
+    assert both == set(), sorted(both)

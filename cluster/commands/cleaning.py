@@ -6,7 +6,12 @@
 * ``trigger``: clean it as soon as a cleaner is free, whatever its dirty ratio (``--roll`` rolls
   the active segment first so the tail is cleaned too; ``--wait`` returns when that clean ended);
 * ``pause`` / ``resume``: abort any clean of the partition and keep it from being cleaned, and
-  release that pause. A pause lives in the coordinator: a restarted coordinator forgets it.
+  release one such pause (pauses nest; ``resume`` says how many are still held, and never
+  releases one the node took for truncation, deletion, a directory move or retention). A pause
+  lives in the coordinator: a restarted coordinator forgets it.
+
+A partition the cluster does not hold, a trigger of a paused partition and a resume of a partition
+no operator paused are refused in one line; a trigger with nothing to clean says so and why.
 """
 
 from __future__ import annotations
@@ -39,14 +44,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action = actions.add_parser(name, help=help_text, description=help_text[0].upper()
                                     + help_text[1:] + ".")
         add_common_args(action)
-        action.add_argument("topic")
+        action.add_argument("topic", help="the topic's name")
         action.add_argument("--partition", type=partition_number, default=0, help="(default 0)")
         if name == "trigger":
             action.add_argument("--roll", action="store_true",
                                 help="roll the active segment first, so it is cleaned too")
             action.add_argument("--wait", action="store_true",
                                 help="return once the clean has finished")
-            action.add_argument("--timeout", type=float, default=120.0)
+            action.add_argument("--timeout", type=float, default=120.0,
+                                help="with --wait: seconds to wait for the clean (default 120)")
         action.set_defaults(handler=handler)
 
 
@@ -91,11 +97,33 @@ def run_status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def check_partition(cluster: Any, topic: str, partition: int) -> None:
+    """``UsageError`` unless the cluster holds ``topic``-``partition``."""
+    info = next((t for t in cluster.list_topics() if t.name == topic), None)
+    if info is None:
+        raise UsageError(f"no topic {topic!r} in Strata cluster {cluster.namespace} "
+                         "(`strata topic list` lists them)")
+    if partition not in info.partitions:
+        raise UsageError(f"topic {topic} has no partition {partition} (it has "
+                         f"{len(info.partitions)}: 0..{len(info.partitions) - 1})")
+
+
+def pauses(cluster: Any, topic: str, partition: int) -> tuple[int, int]:
+    """(pauses an operator holds, all pauses held) of the partition's cleaning."""
+    from cluster.handles import lookup
+    from cluster.naming import COORDINATOR_NAME
+
+    operator, held = lookup(COORDINATOR_NAME, cluster.namespace).call(
+        "pauses", topic, partition, timeout=60)
+    return operator, held
+
+
 def run_explain(args: argparse.Namespace) -> int:
     from cluster.errors import UnknownTopicError
 
     cluster = connect(args)
     try:
+        check_partition(cluster, args.topic, args.partition)
         explanation = cluster.explain(args.topic, args.partition)
     except UnknownTopicError as err:
         raise UsageError(str(err)) from None
@@ -108,8 +136,9 @@ def run_explain(args: argparse.Namespace) -> int:
     from cluster.tools.output import console, print_table
 
     out = console()
-    out.print(f"{args.topic}-{args.partition}: [bold]{explanation.status.value}[/]: "
-              f"{explanation.reason}")
+    status = explanation.status.value
+    reason = explanation.reason.removeprefix(f"{status}: ")
+    out.print(f"{args.topic}-{args.partition}: [bold]{status}[/]: {reason}", highlight=False)
     print_table(out, None, ["field", "value"],
                 [(k, v) for k, v in document.items()
                  if k not in ("topic_partition", "status", "reason")])
@@ -117,13 +146,34 @@ def run_explain(args: argparse.Namespace) -> int:
 
 
 def run_trigger(args: argparse.Namespace) -> int:
+    from cluster.coordinator import pause_holders
+    from cluster.errors import PartitionPausedError, UnknownTopicError
+
+    tp = f"{args.topic}-{args.partition}"
     cluster = connect(args)
     try:
+        check_partition(cluster, args.topic, args.partition)
+        operator, held = pauses(cluster, args.topic, args.partition)
+        if held:
+            return _fail("trigger", f"cleaning of {tp} is paused ({pause_holders(operator, held)})"
+                         ": nothing was triggered")
+        try:
+            explanation = cluster.explain(args.topic, args.partition)
+        except UnknownTopicError:
+            config = next(t.config for t in cluster.list_topics() if t.name == args.topic)
+            if "compact" not in config.get("cleanup.policy", ""):
+                return _nothing(args, f"{args.topic} is not compacted: the cleaner knows no "
+                                f"compacted partition {tp}")
+            explanation = None       # just created: the cleaner has not polled it yet
+        if explanation is not None and not args.roll and not explanation.cleanable_bytes:
+            reason = explanation.reason.removeprefix(f"{explanation.status.value}: ")
+            return _nothing(args, f"{explanation.status.value}: {reason}")
         count = cluster.trigger_clean(args.topic, args.partition, roll=args.roll,
                                       wait=args.wait, timeout_s=args.timeout)
+    except PartitionPausedError as err:
+        return _fail("trigger", f"{err}: nothing was triggered")
     except TimeoutError as err:
-        print(f"strata cleaner trigger: {err}")
-        return EXIT_PROBLEMS
+        return _fail("trigger", str(err))
     finally:
         disconnect()
     document: dict[str, Any] = {"topic": args.topic, "partition": args.partition,
@@ -132,34 +182,68 @@ def run_trigger(args: argparse.Namespace) -> int:
     if args.json:
         write(document)
     elif args.wait:
-        print(f"{args.topic}-{args.partition} cleaned ({count} cleans so far)")
+        print(f"{tp} cleaned ({count} cleans so far)")
     else:
-        print(f"clean of {args.topic}-{args.partition} triggered")
+        print(f"clean of {tp} triggered")
     return EXIT_OK
 
 
+def _nothing(args: argparse.Namespace, reason: str) -> int:
+    """A trigger with nothing to clean: said, not triggered."""
+    if args.json:
+        write({"topic": args.topic, "partition": args.partition, "triggered": False,
+               "reason": reason})
+    else:
+        print(f"nothing to clean in {args.topic}-{args.partition}: {reason}")
+    return EXIT_OK
+
+
+def _fail(action: str, message: str) -> int:
+    import sys
+
+    print(f"strata cleaner {action}: {message}", file=sys.stderr)
+    return EXIT_PROBLEMS
+
+
 def run_pause(args: argparse.Namespace) -> int:
+    from cluster.coordinator import pause_holders
+
     cluster = connect(args)
     try:
+        check_partition(cluster, args.topic, args.partition)
         cluster.pause_cleaning(args.topic, args.partition)
+        operator, held = pauses(cluster, args.topic, args.partition)
     finally:
         disconnect()
     if args.json:
-        write({"topic": args.topic, "partition": args.partition, "paused": True})
+        write({"topic": args.topic, "partition": args.partition, "paused": True,
+               "operator_pauses": operator, "pauses": held})
     else:
-        print(f"cleaning of {args.topic}-{args.partition} paused")
+        print(f"cleaning of {args.topic}-{args.partition} paused "
+              f"({pause_holders(operator, held)})")
     return EXIT_OK
 
 
 def run_resume(args: argparse.Namespace) -> int:
+    from cluster.coordinator import pause_holders
+
+    tp = f"{args.topic}-{args.partition}"
     cluster = connect(args)
     try:
+        check_partition(cluster, args.topic, args.partition)
         resumed = cluster.resume_cleaning(args.topic, args.partition)
+        operator, held = pauses(cluster, args.topic, args.partition)
     finally:
         disconnect()
     if args.json:
-        write({"topic": args.topic, "partition": args.partition, "resumed": resumed})
+        write({"topic": args.topic, "partition": args.partition, "resumed": resumed,
+               "paused": held > 0, "operator_pauses": operator, "pauses": held})
+    elif not resumed:
+        return _fail("resume", f"cleaning of {tp} was not paused by an operator"
+                     + (f"; it is paused ({pause_holders(operator, held)})" if held else ""))
+    elif held:
+        print(f"one pause of {tp} released; still paused ({held} more pauses held: "
+              f"{pause_holders(operator, held)})")
     else:
-        print(f"cleaning of {args.topic}-{args.partition} "
-              + ("resumed" if resumed else "was not paused"))
+        print(f"cleaning of {tp} resumed")
     return EXIT_OK if resumed else EXIT_PROBLEMS

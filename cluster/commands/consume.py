@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "consume", help="print records from an offset",
         description="Print the records of a partition (or of every partition) from an offset.")
     add_common_args(parser, json_help="one JSON document per record (JSON Lines)")
-    parser.add_argument("topic")
+    parser.add_argument("topic", help="the topic to read")
     parser.add_argument("--partition", type=partition_number, default=None,
                         help="the partition (default: every partition, in order)")
     parser.add_argument("--from-offset", "--offset", type=offset_number, default=0,
@@ -47,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--value-only", action="store_true", help="print values only")
     parser.add_argument("--print-offsets", action="store_true",
                         help="print partition and offset before each record")
-    parser.add_argument("--separator", default="\t")
+    parser.add_argument("--separator", default="\t", help="between key and value (default TAB)")
     parser.add_argument("--null-marker", default="", help="printed for a null key or value")
     parser.set_defaults(handler=run)
 

@@ -19,6 +19,7 @@ import argparse
 import sys
 import time
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from cluster.commands import (add_common_args, connect, disconnect, jsonable,
@@ -50,14 +51,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="a broker key, overriding --config (repeatable)")
     start.add_argument("--dashboard-host", default="127.0.0.1",
                        help="address the Ray dashboard binds to (default 127.0.0.1)")
-    start.add_argument("--dashboard-port", type=int, default=None)
+    start.add_argument("--dashboard-port", type=int, default=None,
+                       help="port of the Ray dashboard (default 8265)")
     start.add_argument("--no-dashboard", action="store_true", help="run Ray without dashboard")
-    start.add_argument("--port", type=int, default=None, help="the Ray head's GCS port")
+    start.add_argument("--port", type=int, default=None,
+                       help="the Ray head's GCS port, the one --address names (default 6379)")
     start.add_argument("--metrics-export-port", type=int, default=DEFAULT_METRICS_PORT,
                        help="Prometheus endpoint port of the Ray head "
-                            f"(default {DEFAULT_METRICS_PORT})")
+                            f"(default {DEFAULT_METRICS_PORT}); Ray listens on it on every "
+                            "interface (0.0.0.0), it cannot bind it to loopback")
     start.add_argument("--ray-temp-dir", default=None, help="Ray's temp directory (--temp-dir)")
-    start.add_argument("--num-cpus", type=int, default=None)
+    start.add_argument("--num-cpus", type=int, default=None,
+                       help="CPUs the Ray head offers to actors (default: every core)")
     start.add_argument("--ray-start-arg", action="append", default=[], metavar="ARG",
                        help="passed to `ray start` as is (repeatable), e.g. "
                             "--ray-start-arg=--ray-client-server-port=10101")
@@ -65,9 +70,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="seconds to wait for the directories to load")
     start.set_defaults(handler=run_start)
 
-    status = actions.add_parser("status", help="directories, cleaners and topics",
-                                description="The directories, cleaners and topics of a running "
-                                            "cluster; exits 1 when a directory is offline.")
+    status = actions.add_parser("status", help="directories and cleaners",
+                                description="The directories and cleaners of a running cluster "
+                                            "and its count of topics (`strata topic list` lists "
+                                            "them); exits 1 when a directory is offline.")
     add_common_args(status)
     status.set_defaults(handler=run_status)
 
@@ -92,7 +98,9 @@ def run_start(args: argparse.Namespace) -> int:
         try:
             properties.update(read_server_properties(args.config))
         except OSError as err:
-            raise UsageError(f"cannot read {args.config}: {err}") from None
+            raise UsageError(f"cannot read {args.config}: {err.strerror or err}") from None
+        except InvalidConfigError as err:
+            raise UsageError(str(err)) from None
     properties.update(parse_config(args.set))
     if args.cleaners is not None:
         if args.cleaners < 1:
@@ -105,6 +113,7 @@ def run_start(args: argparse.Namespace) -> int:
     dirs = [abs_dir(d) for d in (args.log_dirs or broker.log_dirs)]
     if not dirs:
         raise UsageError("no log directory: give --log-dir, or log.dirs in --config")
+    new_dirs = check_log_dirs(dirs, joining=args.address is not None)
 
     began = time.monotonic()
     head = None
@@ -112,20 +121,33 @@ def run_start(args: argparse.Namespace) -> int:
     if address is None:
         head = _start_head(args, dirs)
         address = head.address
+    else:
+        _refuse_running(address, args.namespace)
+    from storage.errors import StorageError
+
     try:
         cluster = _deploy(args, dirs, properties, address, head is not None)
+    except (StorageError, TimeoutError) as err:     # a directory that cannot even be asked
+        _abandon(args.namespace, head)
+        print(f"strata cluster: error: the cluster did not start: {err} (nothing was left "
+              "running)", file=sys.stderr)
+        return EXIT_PROBLEMS
     except BaseException:
         if head is not None:
             _stop_started_head(head)
         raise
     loaded = time.monotonic() - began
     rows = [r for r in cluster.stats() if r["kind"] == "log_dir"]
+    offline = [r for r in rows if not r.get("online")]
+    if offline:
+        return _undo_start(cluster, head, offline)
     document = {
         "address": address, "namespace": cluster.namespace, "head_started": head is not None,
         "dashboard": None if args.no_dashboard or head is None
         else f"http://{args.dashboard_host}:{args.dashboard_port or 8265}",
         "metrics_export_port": args.metrics_export_port if head is not None else None,
-        "log_dirs": [_dir_summary(r) for r in rows],
+        "metrics_listen": None if head is None else metrics_listen(args.metrics_export_port),
+        "log_dirs": [{**_dir_summary(r), "new": r["log_dir"] in new_dirs} for r in rows],
         "cleaners": len(cluster.description.workers), "seconds": round(loaded, 3)}
     cluster.close()
     _end_driver()
@@ -141,13 +163,176 @@ def run_start(args: argparse.Namespace) -> int:
     print_table(out, None, ["log dir", "online", "partitions", "size", "free", "recovered"],
                 [(r["log_dir"], r.get("online"), r.get("partitions"),
                   _bytes(r.get("log_bytes")), _bytes(r.get("disk_free_bytes")),
-                  "no (clean shutdown)" if r.get("had_clean_shutdown") else "yes")
+                  _recovered(r, new_dirs))
                  for r in rows])
     if document["dashboard"]:
         out.print(f"dashboard: {document['dashboard']}")
-    if document["metrics_export_port"]:
-        out.print(f"Prometheus metrics: http://127.0.0.1:{document['metrics_export_port']}/metrics")
+    if document["metrics_listen"]:
+        out.print(f"Prometheus metrics: http://127.0.0.1:{args.metrics_export_port}/metrics "
+                  f"(Ray listens on every interface, {document['metrics_listen']}: firewall the "
+                  "port, or keep the host off untrusted networks)", highlight=False)
     return EXIT_OK
+
+
+def check_log_dirs(dirs: list[str], *, joining: bool) -> set[str]:
+    """Refuse, before any Ray process or actor exists, a directory given twice (``d`` and
+    ``d/`` are one), one that is no directory or cannot be created, and one whose ``.lock`` is
+    held (a Strata cluster serves it already). When ``joining`` a Ray cluster, a directory that
+    does not exist here may be another host's: it is left to its node. Returns the directories
+    that are new (absent or empty before this call)."""
+    import os
+
+    from node.errors import InvalidLogDirError, LogDirLockedError
+    from node.lock import DirLock
+
+    seen: dict[str, str] = {}
+    for d in dirs:
+        real = os.path.realpath(d)
+        if real in seen:
+            raise UsageError(f"log directory {d} is given twice"
+                             + (f" (as {seen[real]})" if seen[real] != d else ""))
+        seen[real] = d
+    new: set[str] = set()
+    for d in dirs:
+        if joining and not os.path.lexists(d):
+            continue
+        if not os.path.lexists(d) or (os.path.isdir(d) and not os.listdir(d)):
+            new.add(d)
+        try:
+            os.makedirs(d, exist_ok=True)
+        except FileExistsError:
+            raise UsageError(f"log directory {d} cannot be used: it exists and is not a "
+                             "directory") from None
+        except OSError as err:
+            raise UsageError(f"log directory {d} cannot be created: "
+                             f"{err.strerror or err}") from None
+        try:
+            DirLock.acquire(Path(d)).release()
+        except LogDirLockedError as err:
+            raise UsageError(_in_use(d, err.fields.get("pid"))) from None
+        except InvalidLogDirError as err:
+            raise UsageError(str(err)) from None
+    return new
+
+
+def _refuse_running(address: str, namespace: str) -> None:
+    """``UsageError`` when the Ray cluster at ``address`` already runs a Strata cluster in
+    ``namespace``: deploying again would start node actors its coordinator does not know and
+    report cleaners it does not have."""
+    from cluster.errors import ActorUnavailableError
+    from cluster.handles import lookup
+    from cluster.head import init_ray
+    from cluster.naming import COORDINATOR_NAME
+
+    try:
+        init_ray(address)
+    except ConnectionError as err:
+        raise UsageError(f"no Ray cluster at {address}: {err}") from None
+    try:
+        description = lookup(COORDINATOR_NAME, namespace).call("describe", timeout=60)
+    except ActorUnavailableError:
+        return
+    _end_driver()
+    raise UsageError(f"a Strata cluster already runs in namespace {namespace} on the Ray cluster "
+                     f"at {address} (log directories {', '.join(description.log_dirs)}, "
+                     f"{len(description.workers)} cleaners); see `strata cluster status`, stop "
+                     "it first, or start another with --namespace")
+
+
+def _in_use(log_dir: str, pid: Any) -> str:
+    """The refusal of a directory whose lock is held, naming the Strata cluster (namespace and
+    Ray address) when the holder is a Ray worker of this host."""
+    namespace, address = _holder_cluster(log_dir, pid)
+    if namespace is not None:
+        return (f"a Strata cluster already serves {log_dir} (namespace {namespace}, Ray at "
+                f"{address}); use `strata cluster status|stop --address {address} --namespace "
+                f"{namespace}`, or another directory")
+    holder = f"process {pid}" if pid else "another process"
+    return (f"log directory {log_dir} is in use: {holder} holds its .lock (a Strata cluster "
+            "already serves it?); stop that owner or use another directory")
+
+
+def _holder_cluster(log_dir: str, pid: Any) -> tuple[str | None, str | None]:
+    """(namespace, Ray address) of the node actor in process ``pid`` that serves ``log_dir``,
+    or (None, None): the Ray address comes from the command line of the worker or of its raylet
+    (a Ray worker renames its own), the namespace from the named actors of that Ray cluster."""
+    address = None
+    try:
+        import psutil
+
+        proc = psutil.Process(int(pid))
+        for p in [proc, *proc.parents()]:
+            address = next((a.split("=", 1)[1] for a in p.cmdline()
+                            if a.startswith(("--gcs-address=", "--gcs_server_address="))), None)
+            if address:
+                break
+    except Exception:  # noqa: BLE001 - no such process, no permission: name the pid only
+        return None, None
+    if address is None:
+        return None, None
+    import ray
+
+    from cluster.head import init_ray
+    from cluster.naming import node_actor_name
+
+    try:
+        init_ray(address)
+        named = ray.util.list_named_actors(all_namespaces=True)
+    except Exception:  # noqa: BLE001 - that Ray cluster does not answer: name the address
+        return None, None
+    finally:
+        _end_driver()
+    wanted = node_actor_name(log_dir)
+    found = [a["namespace"] for a in named if a.get("name") == wanted]
+    return (found[0], address) if found else (None, None)
+
+
+def _recovered(row: dict[str, Any], new_dirs: set[str]) -> str:
+    """The ``recovered`` cell of ``cluster start``: a brand-new directory had nothing to
+    recover."""
+    if row["log_dir"] in new_dirs and not row.get("partitions"):
+        return "new"
+    return "no (clean shutdown)" if row.get("had_clean_shutdown") else "yes"
+
+
+def metrics_listen(port: int) -> str:
+    """Where the head's Prometheus endpoint listens: Ray's metrics agent binds every interface
+    (it binds loopback only when the node's IP is a loopback address, and ``ray start`` replaces
+    ``--node-ip-address=127.0.0.1`` with the host's address), so that is what is printed."""
+    return f"0.0.0.0:{port}"
+
+
+def _undo_start(cluster: Any, head: Any, offline: list[dict[str, Any]]) -> int:
+    """A start whose directories did not all load: stop what it started (actors, and the head
+    when it started one) and say in one line which directories failed and why."""
+    cluster.close()
+    _abandon(cluster.namespace, head)
+    why = "; ".join(f"log directory {r['log_dir']} did not load: "
+                    f"{r.get('offline_reason') or 'no reason given'}" for r in offline)
+    print(f"strata cluster: error: {why} (nothing was left running)", file=sys.stderr)
+    return EXIT_PROBLEMS
+
+
+def _abandon(namespace: str, head: Any) -> None:
+    """Undo a failed start: stop the head it started (its actors die with it), or else end the
+    actors it deployed on the Ray cluster it joined (their failures to close are expected)."""
+    import logging
+
+    from cluster import deploy
+
+    if head is not None:
+        _stop_started_head(head)
+        return
+    deploy_logger = logging.getLogger(deploy.__name__)
+    level = deploy_logger.level
+    deploy_logger.setLevel(logging.CRITICAL)
+    try:
+        deploy.shutdown(namespace)
+    except Exception:  # noqa: BLE001 - best effort: the start has failed already
+        pass
+    finally:
+        deploy_logger.setLevel(level)
+        _end_driver()
 
 
 def _start_head(args: argparse.Namespace, dirs: list[str]) -> Any:

@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Append records to a topic: one per line, key<TAB>value (or the value only "
                     "with --value-only), read from --file or stdin.")
     add_common_args(parser, json_help="print the summary as one JSON document")
-    parser.add_argument("topic")
+    parser.add_argument("topic", help="the topic to write to")
     parser.add_argument("--partition", type=partition_number, default=None,
                         help="the partition (default: by key, as Kafka's default partitioner)")
     parser.add_argument("--file", default=None, help="read this file instead of stdin")

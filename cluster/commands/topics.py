@@ -24,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                 description="Create a topic; its partitions are spread over the "
                                             "log directories with the most room.")
     add_common_args(create)
-    create.add_argument("topic")
+    create.add_argument("topic", help="the new topic's name")
     create.add_argument("--partitions", type=partition_count, default=1,
                         help="how many partitions (default 1; at most 2147483647)")
     create.add_argument("--config", action="append", metavar="KEY=VALUE",
@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                             "asynchronous delete: the files go after "
                                             "file.delete.delay.ms).")
     add_common_args(delete)
-    delete.add_argument("topic")
+    delete.add_argument("topic", help="the topic to delete with all its data")
     delete.set_defaults(handler=run_delete)
 
     from cluster.commands.topic_admin import register_actions

@@ -20,7 +20,34 @@ __all__ = ["register"]
 
 
 def register(spark: Any) -> None:
-    """Register the ``strata`` and ``strata-stats`` data sources on ``spark``."""
+    """Register the ``strata`` and ``strata-stats`` data sources on ``spark``. First checks that
+    the Python its workers run (``PYSPARK_PYTHON`` when the session started, else ``python3``
+    from PATH) can import ray, pyarrow and this package: ``SparkWorkerPythonError`` in one line
+    otherwise (a Spark Connect session, which has no ``sparkContext``, is not checked)."""
+    import os
+    import subprocess
+    import sys
+
+    from cluster.errors import SparkWorkerPythonError
+
+    context = getattr(spark, "_sc", None) or getattr(spark, "sparkContext", None)
+    python = getattr(context, "pythonExec", None)
+    if python and os.path.realpath(str(python)) != os.path.realpath(sys.executable):
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+        try:
+            probe = subprocess.run([str(python), "-c", "import ray, pyarrow, cluster"],
+                                   capture_output=True, text=True, timeout=120, env=env)
+            failed = probe.returncode != 0 and (probe.stderr.strip().splitlines() or ["?"])[-1]
+        except OSError as err:
+            failed = err.strerror or str(err)
+        if failed:
+            raise SparkWorkerPythonError(
+                f"Spark's Python workers run {python} (PYSPARK_PYTHON when the session "
+                f"started), which cannot import ray, pyarrow and cluster ({failed}): set "
+                f"PYSPARK_PYTHON={sys.executable} before creating the session, or create it with "
+                "cluster.spark.session.local_session()", python=str(python))
     from cluster.spark.source import StrataDataSource
     from cluster.spark.stats import StrataStatsDataSource
 

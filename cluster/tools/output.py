@@ -83,10 +83,16 @@ def console(*, stderr: bool = False) -> Console:
 
 def print_table(out: Console, title: str | None, columns: Sequence[str],
                 rows: Sequence[Sequence[object]], *, wrap: Sequence[str] = ()) -> None:
-    """One rich table; ``None`` cells print as empty. Only the ``wrap`` columns wrap on a
-    narrow terminal; the others (names, paths, numbers) stay on one line."""
+    """One rich table on a terminal; ``None`` cells print as empty. Only the ``wrap`` columns
+    wrap on a narrow terminal; the others (names, paths, numbers) stay on one line. When ``out``
+    is not a terminal (a pipe, a file) the table is plain columns separated by two spaces, every
+    value whole: never an ellipsis, whatever the width or ``COLUMNS``."""
     from rich.table import Table
     from rich.text import Text
+
+    if not out.is_terminal:
+        out.file.write(plain_table(title, columns, rows))
+        return
 
     table = Table(title=title, show_lines=False, title_justify="left")
     for column in columns:
@@ -94,6 +100,18 @@ def print_table(out: Console, title: str | None, columns: Sequence[str],
     for row in rows:
         table.add_row(*(Text("" if cell is None else str(cell)) for cell in row))
     out.print(table)
+
+
+def plain_table(title: str | None, columns: Sequence[str],
+                rows: Sequence[Sequence[object]]) -> str:
+    """The text of a table as plain columns (left-aligned, two spaces apart, trailing blanks
+    cut), a title line first when there is one; every cell whole, a newline in it escaped."""
+    cells = [[str(c) for c in columns]] + [
+        [printable("" if cell is None else str(cell)) for cell in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+    lines = [title] if title else []
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    return "\n".join(lines) + "\n"
 
 
 class Steps:

@@ -400,6 +400,8 @@ def _check_segment(directory: Path, path: Path, base: int, segment: Path, swappe
             (files.index_file(path, base), "index", check_offset_index),
             (files.time_index_file(path, base), "time-index", check_time_index)):
         index_name = str(index_path.relative_to(directory))
+        if not index_path.is_file() and result.size == 0:
+            continue           # an empty segment's indexes are created when it is first used
         if not index_path.is_file():
             findings.append(Finding(f"missing-{label}", index_name, "missing; rebuilt from the "
                                     "segment", REBUILD))
@@ -563,10 +565,36 @@ def _check_usable(directory: Path, given: Path) -> None:
     if any(n.endswith(".log") for n in os.listdir(directory)):
         raise UsageError(f"{given} holds segment files: it is a partition directory; "
                          "pass the log directory that contains it")
+    _check_log_directory(directory, given)
     lock = directory / LOCK_FILE
     if os.path.lexists(lock) and not stat.S_ISREG(os.stat(lock).st_mode):
         raise UsageError(f"{lock} is not a regular file: no node can lock this directory; "
                          "move it aside by hand")
+
+
+def _check_log_directory(directory: Path, given: Path) -> None:
+    """Refuse a directory that holds entries but nothing of a log directory: no partition
+    directory, no checkpoint file, no ``.lock``/``.kafka_cleanshutdown``/``meta.properties``
+    (a parent folder of log directories, a home directory). An empty directory is a new, healthy
+    log directory."""
+    from storage import files
+    from storage.errors import InvalidTopicError
+
+    names = os.listdir(directory)
+    markers = {files.RECOVERY_POINT_CHECKPOINT, files.LOG_START_OFFSET_CHECKPOINT,
+               files.CLEANER_OFFSET_CHECKPOINT, files.REPLICATION_OFFSET_CHECKPOINT,
+               files.CLEAN_SHUTDOWN_FILE, files.LOCK_FILE, files.META_PROPERTIES}
+    if not names or markers & set(names):
+        return
+    for name in names:
+        try:
+            files.parse_partition_dir(name)
+        except InvalidTopicError:
+            continue
+        if (directory / name).is_dir():
+            return
+    raise UsageError(f"{given} is not a log directory: no partition directories, no checkpoint "
+                     f"files, no {files.META_PROPERTIES} (pass the log directory itself)")
 
 
 def _topic_configs(directory: Path) -> dict[str, LogConfig]:

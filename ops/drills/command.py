@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="records acknowledged before the fault (default 3000)")
     parser.add_argument("--after-records", type=int, default=1000,
                         help="records acknowledged after the repair (default 1000)")
-    parser.add_argument("--producers", type=int, default=2)
+    parser.add_argument("--producers", type=int, default=2, help="concurrent producers (default 2)")
     parser.add_argument("--timeout", type=float, default=180.0,
                         help="seconds to wait for any condition (default 180)")
     parser.add_argument("--keep-topics", action="store_true",

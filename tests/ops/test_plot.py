@@ -64,3 +64,21 @@ def test_stats_from_report_needs_plot(tmp_path: Path) -> None:
     args = parser.parse_args(["stats", "--from-report", str(tmp_path / "x.json")])
     with pytest.raises(UsageError):
         args.handler(args)
+
+
+def test_cleans_from_before_sampling_started_are_not_plotted() -> None:
+    """The coordinator's recent cleans span its whole life: a 40 s run must not plot the cleans
+    of the 135 s before it (issue 15: the throughput axis spanned 0-175 s)."""
+    from cluster.status import CleanSummary
+
+    def clean(finished_ms: int) -> CleanSummary:
+        fields = {f: 0 for f in CleanSummary.__dataclass_fields__}
+        fields.update(topic="kv", partition=0, cleaner_id=1, finished_ms=finished_ms,
+                      outcome="cleaned", bytes_read=10, elapsed_secs=0.5)
+        return CleanSummary(**fields)
+
+    seen: set = set()
+    recent = [clean(100_000), clean(234_000), clean(236_500)]
+    cleans = plot.new_cleans(recent, seen, since_ms=235_000)
+    assert [(c["finished_ms"], c["t"]) for c in cleans] == [(236_500, 1.5)]
+    assert plot.new_cleans(recent, seen, since_ms=235_000) == []     # each clean once
