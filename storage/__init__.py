@@ -12,7 +12,7 @@ from typing import Any
 _EXPORTS = {
     "LogConfig": "storage.config",
     "FetchData": "storage.log", "Log": "storage.log", "LogAppendInfo": "storage.log",
-    "Compression": "storage.records", "Record": "storage.records",
+    "Compression": "storage.records", "ControlType": "storage.records", "Record": "storage.records",
     "RecordBatch": "storage.records", "build_batch": "storage.records",
     "build_batch_columns": "storage.records",
 }

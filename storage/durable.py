@@ -62,3 +62,16 @@ def atomic_rename(source: Path, target: Path) -> None:
     """Rename and make the rename durable."""
     os.replace(source, target)
     fsync_dir(target.parent)
+
+
+def fsync_file_if_exists(path: str | os.PathLike[str]) -> None:
+    """fsync the file at ``path``; a file that does not exist (never written, or removed
+    meanwhile) has nothing to sync."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -42,6 +42,7 @@ from typing import ClassVar, Sequence
 
 import numpy as np
 
+from storage.durable import fsync_file_if_exists
 from storage.errors import CorruptIndexError, InvalidOffsetError, StorageError
 
 OFFSET_ENTRY = struct.Struct(">ii")  # relative_offset, position
@@ -327,14 +328,7 @@ class _Index:
         if isinstance(self._buf, mmap.mmap):
             self._buf.flush()
             return
-        try:
-            fd = os.open(self._path, os.O_RDONLY)
-        except FileNotFoundError:
-            return
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_file_if_exists(self._path)
 
     def rename_to(self, path: Path) -> None:
         """Rename the file if it exists; an index never opened stays without a file. When the

@@ -27,6 +27,7 @@ import struct
 from pathlib import Path
 from typing import NamedTuple
 
+from storage.durable import fsync_file_if_exists
 from storage.errors import CorruptIndexError, InvalidOffsetError
 
 ENTRY = struct.Struct(">hqqqq")   # version, producer id, first, last, last stable offset
@@ -155,14 +156,7 @@ class TransactionIndex:
 
     def flush(self) -> None:
         """fsync the file if it exists."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            return
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_file_if_exists(self.path)
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose marker is at or above ``offset``."""

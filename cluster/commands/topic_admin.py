@@ -41,7 +41,7 @@ def register_actions(actions: argparse._SubParsersAction) -> None:
                     "live logs and kept across restarts (Kafka's dynamic topic configs), and/or "
                     "grow the topic to --partitions partitions in total.")
     add_common_args(alter)
-    alter.add_argument("topic")
+    alter.add_argument("topic", help="the topic to change")
     alter.add_argument("--config", action="append", metavar="KEY=VALUE",
                        help="set a topic override with Kafka's key (repeatable)")
     alter.add_argument("--delete-config", action="append", metavar="KEY", default=[],
@@ -55,7 +55,8 @@ def register_actions(actions: argparse._SubParsersAction) -> None:
         description="Every partition of TOPIC (of every topic without one): log directory, log "
                     "start / end / last stable offset, size, segments, and the overrides.")
     add_common_args(describe)
-    describe.add_argument("topic", nargs="?", default=None)
+    describe.add_argument("topic", nargs="?", default=None,
+                          help="the topic to describe (default: every topic)")
     describe.set_defaults(handler=run_describe)
 
     delete = actions.add_parser(
@@ -80,7 +81,7 @@ def register_actions(actions: argparse._SubParsersAction) -> None:
                     "offset, latest the log end (high watermark), an epoch time in ms the first "
                     "offset whose timestamp is at or after it (empty when there is none).")
     add_common_args(offsets)
-    offsets.add_argument("topic")
+    offsets.add_argument("topic", help="the topic whose partitions to list offsets of")
     offsets.add_argument("--time", type=_time, default=-1,
                          help="earliest, latest (default) or a timestamp in epoch ms")
     offsets.add_argument("--partition", type=partition_number, default=None,

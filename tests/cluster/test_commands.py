@@ -62,9 +62,11 @@ def test_log_dirs_describe_is_kafkas_document_with_bytes_and_dirty_ratio() -> No
 def test_log_dirs_describe_shows_the_last_stable_offset_only_where_it_lags() -> None:
     rows = [{"kind": "log_dir", "log_dir": "/a", "online": True},
             {"kind": "partition", "log_dir": "/a", "topic": "t", "partition": 0, "size_bytes": 1,
-             "dirty_ratio": 0.0, "log_end_offset": 10, "last_stable_offset": 4},
+             "dirty_ratio": 0.0, "log_start_offset": 0, "log_end_offset": 10,
+             "last_stable_offset": 4},
             {"kind": "partition", "log_dir": "/a", "topic": "t", "partition": 1, "size_bytes": 1,
-             "dirty_ratio": 0.0, "log_end_offset": 10, "last_stable_offset": 10}]
+             "dirty_ratio": 0.0, "log_start_offset": 0, "log_end_offset": 10,
+             "last_stable_offset": 10}]
     lagging, stable = describe(rows, {"/a": "h"})["brokers"][0]["logDirs"][0]["partitions"]
     assert lagging["lastStableOffset"] == 4 and "lastStableOffset" not in stable
 
