@@ -26,6 +26,7 @@ from storage.log import Log
 from storage.records import ControlType, Record, build_batch
 from storage.scheduler import FakeScheduler
 from storage.txn_index import AbortedTxn
+from storage.view import LogView
 from tests.cleaner.kafka_logs import (
     INT_MAX,
     LARGE_TIMESTAMP,
@@ -505,3 +506,75 @@ def test_read_committed_latest_values_survive_every_clean(make_log: MakeLog, clo
             after = {k: v for k, v in committed_view(log).items()}
             assert {k: v for k, v in after.items() if v is not None} == \
                 {k: v for k, v in before.items() if v is not None}, f"step {step}"
+
+
+# ---- a cleaner worker's read-only view ---------------------------------------------------------
+def test_a_view_clean_carries_the_txn_index_through_the_owners_swap(
+        make_log: MakeLog, clock: FakeClock) -> None:
+    """A cleaner on a ``LogView`` (another process) reads the aborted transactions from the
+    ``.txnindex`` files, writes the retained ones to the ``.cleaned`` segment's index, and the
+    owner's ``replace_cleaned`` renames it with the segment; when a later clean keeps no entry,
+    the old segment's index goes with it and no stale index is left at that base."""
+    log = make_log(segment_bytes=1024)
+    p5 = txn_producer(log, 5)
+    plain(log, 0, b"committed-1")
+    p5([0])                                       # a=0 in a transaction that aborts
+    abort(log, 5)
+    log.roll()
+    p5([1])
+    commit(log, 5)
+    log.roll()
+    index_path = files.txn_index_file(log.dir, 0)
+    before = committed_view(log)
+    indexed = aborted_txns(log)
+    assert len(indexed) == 1 and index_path.exists()
+
+    def view_clean(now: int) -> None:
+        view = LogView.open(log.dir, log.config, log.replace_cleaned, clock=clock)
+        try:
+            make_cleaner(INT_MAX, clock).clean(
+                view, 0, now, first_uncleanable_offset=log.active_segment.base_offset)
+        finally:
+            view.close()
+        assert not [p for p in log.dir.iterdir() if p.suffix in (".cleaned", ".swap")]
+
+    now = clock.milliseconds()
+    view_clean(now)           # the aborted batch goes; its marker stays, and so does its entry
+    assert committed_view(log) == before
+    assert aborted_txns(log) == indexed
+    assert index_path.exists() and index_path.stat().st_size == 34
+    view_clean(now)           # no batch of the abort is left: its marker gets a delete horizon
+    assert committed_view(log) == before
+    assert aborted_txns(log) == [] and not index_path.exists()
+    assert [b.last_offset for b in batches(log) if b.is_control] == [2, 4]
+    view_clean(now + TOMBSTONE_RETENTION_MS + 1)  # past the horizon the marker goes
+    assert committed_view(log) == before
+    assert [b.last_offset for b in batches(log) if b.is_control] == [4]
+
+
+def test_a_crash_before_the_swap_completes_keeps_the_cleaned_txn_index(
+        make_log: MakeLog, cleaner: Cleaner, scheduler: FakeScheduler) -> None:
+    """A crash after the cleaned segment became ``.swap`` (its ``.txnindex.swap`` beside it) and
+    before the final rename: the loader completes the swap and the aborted transaction is still
+    indexed, so read_committed still skips it."""
+    log = make_log(segment_bytes=1024)
+    plain(log, 0, b"committed-1")
+    txn_producer(log, 5)([0])
+    plain(log, 1, b"x")
+    abort(log, 5)
+    log.roll()
+    plain(log, 2, b"y")
+    log.roll()
+    before, indexed = committed_view(log), aborted_txns(log)
+    clean(cleaner, log, 0)
+    log.close()
+    for path in (files.log_file(log.dir, 0), files.txn_index_file(log.dir, 0)):
+        path.rename(path.with_name(path.name + files.SWAP_SUFFIX))
+    reopened = Log.open(log.dir, log.config, recovery_point=0, had_clean_shutdown=False,
+                        clock=log.clock, scheduler=scheduler)
+    try:
+        assert committed_view(reopened) == before == {key(0): b"committed-1", key(1): b"x",
+                                                      key(2): b"y"}
+        assert aborted_txns(reopened) == indexed
+    finally:
+        reopened.close()
