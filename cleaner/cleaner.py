@@ -2,7 +2,9 @@
 
 1. Build the offset map over the dirty section ``[first_dirty, first_uncleanable)``: key hash ->
    latest offset, stopping when the map is full (a partly mapped segment is fine, KAFKA-3894).
-   ``end_offset = map.latest_offset + 1`` is where the next clean starts.
+   ``end_offset = map.latest_offset + 1`` is where the next clean starts. The batches of aborted
+   transactions (from the ``.txnindex`` files) never enter the map, and the dirty section never
+   reaches past the segment holding the last stable offset.
 2. Group every segment below ``end_offset`` (the clean section too) into runs that fit one segment
    (``segment.bytes``, ``segment.index.bytes``, a 32-bit offset span).
 3. Clean each group into one ``<first base>.log.cleaned`` segment, keeping a record when it is past
@@ -11,7 +13,11 @@
    offset; a batch left without records (or already empty) stays, as an empty batch, only while it
    is an active producer's last batch or the last batch of the round (its next offset is the first
    uncleanable offset), and is dropped by the first clean after that. Tombstones get a delete horizon
-   (``now + delete.retention.ms``) the first time a clean keeps them (KIP-534).
+   (``now + delete.retention.ms``) the first time a clean keeps them (KIP-534). Transactions follow
+   Kafka's CleanedTransactionMetadata (cleaner/txn_metadata.py): an aborted transaction's batches
+   are dropped; an abort marker stays while a batch of its transaction remains (and its entry is
+   written to the cleaned segment's ``.txnindex``), a commit marker while its transaction's data
+   does; a marker no longer needed gets a delete horizon and goes in a clean after it.
 4. Swap each group in with ``Log.replace_segments`` (the crash-safe rename order).
 
 ``check_done`` runs at every chunk; when it raises (an abort), the ``.cleaned`` files are deleted and
