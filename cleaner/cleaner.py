@@ -2,7 +2,9 @@
 
 1. Build the offset map over the dirty section ``[first_dirty, first_uncleanable)``: key hash ->
    latest offset, stopping when the map is full (a partly mapped segment is fine, KAFKA-3894).
-   ``end_offset = map.latest_offset + 1`` is where the next clean starts.
+   ``end_offset = map.latest_offset + 1`` is where the next clean starts. The batches of aborted
+   transactions (from the ``.txnindex`` files) never enter the map, and the dirty section never
+   reaches past the segment holding the last stable offset.
 2. Group every segment below ``end_offset`` (the clean section too) into runs that fit one segment
    (``segment.bytes``, ``segment.index.bytes``, a 32-bit offset span).
 3. Clean each group into one ``<first base>.log.cleaned`` segment, keeping a record when it is past
@@ -11,7 +13,11 @@
    offset; a batch left without records (or already empty) stays, as an empty batch, only while it
    is an active producer's last batch or the last batch of the round (its next offset is the first
    uncleanable offset), and is dropped by the first clean after that. Tombstones get a delete horizon
-   (``now + delete.retention.ms``) the first time a clean keeps them (KIP-534).
+   (``now + delete.retention.ms``) the first time a clean keeps them (KIP-534). Transactions follow
+   Kafka's CleanedTransactionMetadata (cleaner/txn_metadata.py): an aborted transaction's batches
+   are dropped; an abort marker stays while a batch of its transaction remains (and its entry is
+   written to the cleaned segment's ``.txnindex``), a commit marker while its transaction's data
+   does; a marker no longer needed gets a delete horizon and goes in a clean after it.
 4. Swap each group in with ``Log.replace_segments`` (the crash-safe rename order).
 
 ``check_done`` runs at every chunk; when it raises (an abort), the ``.cleaned`` files are deleted and
@@ -35,6 +41,7 @@ from cleaner.kernels import gather_records
 from cleaner.offset_map import OffsetMap
 from cleaner.stats import CleanerStats, CleanerStatsSnapshot
 from cleaner.throttler import Throttler
+from cleaner.txn_metadata import CleanedTransactionMetadata
 from storage import compression, kernels
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.errors import CorruptRecordError
@@ -52,6 +59,7 @@ from storage.records import (
     TimestampType,
     build_batch,
     max_records_in,
+    parse_control_record,
     scan_batches,
 )
 from storage.segment import LogSegment, SegmentIdentity
@@ -59,9 +67,11 @@ from storage.segment import LogSegment, SegmentIdentity
 logger = logging.getLogger(__name__)
 
 INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1     # a delete horizon past it saturates (Kafka's long would wrap)
 _DELETE_HORIZON_FLAG = 0x40
 _CRC = struct.Struct(">I")
 _CRC_POSITION = 17
+_CONTROL_FLAG = 0x20
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,11 +106,18 @@ class Cleaner:
     def clean(self, log: Log, first_dirty_offset: int, now_ms: int | None = None,
               first_uncleanable_offset: int | None = None) -> CleanResult:
         """Clean ``log`` from ``first_dirty_offset`` up to ``first_uncleanable_offset`` (default:
-        the active segment's base offset). Raises LogCleaningAbortedError when ``check_done`` does."""
+        the active segment's base offset, or the base of the segment holding the log's last
+        stable offset when that is lower). Raises LogCleaningAbortedError when ``check_done``
+        does."""
         now = self.clock.milliseconds() if now_ms is None else now_ms
         tp = log.topic_partition
         end = log.active_segment.base_offset if first_uncleanable_offset is None else min(
             first_uncleanable_offset, log.active_segment.base_offset)
+        stable = getattr(log, "last_stable_offset", end)
+        if first_uncleanable_offset is None and stable < end:
+            # never past the first unstable offset (an open transaction may still abort): stop
+            # at the base of the segment holding it, as Kafka's calculateCleanableBytes does
+            end = log.segments_in_range(stable, stable + 1)[0].base_offset
         stats = CleanerStats(self.clock)
         legacy_horizon = self._legacy_delete_horizon(log, first_dirty_offset)
         # what the segments are before anything is read: the swap is refused if one changes
@@ -113,8 +130,11 @@ class Cleaner:
                                         end_offset)
         producers = _LastBatches(lambda: self._last_batches_of_producers(
             log, self.clock.milliseconds()))
-        for group in groups:
-            self.clean_segments(log, group, now, stats, legacy_horizon, end, producers, seen)
+        txns = CleanedTransactionMetadata()    # carried from group to group, as in Kafka
+        for i, group in enumerate(groups):
+            next_base = groups[i + 1][0].base_offset if i + 1 < len(groups) else end
+            self.clean_segments(log, group, now, stats, legacy_horizon, end, producers, seen,
+                                next_base, txns)
         stats.buffer_utilization = self.offset_map.utilization
         stats.all_done()
         return CleanResult(tp, first_dirty_offset, end, end_offset, stats.snapshot(), len(groups))
@@ -130,24 +150,33 @@ class Cleaner:
         """Map key -> latest offset over [start, end), stopping when the map is full."""
         self.offset_map.clear()
         dirty = log.segments_in_range(start, end)
+        txns = CleanedTransactionMetadata()
+        txns.add_aborted_transactions(log.collect_aborted_transactions(start, end))
         for i, segment in enumerate(dirty):
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
             self.check_done(log.topic_partition)
-            if self._map_segment(log, segment, start, next_start, stats):
+            if self._map_segment(log, segment, start, next_start, stats, txns):
                 logger.debug("offset map of %s full: %d segments fully mapped, segment %d partly",
                           log.name, i, segment.base_offset)
                 return
 
     def _map_segment(self, log: Log, segment: LogSegment, start: int, next_start: int,
-                     stats: CleanerStats) -> bool:
-        """Returns True when the map filled up inside this segment."""
+                     stats: CleanerStats, txns: CleanedTransactionMetadata) -> bool:
+        """Returns True when the map filled up inside this segment. The batches of aborted
+        transactions (``txns``) are read but never enter the map (Kafka's
+        buildOffsetMapForSegment)."""
         position = segment.offset_index.lookup(start).position
         for chunk_position, chunk, scan in self._chunks(log, segment, position):
             for pos, size, magic in zip(scan.positions.tolist(), scan.sizes.tolist(),
                                         scan.magics.tolist()):
                 header = _header(chunk, pos, size, magic, log, segment, chunk_position + pos)
                 if header.is_control:
+                    txns.on_control_batch_read(header.producer_id, header.last_offset,
+                                               _control_type(chunk, pos, size, header))
                     stats.index_messages_read(1)
+                elif txns.on_batch_read(header.producer_id, header.last_offset,
+                                        header.is_transactional):
+                    stats.index_messages_read(max(header.records_count, 0))
                 else:
                     batch = _Records.read(chunk, pos, size, header, log, segment,
                                           chunk_position + pos)
@@ -211,16 +240,32 @@ class Cleaner:
     def clean_segments(self, log: Log, group: Sequence[LogSegment], now_ms: int,
                        stats: CleanerStats, legacy_horizon: int, upper_bound: int,
                        last_batch_of_producer: _LastBatches,
-                       seen: Mapping[int, SegmentIdentity] | None = None) -> None:
+                       seen: Mapping[int, SegmentIdentity] | None = None,
+                       next_base: int | None = None,
+                       txns: CleanedTransactionMetadata | None = None) -> None:
         """Clean one group into one ``.cleaned`` segment and swap it in. ``seen`` holds the
         segments' identities from before the clean read them; the swap is refused
-        (``SegmentsChangedError``) when one of them changed since."""
+        (``SegmentsChangedError``) when one of them changed since. ``next_base`` (default
+        ``upper_bound``) is where the segments after the group begin.
+
+        Transactions follow Kafka's cleanSegments: the aborted transactions overlapping each
+        source segment are read from the ``.txnindex`` files, batches of aborted transactions are
+        dropped, markers are kept or given a delete horizon (``CleanedTransactionMetadata``), and
+        every aborted transaction whose marker stays is written to the cleaned segment's
+        ``.txnindex``, which is swapped in with it. ``txns`` is the transaction state carried over
+        from the previous groups of this clean (default: none)."""
         cleaned = log.create_cleaned_segment(group[0].base_offset)
+        txns = txns or CleanedTransactionMetadata()
+        txns.cleaned_index = cleaned.txn_index
+        next_base = upper_bound if next_base is None else next_base
         try:
-            for source in group:
+            for i, source in enumerate(group):
+                source_end = group[i + 1].base_offset if i + 1 < len(group) else next_base
+                txns.add_aborted_transactions(
+                    log.collect_aborted_transactions(source.base_offset, source_end))
                 retain_legacy_deletes = source.last_modified_ms > legacy_horizon
                 self._clean_into(log, source, cleaned, now_ms, stats, retain_legacy_deletes,
-                                 upper_bound, last_batch_of_producer)
+                                 upper_bound, last_batch_of_producer, txns)
             cleaned.on_become_inactive()
             cleaned.flush()
             cleaned.set_last_modified_ms(group[-1].last_modified_ms)
@@ -232,27 +277,40 @@ class Cleaner:
             cleaned.delete_files()
             raise
 
-    def _last_batches_of_producers(self, log: Log, now_ms: int) -> dict[int, int]:
-        """Active producer id -> last offset of its last batch in the log: that batch keeps its
-        place (as an empty batch if need be) so the producer's sequence survives the clean. A
-        producer whose last batch is ``producer.id.expiration.ms`` older than ``now_ms`` (the
-        clock, as Kafka's producer state expires by wall time, not by the clean's
-        ``currentTime``) is no longer active."""
-        last: dict[int, tuple[int, int]] = {}
+    def _last_batches_of_producers(self, log: Log, now_ms: int) -> dict[int, _LastRecord]:
+        """Active producer id -> its last record (Kafka's lastRecordsOfActiveProducers): the
+        last offset of its last data batch, and its epoch. A marker with a newer epoch than the
+        data before it clears the data offset (the epoch bump resets the producer's batches), so
+        that marker is the producer's last record. That batch keeps its place (as an empty batch
+        if need be) so the producer's sequence and epoch survive the clean. A producer whose last
+        batch is ``producer.id.expiration.ms`` older than ``now_ms`` (the clock, as Kafka's
+        producer state expires by wall time, not by the clean's ``currentTime``) is no longer
+        active."""
+        last: dict[int, tuple[int | None, int, int]] = {}
         for segment in log.segments():
             for _position, _chunk, scan in self._chunks(log, segment, 0, check_crc=False):
                 with_producer = np.flatnonzero(scan.producer_ids >= 0)
-                for pid, offset, timestamp in zip(scan.producer_ids[with_producer].tolist(),
-                                                  scan.last_offsets[with_producer].tolist(),
-                                                  scan.max_timestamps[with_producer].tolist()):
-                    last[pid] = (offset, timestamp)
+                for pid, offset, timestamp, epoch, attributes in zip(
+                        scan.producer_ids[with_producer].tolist(),
+                        scan.last_offsets[with_producer].tolist(),
+                        scan.max_timestamps[with_producer].tolist(),
+                        scan.producer_epochs[with_producer].tolist(),
+                        scan.attributes[with_producer].tolist()):
+                    if not attributes & _CONTROL_FLAG:
+                        last[pid] = (offset, epoch, timestamp)
+                    else:
+                        data_offset, last_epoch, _ = last.get(pid, (None, epoch, timestamp))
+                        last[pid] = (data_offset if epoch == last_epoch else None, epoch,
+                                     timestamp)
         expiration = self.config.producer_id_expiration_ms
-        return {pid: offset for pid, (offset, timestamp) in last.items()
+        return {pid: _LastRecord(offset, epoch) for pid, (offset, epoch, timestamp) in last.items()
                 if now_ms - timestamp < expiration}
 
     def _clean_into(self, log: Log, source: LogSegment, dest: LogSegment, now_ms: int,
                     stats: CleanerStats, retain_legacy_deletes: bool, upper_bound: int,
-                    last_batch_of_producer: _LastBatches) -> None:
+                    last_batch_of_producer: _LastBatches,
+                    txns: CleanedTransactionMetadata | None = None) -> None:
+        txns = txns or CleanedTransactionMetadata()
         delete_retention = log.config.delete_retention_ms
         for chunk_position, chunk, scan in self._chunks(log, source, 0):
             pieces: list[bytes | bytearray | memoryview] = []
@@ -263,9 +321,16 @@ class Cleaner:
                 stats.read_messages(max(header.records_count, 0), size)
                 records = None if header.is_control else _Records.read(
                     chunk, pos, size, header, log, source, chunk_position + pos)
+                if header.is_control:
+                    can_discard = txns.on_control_batch_read(
+                        header.producer_id, header.last_offset,
+                        _control_type(chunk, pos, size, header))
+                else:
+                    can_discard = header.magic >= 2 and txns.on_batch_read(
+                        header.producer_id, header.last_offset, header.is_transactional)
                 out = self._filter_batch(log, chunk, pos, size, header, records, now_ms, stats,
                                          retain_legacy_deletes, delete_retention, upper_bound,
-                                         last_batch_of_producer)
+                                         last_batch_of_producer, can_discard)
                 if out is None:
                     continue
                 data, count, batch_max_ts = out
@@ -281,11 +346,31 @@ class Cleaner:
     def _filter_batch(self, log: Log, chunk: bytes, pos: int, size: int, header: BatchHeader,
                       records: _Records | None, now_ms: int, stats: CleanerStats,
                       retain_legacy_deletes: bool, delete_retention: int, upper_bound: int,
-                      last_batch_of_producer: _LastBatches) -> tuple[bytes | bytearray | memoryview, int, int] | None:
+                      last_batch_of_producer: _LastBatches, can_discard: bool = False
+                      ) -> tuple[bytes | bytearray | memoryview, int, int] | None:
         """The retained form of one batch: (bytes, records kept, max timestamp), or None.
-        ``records`` is the batch decoded (None for a control batch)."""
+        ``records`` is the batch decoded (None for a control batch). ``can_discard``: the
+        transaction metadata allows discarding it (an aborted transaction's batch, or a marker
+        whose transaction left no batch behind).
+
+        Kafka's checkBatchRetention and filterTo: a discardable data batch loses its records; a
+        discardable marker first gets a delete horizon (``now + delete.retention.ms``) and loses
+        its record in a clean after that horizon. A batch left without records stays, as an empty
+        batch, only while it is its producer's last record or the round's last batch."""
         raw = memoryview(chunk)[pos:pos + size]   # no copy: pieces are written with writev
+        if header.is_control:
+            horizon = header.delete_horizon_ms
+            discard_records = can_discard and horizon is not None and horizon <= now_ms
+        else:
+            discard_records = can_discard
+        if discard_records or (records is None and header.records_count <= 0):
+            if self._retain_empty(header, upper_bound, last_batch_of_producer):
+                return _empty_batch(header), 0, header.max_timestamp
+            return None
         if records is None:
+            if can_discard and header.magic >= 2 and header.delete_horizon_ms is None:
+                return self._rebuild(raw, header, None, None,
+                                     min(now_ms + delete_retention, INT64_MAX))
             return raw, max(header.records_count, 0), header.max_timestamp
         offsets = records.offsets()
         latest = self.offset_map.latest_offset
@@ -303,20 +388,16 @@ class Cleaner:
             stats.invalid_message()
         kept = int(np.count_nonzero(keep))
         if kept == 0:
-            # Kafka's batch retention: an emptied batch (or one already empty) stays only while it
-            # holds its producer's last sequence, or the last offset of this round
-            producer_last = header.producer_id >= 0 and \
-                last_batch_of_producer.get(header.producer_id) == header.last_offset
-            if producer_last or header.next_offset == upper_bound:
-                empty = _empty_batch(header)
-                return empty, 0, header.max_timestamp
+            if self._retain_empty(header, upper_bound, last_batch_of_producer):
+                return _empty_batch(header), 0, header.max_timestamp
             return None
         tombstones = bool(np.any(keep & ~has_value))
         needs_horizon = header.magic >= 2 and tombstones and header.delete_horizon_ms is None
         if kept == records.count and not needs_horizon and header.magic >= 2:
             return raw, kept, header.max_timestamp
         if needs_horizon or header.magic < 2:
-            return self._rebuild(raw, header, keep, offsets, now_ms + delete_retention
+            return self._rebuild(raw, header, keep, offsets, min(now_ms + delete_retention,
+                                                                 INT64_MAX)
                                  if needs_horizon else None)
         body = np.empty(int(records.rec_end[-1] - records.rec_start[0]), dtype=np.uint8)
         n = gather_records(records.buf, records.rec_start, records.rec_end, keep, body)
@@ -325,13 +406,31 @@ class Cleaner:
         data = _rewrite_batch(raw, header, memoryview(body)[:n], kept, max_ts)
         return data, kept, max_ts
 
-    def _rebuild(self, raw: memoryview, header: BatchHeader, keep: np.ndarray, offsets: np.ndarray,
-                 delete_horizon_ms: int | None) -> tuple[bytes, int, int]:
-        """Re-encode the kept records (tombstone horizon, or a legacy batch becoming v2). The
-        timestamp type stays; under LogAppendTime so does the batch's max timestamp (the append
-        time every record reads back), as Kafka's buildRetainedRecordsInto keeps them."""
-        keep_offsets = set(offsets[keep].tolist())
-        kept = [r for r in RecordBatch(raw).records() if r.offset in keep_offsets]
+    @staticmethod
+    def _retain_empty(header: BatchHeader, upper_bound: int,
+                      last_batch_of_producer: _LastBatches) -> bool:
+        """Kafka's RETAIN_EMPTY: a batch left without records stays (as an empty batch) while
+        it is its active producer's last record (its last data batch, or a marker of its current
+        epoch when no data follows the epoch), or the last batch of this round."""
+        if header.producer_id >= 0:
+            last = last_batch_of_producer.get(header.producer_id)
+            if last is not None and (header.last_offset == last.data_offset
+                                     if last.data_offset is not None else
+                                     header.is_control and header.producer_epoch == last.epoch):
+                return True
+        return header.next_offset == upper_bound
+
+    def _rebuild(self, raw: memoryview, header: BatchHeader, keep: np.ndarray | None,
+                 offsets: np.ndarray | None, delete_horizon_ms: int | None
+                 ) -> tuple[bytes, int, int]:
+        """Re-encode the kept records (all of them when ``keep`` is None: a marker given its
+        delete horizon; a tombstone horizon; or a legacy batch becoming v2). The timestamp type
+        stays; under LogAppendTime so does the batch's max timestamp (the append time every
+        record reads back), as Kafka's buildRetainedRecordsInto keeps them."""
+        kept = RecordBatch(raw).records()
+        if keep is not None and offsets is not None:
+            keep_offsets = set(offsets[keep].tolist())
+            kept = [r for r in kept if r.offset in keep_offsets]
         base = header.base_offset
         log_append_time = header.timestamp_type == TimestampType.LOG_APPEND_TIME
         data = build_batch(
@@ -344,6 +443,7 @@ class Cleaner:
             base_sequence=header.base_sequence if header.magic >= 2 else -1,
             partition_leader_epoch=header.partition_leader_epoch if header.magic >= 2 else -1,
             is_transactional=header.is_transactional,
+            is_control=header.is_control,
             delete_horizon_ms=delete_horizon_ms,
             offset_deltas=[r.offset - base for r in kept],
             last_offset_delta=header.last_offset - base)
@@ -351,15 +451,24 @@ class Cleaner:
         return data, len(kept), max_ts
 
 
+@dataclass(frozen=True, slots=True)
+class _LastRecord:
+    """An active producer's last record (Kafka's LastRecord): the last offset of its last data
+    batch (None when a marker of a newer epoch follows it) and its epoch."""
+
+    data_offset: int | None
+    epoch: int
+
+
 class _LastBatches:
-    """Producer id -> offset of its last batch, computed on the first question: only a batch
-    that loses every record asks, so a clean of a log without such batches never pays the scan."""
+    """Producer id -> its last record, computed on the first question: only a batch that loses
+    every record asks, so a clean of a log without such batches never pays the scan."""
 
-    def __init__(self, compute: Callable[[], dict[int, int]]) -> None:
+    def __init__(self, compute: Callable[[], dict[int, _LastRecord]]) -> None:
         self._compute = compute
-        self._found: dict[int, int] | None = None
+        self._found: dict[int, _LastRecord] | None = None
 
-    def get(self, producer_id: int) -> int | None:
+    def get(self, producer_id: int) -> _LastRecord | None:
         if self._found is None:
             self._found = self._compute()
         return self._found.get(producer_id)
@@ -436,6 +545,15 @@ class _Records:
         zeros = np.zeros(len(records), dtype=np.int64)
         return cls(buf, len(records), base, zeros, zeros, zeros, offsets - base, starts, lengths,
                    values)
+
+
+def _control_type(chunk: bytes, pos: int, size: int, header: BatchHeader) -> int | None:
+    """The type of a control batch's first record (``ControlType.ABORT``/``COMMIT`` or another
+    int), or None for an empty control batch."""
+    if header.records_count <= 0:
+        return None
+    records = RecordBatch(chunk[pos:pos + size]).records()
+    return parse_control_record(records[0])[0] if records else None
 
 
 def _claimed_offset(chunk: bytes, pos: int) -> int:

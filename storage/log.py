@@ -65,7 +65,7 @@ from storage.records import (
 )
 from storage.scheduler import Scheduler, default_scheduler
 from storage.segment import LogSegment, RollParams, SegmentIdentity, identity_or_none
-from storage.txn_index import AbortedTxn
+from storage.txn_index import AbortedTxn, collect_aborted_transactions
 from storage.validation import validate_for_append
 
 log = logging.getLogger(__name__)
@@ -562,13 +562,9 @@ class Log:
         """The aborted transactions overlapping ``[start_offset, upper_bound_offset)``, from the
         ``.txnindex`` of the segment holding ``start_offset`` and of the later ones until an entry
         shows no later one can add to the range (Kafka's collectAbortedTransactions)."""
-        found: list[AbortedTxn] = []
-        for segment in self.segments_in_range(start_offset, self._log_end_offset + 1):
-            result = segment.collect_aborted_txns(start_offset, upper_bound_offset)
-            found.extend(result.aborted_transactions)
-            if result.is_complete:
-                break
-        return found
+        return collect_aborted_transactions(
+            self.segments_in_range(start_offset, self._log_end_offset + 1), start_offset,
+            upper_bound_offset)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record whose timestamp is >= ``timestamp``."""

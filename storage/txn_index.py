@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import struct
 from pathlib import Path
-from typing import NamedTuple
+from typing import Iterable, NamedTuple, Protocol
 
 from storage.durable import fsync_file_if_exists
 from storage.errors import CorruptIndexError, InvalidOffsetError
@@ -63,6 +63,25 @@ class TxnIndexSearchResult(NamedTuple):
 
     aborted_transactions: list[AbortedTxn]
     is_complete: bool
+
+
+class _HasTxnIndex(Protocol):
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int
+                             ) -> TxnIndexSearchResult: ...
+
+
+def collect_aborted_transactions(segments: Iterable[_HasTxnIndex], start_offset: int,
+                                 upper_bound_offset: int) -> list[AbortedTxn]:
+    """The aborted transactions overlapping ``[start_offset, upper_bound_offset)`` from the
+    indexes of ``segments`` (the one holding ``start_offset`` first, then the later ones), stopping
+    at the first complete search result (Kafka's UnifiedLog.collectAbortedTransactions)."""
+    found: list[AbortedTxn] = []
+    for segment in segments:
+        result = segment.collect_aborted_txns(start_offset, upper_bound_offset)
+        found.extend(result.aborted_transactions)
+        if result.is_complete:
+            break
+    return found
 
 
 class TransactionIndex:

@@ -23,6 +23,7 @@ from storage.config import LogConfig
 from storage.errors import CorruptRecordError, StorageError
 from storage.records import RecordBatch
 from storage.segment import LogSegment, SegmentIdentity, identity_or_none
+from storage.txn_index import AbortedTxn, collect_aborted_transactions
 
 SwapFn = Callable[[int, list[SegmentIdentity]], None]
 """``swap(cleaned_base, old)``: the owner's ``Log.replace_cleaned``, given the identities of the
@@ -73,6 +74,13 @@ class LogView:
         bases = [s.base_offset for s in self._segments]
         i = max(bisect.bisect_right(bases, from_offset) - 1, 0)
         return [s for s in self._segments[i:] if s.base_offset < to_offset]
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int
+                                     ) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[start_offset, upper_bound_offset)``, from
+        the ``.txnindex`` files of the view's segments (as ``Log.collect_aborted_transactions``)."""
+        return collect_aborted_transactions(
+            self.segments_in_range(start_offset, 2**63 - 1), start_offset, upper_bound_offset)
 
     def create_cleaned_segment(self, base_offset: int) -> LogSegment:
         return LogSegment.create_cleaned(self.dir, base_offset, self.config, clock=self.clock)
