@@ -141,3 +141,26 @@ def tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
     for target in reversed(mounted):
         if subprocess.run(["umount", str(target)], capture_output=True).returncode != 0:
             subprocess.run(["umount", "-l", str(target)], capture_output=True)
+
+
+# Long-running scenario modules (kill -9 loops, drills, multi-process and CLI end-to-end runs,
+# model-based tests): `./scripts/test -m "not slow"` leaves them out for a quick loop; the full
+# `./scripts/test` (CI) runs them.
+SLOW_MODULES = frozenset({
+    "tests/ops/test_drills.py",
+    "tests/cluster/test_two_nodes.py",
+    "tests/cluster/test_cli_cluster.py",
+    "tests/cluster/test_cli_cluster_mistakes.py",
+    "tests/cluster/test_topic_verbs.py",
+    "tests/storage/test_crash.py",
+    "tests/storage/test_transactions_model.py",
+    "tests/storage/test_log_model.py",
+    "tests/cleaner/test_compaction.py",
+})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = Path(__file__).resolve().parent.parent
+    for item in items:
+        if item.path.resolve().relative_to(root).as_posix() in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
