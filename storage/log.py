@@ -299,7 +299,8 @@ class Log:
                     f"segment.bytes={self.config.segment_bytes}", partition=self.name, size=size)
             checks.append((batch, validate_for_append(
                 batch, require_keys=require_keys,
-                max_message_bytes=self.config.max_message_bytes, from_client=from_client)))
+                max_message_bytes=self.config.max_message_bytes, from_client=from_client,
+                where=f"append to {self.name}")))
         log_append_time = (self.clock.milliseconds()
                            if self.config.message_timestamp_type == "LogAppendTime" else -1)
         with self._lock:

@@ -67,7 +67,7 @@ _VALIDATION_ERRORS = {
 def validate_for_append(buf: memoryview, *, require_keys: bool, max_message_bytes: int,
                         path: Path | None = None,
                         max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES,
-                        from_client: bool = True) -> AppendValidation:
+                        from_client: bool = True, where: str | None = None) -> AppendValidation:
     """Validate ONE producer-encoded v2 batch as Kafka's ``LogValidator`` does for the broker.
 
     ``CorruptRecordError``: damaged bytes (sizes, magic, CRC, a record's structure, a records count
@@ -77,12 +77,14 @@ def validate_for_append(buf: memoryview, *, require_keys: bool, max_message_byte
     ``max_message_bytes``. An uncompressed batch is one CRC and one kernel call (header and
     records); a compressed one is decompressed and its records checked by a second call.
     ``from_client=False`` (an append by the transaction coordinator) accepts control batches and
-    a producer id without a sequence, as Kafka does for a non-client origin.
+    a producer id without a sequence, as Kafka does for a non-client origin. Errors name ``path``
+    (the file the batch came from) or ``where`` (e.g. ``append to orders-0``) when given.
     """
     view = byte_view(buf)
+    source = _source(path, where)
     size = len(view)
     computed = crc32c.crc32c(view[ATTRIBUTES_OFFSET:]) if size > ATTRIBUTES_OFFSET else 0
-    status, index, where, value, max_delta, offset_of_max, has_null_key = kernels.validate_batch(
+    status, index, at, value, max_delta, offset_of_max, has_null_key = kernels.validate_batch(
         kernels.as_input(view), computed, max_message_bytes, bool(require_keys),
         bool(from_client))
     records_bytes = size - HEADER_SIZE
@@ -92,19 +94,19 @@ def validate_for_append(buf: memoryview, *, require_keys: bool, max_message_byte
             raw = compressors.decompress(codec, view[HEADER_SIZE:],
                                          max_size=max_decompressed_bytes)
         except CorruptRecordError as err:
-            raise CorruptRecordError(f"batch of {size} bytes from {path}: {err.message}",
+            raise CorruptRecordError(f"{source}batch of {size} bytes: {err.message}",
                                      path=path, position=HEADER_SIZE) from err
         records_bytes = len(raw)
         count = _INT32.unpack_from(view, RECORDS_COUNT_OFFSET)[0]
         if count > records_bytes // kernels.MIN_RECORD_SIZE:
             status = kernels.ERR_APPEND_COUNT_FIT
         else:
-            status, index, where, value, max_delta, offset_of_max, has_null_key = \
+            status, index, at, value, max_delta, offset_of_max, has_null_key = \
                 kernels.validate_records(kernels.as_input(raw), 0, records_bytes, count,
                                          bool(require_keys))
     if status != kernels.OK:
-        raise _append_refusal(view, status, index, where, value, computed, records_bytes,
-                              max_message_bytes, path)
+        raise _append_refusal(view, status, index, at, value, computed, records_bytes,
+                              max_message_bytes, path, source)
     header = BatchHeader(*BATCH_HEADER.unpack_from(view, 0))
     if header.attributes & TIMESTAMP_TYPE_MASK:
         max_timestamp, offset_of_max = header.max_timestamp, 0
@@ -114,19 +116,26 @@ def validate_for_append(buf: memoryview, *, require_keys: bool, max_message_byte
                             offset_of_max, has_null_key, size, header)
 
 
+def _source(path: Path | None, where: str | None) -> str:
+    """The prefix naming where a refused batch came from: its file, or what was done with it."""
+    if path is not None:
+        return f"{path}: "
+    return f"{where}: " if where else ""
+
+
 def _append_refusal(view: memoryview, status: int, index: int, where: int, value: int,
                     computed_crc: int, records_bytes: int, max_message_bytes: int,
-                    path: Path | None) -> StorageError:
+                    path: Path | None, source: str = "") -> StorageError:
     """The typed error, naming the batch and the position, for a refusal of ``validate_batch`` or
     ``validate_records``."""
     size = len(view)
 
     def corrupt(problem: str, **fields: object) -> CorruptRecordError:
-        return CorruptRecordError(f"batch of {size} bytes from {path}: {problem}", path=path,
+        return CorruptRecordError(f"{source}batch of {size} bytes: {problem}", path=path,
                                   **fields)
 
     def invalid(problem: str, **fields: object) -> InvalidRecordError:
-        return InvalidRecordError(f"batch of {size} bytes from {path}: {problem}", path=path,
+        return InvalidRecordError(f"{source}batch of {size} bytes: {problem}", path=path,
                                   **fields)
 
     if status == kernels.ERR_APPEND_SHORT:
@@ -142,7 +151,7 @@ def _append_refusal(view: memoryview, status: int, index: int, where: int, value
         return corrupt(f"smaller than the {HEADER_SIZE}-byte v2 header", position=0)
     if status == kernels.ERR_APPEND_TOO_LARGE:
         return RecordTooLargeError(
-            f"the record batch of {size} bytes from {path} exceeds max.message.bytes="
+            f"{source}the record batch of {size} bytes exceeds max.message.bytes="
             f"{max_message_bytes}", path=path, size=size, max_message_bytes=max_message_bytes)
     header = BatchHeader(*BATCH_HEADER.unpack_from(view, 0))
     if status == kernels.ERR_APPEND_CRC:
