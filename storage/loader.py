@@ -15,7 +15,8 @@ Every pass is safe to run again after a crash in the middle of it:
    its ``.log`` (``check_indexes_against_log``: entries monotonic and inside the file, the last one
    on a batch boundary, the time index not below that batch's timestamp; for the active segment
    the tail after the last index entry scanned with CRCs) and is recovered on any doubt, which
-   also cuts a torn tail left behind a stale clean-shutdown marker.
+   also cuts a torn tail left behind a stale clean-shutdown marker. A segment cut there that is
+   not the last drops the segments after it, as pass 5 does.
 5. After an unclean shutdown only, recover every segment from the recovery point on: re-validate every
    batch (CRC, offsets) and truncate at the first invalid byte; segments after a truncation are
    dropped (they were never flushed in order).
@@ -63,6 +64,7 @@ from storage.records import (
     MAGIC_OFFSET,
     MAX_TIMESTAMP_OFFSET,
     SIZE_OFFSET,
+    BatchHeader,
 )
 from storage.segment import INT32_MAX, LogSegment, checked_batches
 from storage.split import split_overflowed_segment
@@ -236,7 +238,22 @@ class LogLoader:
                     done.make_read_only()
                 self._rebuilt += 1
                 segments.extend(recovered)
+                if truncated and i + 1 < len(bases):
+                    # damage in the middle of the log: what follows was written after bytes that
+                    # are gone (a transaction's marker, a producer's sequence), so, as after a
+                    # truncation in pass 5, the later segments leave the log (kept in quarantine)
+                    for later in bases[i + 1:]:
+                        self._drop_segment(
+                            LogSegment(self.dir, later, self.config, clock=self.clock),
+                            f"follows {segment.log_path.name}, truncated")
+                    break
             else:
+                if base < recovered_later:
+                    problem = txn_index_problem(segment, segments, self.config.compact)
+                    if problem is not None:
+                        log.warning("%s: %s; rebuilding it from the log", segment.txn_index.path,
+                                    problem)
+                        self._rebuild_txn_indexes([segment], segments)
                 segments.append(segment)
         return segments
 
@@ -432,6 +449,52 @@ def swap_problem(path: Path) -> str | None:
         return None
     finally:
         os.close(fd)
+
+
+def txn_index_problem(segment: LogSegment, before: list[LogSegment],
+                      compacted: bool) -> str | None:
+    """Why ``segment``'s ``.txnindex`` cannot be trusted, or None. The file has no checksum (as in
+    Kafka), and a flipped producer id or offset in it would make ``read_committed`` serve an
+    aborted transaction's records, so each entry is checked against the log: its marker (the
+    batch at ``last_offset``) is a control batch of its producer, and the batch at its
+    ``first_offset`` (in this segment or one ``before`` it) is a transactional batch of the same
+    producer (on a ``compacted`` log that batch may be gone: the cleaner removes aborted batches),
+    and its last stable offset is not past the marker.
+    A few batch headers a transaction, read only for segments holding aborted transactions."""
+    try:
+        aborted = segment.txn_index.all_aborted_txns()
+    except CorruptIndexError as err:
+        return str(err)
+    for txn in aborted:
+        if not 0 <= txn.first_offset <= txn.last_offset or txn.last_offset < segment.base_offset:
+            return f"entry {txn} does not fit the segment"
+        if not 0 <= txn.last_stable_offset <= txn.last_offset + 1:
+            # the stable offset after an abort is never past the marker; a larger one would end
+            # the search for aborted transactions early (Kafka's collectAbortedTxns)
+            return f"entry {txn}: its last stable offset is past its marker"
+        marker = _header_at(segment, txn.last_offset)
+        if marker is None or marker.base_offset != txn.last_offset or not marker.is_control \
+                or marker.producer_id != txn.producer_id:
+            return f"entry {txn}: no abort marker of producer {txn.producer_id} at its last offset"
+        holder = segment
+        if txn.first_offset < segment.base_offset:
+            holder = next((s for s in reversed(before) if s.base_offset <= txn.first_offset), None)
+        first = _header_at(holder, txn.first_offset) if holder is not None else None
+        if first is not None and first.base_offset == txn.first_offset:
+            if not first.is_transactional or first.producer_id != txn.producer_id:
+                return (f"entry {txn}: the batch at its first offset is not a transactional "
+                        f"batch of producer {txn.producer_id}")
+        elif not compacted:
+            return f"entry {txn}: no batch starts at its first offset"
+    return None
+
+
+def _header_at(segment: LogSegment, offset: int) -> BatchHeader | None:
+    """The v2 header of the batch holding ``offset`` (or the next one), None if none or legacy."""
+    entry = segment.translate_offset(offset)
+    if entry is None or entry.magic != MAGIC:
+        return None
+    return BatchHeader.parse(segment.read_bytes(entry.position, HEADER_SIZE))
 
 
 def check_indexes_against_log(segment: LogSegment, end_offset: int | None) -> None:

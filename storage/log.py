@@ -876,11 +876,13 @@ class Log:
     # ---- internals ---------------------------------------------------------------------------
     def _rebuild_producer_state(self, had_clean_shutdown: bool) -> None:
         """Load the newest snapshot at or below the log end and replay the batches after it
-        (Kafka's rebuildProducerState). A clean shutdown without any snapshot replays nothing."""
+        (Kafka's rebuildProducerState). A clean shutdown without any snapshot replays nothing,
+        unless the load cut something (the snapshots past the cut are gone, not missing)."""
         state = self.producer_state
         end = self._log_end_offset
         snapshots = state.delete_snapshots_above(end)   # e.g. left by batches recovery truncated
-        if had_clean_shutdown and not snapshots:
+        cut = self.load_result.truncated_bytes > 0 or bool(self.load_result.quarantined)
+        if had_clean_shutdown and not snapshots and not cut:
             state.map_end_offset = end
             return
         start = state.load_latest_snapshot(end, self.clock.milliseconds(), snapshots)
