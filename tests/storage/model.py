@@ -98,6 +98,9 @@ class PartitionModel:
     batches: list[ModelBatch] = field(default_factory=list)
     producers: dict[int, ModelProducer] = field(default_factory=dict)
     cleaner_checkpoint: int | None = None
+    # key -> (its latest appended record, the time of the first clean that covered it or None):
+    # compaction's promise, kept apart from the batch simulation above so the two check each other
+    latest_by_key: dict[bytes, tuple[ModelRecord, int | None]] = field(default_factory=dict)
 
     # ---- views -------------------------------------------------------------------------------
     @property
@@ -140,6 +143,9 @@ class PartitionModel:
         assert batch.base_offset == self.log_end_offset
         self.batches.append(batch)
         self.log_end_offset = batch.next_offset
+        for record in batch.records:
+            if record.key is not None:
+                self.latest_by_key[record.key] = (record, None)
         if batch.producer_id >= 0:
             producer = self.producers[batch.producer_id]
             producer.last_batch = batch
@@ -169,6 +175,13 @@ class PartitionModel:
                     producer.retry_is_defined = False
                     producer.must_bump_epoch = True
         self.log_end_offset = target
+        self._forget_latest(lambda record: record.offset >= target)
+
+    def _forget_latest(self, gone) -> None:
+        """Keys whose latest record is gone (truncated or deleted with its segment): the key's
+        latest is now unknown to the promise, so it is no longer checked."""
+        for key in [k for k, (record, _) in self.latest_by_key.items() if gone(record)]:
+            del self.latest_by_key[key]
 
     def increment_log_start_offset(self, offset: int) -> bool:
         if offset <= self.log_start_offset:
@@ -217,6 +230,7 @@ class PartitionModel:
         start offset moves up to it."""
         self.batches = [b for b in self.batches if b.base_offset >= first_segment_base]
         self.log_start_offset = max(self.log_start_offset, first_segment_base)
+        self._forget_latest(lambda record: record.offset < first_segment_base)
 
     def largest_timestamp_in(self, base: int, next_base: int) -> int | None:
         """The largest batch max timestamp of the batches in ``[base, next_base)``, None if none
@@ -243,7 +257,8 @@ class PartitionModel:
         after the key's latest mapped offset, and not a tombstone past its batch's horizon. A
         batch keeping a tombstone gets its horizon ``now + delete.retention.ms`` once. A batch
         left without records stays as an empty batch when it is an active producer's last batch
-        or ends at ``end``; otherwise it goes. Returns (records removed, tombstones removed)."""
+        or ends at ``end``; otherwise it goes. Returns (records removed, readable tombstones
+        removed past their horizon while still their key's latest)."""
         latest: dict[bytes, int] = {}
         for batch in self.batches:
             if batch.base_offset >= end:
@@ -286,7 +301,25 @@ class PartitionModel:
         self.cleaner_checkpoint = end
         survivors = {r.offset for b in self.batches for r in b.records}
         removed = [r for r in before if r.offset not in survivors]
-        return len(removed), sum(1 for r in removed if r.is_tombstone)
+        self._check_compaction_promise(end, now_ms, delete_retention_ms, survivors)
+        expired = [r for r in removed if r.is_tombstone and r.offset >= latest.get(r.key, -1)
+                   and r.offset >= self.log_start_offset]
+        return len(removed), len(expired)
+
+    def _check_compaction_promise(self, end: int, now_ms: int, delete_retention_ms: int,
+                                  survivors: set[int]) -> None:
+        """Kafka's promise, independent of the batch-level rules: every key's latest record
+        stays at its offset; a tombstone stays at least ``delete.retention.ms`` after the first
+        clean that reached it (KIP-534: that clean sets its horizon)."""
+        for key, (record, first_clean) in list(self.latest_by_key.items()):
+            if record.offset < end and first_clean is None:
+                self.latest_by_key[key] = (record, now_ms)   # this clean sets its horizon
+            elif record.is_tombstone and first_clean is not None \
+                    and now_ms >= first_clean + delete_retention_ms:
+                continue
+            assert record.offset in survivors, (
+                f"the model's clean removed key {key!r}'s latest record at {record.offset}")
+
 
 
 def records_equal(got: Iterable[object], expected: Sequence[ModelRecord]) -> str | None:

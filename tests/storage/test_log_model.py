@@ -11,6 +11,7 @@ lands.
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import tempfile
@@ -44,7 +45,8 @@ from tests.storage.model import ModelBatch, ModelProducer, ModelRecord, Partitio
 KiB = 1024
 MiB = 1024 * KiB
 PRODUCER_IDS = (1000, 1001, 1002)
-KEYS = tuple(f"k{i}".encode() for i in range(6))
+KEYS = tuple(f"k{i}".encode() for i in range(6))              # most records: superseded often
+RARE_KEYS = tuple(f"r{i}".encode() for i in range(30))        # some: stay their key's latest
 PRODUCER_ID_EXPIRATION_MS = 7 * 24 * 3_600_000
 FULL_READ_BYTES = 2 * MiB          # invariants read the whole log only below this size
 TAIL_RECORDS = 20                  # ... else its first and last records
@@ -189,7 +191,8 @@ class LogMachine(RuleBasedStateMachine):
             if size_class == "large" and rng.random() < 0.75:
                 size = min(size, max(fitting, 0))
             keyed = self.config.compact or rng.random() < 0.7
-            key = rng.choice(KEYS) if keyed else None
+            key = (rng.choice(KEYS) if rng.random() < 0.8 else rng.choice(RARE_KEYS)) \
+                if keyed else None
             tombstone = keyed and rng.randrange(8) < tombstone_eighths and rng.random() < 0.5
             value = None if tombstone else b"%d:" % self.uid + rng.randbytes(size)
             headers = (("h", b"%d" % self.uid), ("empty", None)) if with_headers else ()
@@ -430,10 +433,15 @@ class LogMachine(RuleBasedStateMachine):
 
     # ---- compaction --------------------------------------------------------------------------
     @precondition(lambda self: self.config.compact)
-    @rule()
-    def clean(self) -> None:
-        """One clean at the current clock, from the checkpointed dirty offset to the active
-        segment (the manager's choice of range, checked against Kafka's rule)."""
+    @rule(advance=st.one_of(st.just(0), st.integers(0, 3 * HOUR)), roll_first=st.booleans())
+    def clean(self, advance: int, roll_first: bool) -> None:
+        """After the clock moved by ``advance`` (and a roll, so that the active segment's data is
+        cleanable), one clean from the checkpointed dirty offset to the active segment (the
+        manager's choice of range, checked against Kafka's rule)."""
+        if roll_first:
+            self.log.roll()
+        self.clock.advance(advance)
+        self.scheduler.tick()
         now = self.clock.milliseconds()
         offsets = cleanable_offsets(self.log, self.model.cleaner_checkpoint, now)
         first_dirty = self.model.first_dirty_offset()
@@ -566,6 +574,11 @@ class LogMachine(RuleBasedStateMachine):
                     f"{segment.largest_timestamp}, the model's batches say {expected}")
 
 
+# the deep profile runs for many minutes: no per-test timeout then (pyproject's 600 s otherwise)
+DEEP = os.environ.get("STRATA_HYPOTHESIS_PROFILE") == "deep"
+
+
+@pytest.mark.timeout(0 if DEEP else 600)
 def test_the_log_agrees_with_a_model_of_kafka_semantics() -> None:
     """Runs ``LogMachine`` with the loaded hypothesis profile ("ci", or "deep" from
     ``./scripts/test --deep``), then checks that the runs did every kind of step."""
