@@ -120,15 +120,15 @@ def immutable() -> Iterator[Immutable]:
     marks.clear()
 
 
-# ---- hypothesis profiles: "ci" by default, "deep" with ./scripts/test --deep ----------------------
+# ---- hypothesis profiles: "ci" by default, "deep" with ./scripts/test --deep -------------------
 # The stateful model test (tests/storage/test_log_model.py) takes its example and step counts from
 # the loaded profile; every other hypothesis test sets its own max_examples.
 settings.register_profile(
-    "ci", max_examples=60, stateful_step_count=60, deadline=None, derandomize=True,
+    "ci", max_examples=80, stateful_step_count=60, deadline=None, derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                            HealthCheck.filter_too_much])
 settings.register_profile(
-    "deep", max_examples=200, stateful_step_count=100, deadline=None,
+    "deep", max_examples=400, stateful_step_count=100, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                            HealthCheck.filter_too_much])
 settings.load_profile(os.environ.get("STRATA_HYPOTHESIS_PROFILE", "ci"))

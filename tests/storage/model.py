@@ -12,8 +12,8 @@ outcome depends on the physical layout (which segments retention deletes), the m
 segment list from the log, checks it against its own records and applies Kafka's rule to it.
 
 Transactions slot in here: ``ModelBatch`` carries ``is_transactional``/``control_type``,
-``last_stable_offset`` is the one place that answers "how far is stable" (the log end while there are
-no transactions), and ``readable`` is the one place that decides what a reader gets.
+``last_stable_offset`` is the one place that answers "how far is stable" (the log end while there
+are no transactions), and ``readable`` is the one place that decides what a reader gets.
 """
 
 from __future__ import annotations
@@ -333,7 +333,8 @@ def records_equal(got: Iterable[object], expected: Sequence[ModelRecord]) -> str
                     f"the model has offset {want.offset} key {want.key!r} value "
                     f"{_short(want.value)} ts {want.timestamp} headers {want.headers}")
     if len(got_list) != len(expected):
-        extra = got_list[len(expected):len(expected) + 3] or expected[len(got_list):len(got_list) + 3]
+        common = min(len(got_list), len(expected))
+        extra = got_list[common:common + 3] or expected[common:common + 3]
         return (f"the log returned {len(got_list)} records, the model expects {len(expected)}; "
                 f"first offsets past the common part: {[r.offset for r in extra]}")
     return None
