@@ -190,7 +190,7 @@ class PartitionModel:
         return True
 
     # ---- retention ---------------------------------------------------------------------------
-    def retention_survivors(self, segments: Sequence[SegmentMeta], *, delete: bool,
+    def retention_deletions(self, segments: Sequence[SegmentMeta], *, delete: bool,
                             retention_bytes: int, retention_ms: int, now_ms: int) -> dict[str, int]:
         """Kafka's deleteOldSegments over ``segments`` (the log's, oldest first, the active one
         last): how many leading segments each rule deletes. First the log-start-offset rule,
