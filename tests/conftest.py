@@ -128,7 +128,7 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                            HealthCheck.filter_too_much])
 settings.register_profile(
-    "deep", max_examples=400, stateful_step_count=100, deadline=None,
+    "deep", max_examples=1000, stateful_step_count=100, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                            HealthCheck.filter_too_much])
 settings.load_profile(os.environ.get("STRATA_HYPOTHESIS_PROFILE", "ci"))
