@@ -249,6 +249,15 @@ class PartitionModel:
             return self.log_start_offset
         return checkpoint
 
+    def drops_an_empty_batch(self, end: int, now_ms: int, producer_id_expiration_ms: int) -> bool:
+        """Whether a clean up to ``end`` removes a batch that an earlier clean left empty (no
+        longer its producer's last batch, not ending at ``end``): issue 11 bug 3."""
+        last: dict[int, ModelBatch] = {b.producer_id: b for b in self.batches if b.producer_id >= 0}
+        active = {pid: b.last_offset for pid, b in last.items()
+                  if now_ms - b.max_timestamp < producer_id_expiration_ms}
+        return any(not b.records and b.base_offset < end and b.next_offset != end
+                   and active.get(b.producer_id) != b.last_offset for b in self.batches)
+
     def clean(self, first_dirty: int, end: int, now_ms: int, *, delete_retention_ms: int,
               producer_id_expiration_ms: int) -> tuple[int, int]:
         """One clean of ``[first_dirty, end)`` at ``now_ms`` (the map never fills: ``end`` is the

@@ -80,6 +80,10 @@ EFFECTS = (
 # Issue 11 bug 4 (two batches of one producer in one append are refused): a multi-batch append
 # holds at most one batch per producer. Lift: set to False.
 KNOWN_BUG_4_TWO_BATCHES_OF_ONE_PRODUCER = True
+# Issue 11 bug 3 (a batch emptied by compaction is kept for ever): its max timestamp then stays in
+# the segment's largest timestamp, which the model checks. A clean that would remove an empty
+# batch is skipped. Lift: set to False.
+KNOWN_BUG_3_EMPTY_BATCHES_KEPT = True
 # Issue 11 bug 9 (truncate_to takes the largest timestamp from the time index without scanning the
 # batches after its last entry): a truncation is skipped when the cut segment's time index below
 # the target disagrees with its batches. Lift: set to False.
@@ -459,6 +463,9 @@ class LogMachine(RuleBasedStateMachine):
         if end <= first_dirty:
             if offsets.force_update_checkpoint:
                 self.model.cleaner_checkpoint = first_dirty
+            return
+        if KNOWN_BUG_3_EMPTY_BATCHES_KEPT and self.model.drops_an_empty_batch(
+                end, now, PRODUCER_ID_EXPIRATION_MS):
             return
         result = self.cleaner.clean(self.log, first_dirty, now_ms=now,
                                     first_uncleanable_offset=end)
