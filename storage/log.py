@@ -289,6 +289,12 @@ class Log:
                     f"append to {self.name}: {scan.problem or 'incomplete batch'} at byte {at} "
                     f"of {len(view)}", partition=self.name, position=at)
             spans = list(zip(scan.positions.tolist(), scan.sizes.tolist()))
+        if len(view) > self.config.segment_bytes:
+            # Kafka's UnifiedLog.append: the whole set must fit one segment, not only each batch
+            raise RecordTooLargeError(
+                f"append to {self.name}: {len(spans)} batches of {len(view)} bytes in all are "
+                f"larger than segment.bytes={self.config.segment_bytes}", partition=self.name,
+                size=len(view))
         checks = []
         require_keys = self.config.compact
         for pos, size in spans:

@@ -789,9 +789,10 @@ class LogSegment:
         follows its predecessor exactly, else the earlier one (a flipped base offset). A batch
         overflowing the segment's 32-bit relative offsets (an old broker's segment) raises
         ``SegmentOffsetOverflowError`` only once its neighbours agree with it, so a flipped
-        base offset is cut, never taken for an overflow to split. The log's very last v2 batch
-        (no ``next_base_offset``, nothing after it) must follow the batch before it exactly, as
-        every append does (a legacy compressed message carries only its last offset)."""
+        base offset is cut, never taken for an overflow to split. In a log that is not compacted,
+        the very last v2 batch (no ``next_base_offset``, nothing after it) must follow the batch
+        before it exactly, as every append does (a legacy compressed message carries only its last
+        offset)."""
         del max_message_bytes
         self.make_writable()
         self.offset_index.reset()
@@ -827,10 +828,11 @@ class LogSegment:
                     break
                 held = batch
             if held is not None and next_base_offset is None and held.magic == MAGIC \
-                    and held.base_offset != prev_last + 1:
+                    and held.base_offset != prev_last + 1 and not self.config.compact:
                 # the log's last batch has no neighbour after it to vouch for its base offset;
-                # the log itself only ever appends there right after the batch before, so a gap
-                # can only be a damaged base offset
+                # a log that is not compacted has no gaps (appends follow the batch before), so
+                # a gap there can only be a damaged base offset (a compacted log's last segment
+                # may be a cleaned one brought back by a truncation: gaps are normal there)
                 held = None
             if held is not None:                 # the last batch: nothing after it to disagree
                 self._accept_recovered(held, valid)

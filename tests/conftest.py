@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from storage.clock import FakeClock
 from storage.scheduler import FakeScheduler
@@ -164,3 +165,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.path.resolve().relative_to(root).as_posix() in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+
+
+# ---- hypothesis profiles: "ci" by default, "deep" with ./scripts/test --deep -------------------
+# The stateful model test (tests/storage/test_log_model.py) takes its example and step counts from
+# the loaded profile; every other hypothesis test sets its own max_examples.
+settings.register_profile(
+    "ci", max_examples=80, stateful_step_count=60, deadline=None, derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                           HealthCheck.filter_too_much])
+settings.register_profile(
+    "deep", max_examples=1000, stateful_step_count=100, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                           HealthCheck.filter_too_much])
+settings.load_profile(os.environ.get("STRATA_HYPOTHESIS_PROFILE", "ci"))

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from ops.drills import inject
-from storage import files
 from ops.drills.base import DrillContext
 from ops.drills.env import DrillTimeout
 from ops.drills.ledger import verify
@@ -106,8 +105,11 @@ def kill_cleaner(ctx: DrillContext) -> None:
     # a group whose records were all superseded cleans into an empty segment: the loader never
     # lets an empty .swap replace live segments (it cannot tell it from a truncated one), so it
     # keeps them and moves the empty swap to quarantine; the clean is simply done again
-    empty_swaps = sorted(p.name for p in (pdir / files.QUARANTINE_DIR).glob("*.log.swap.*")
-                         if p.stat().st_size == 0) if (pdir / files.QUARANTINE_DIR).is_dir() else []
+    from storage import files     # cheap, but the CLI's start-up imports no storage module
+
+    held = pdir / files.QUARANTINE_DIR
+    empty_swaps = sorted(p.name for p in held.glob("*.log.swap.*")
+                         if p.stat().st_size == 0) if held.is_dir() else []
     ctx.check("the restarted node completed the interrupted swap, or kept the live segments "
               "in place of an empty one",
               results.get("completed_swaps", 0) >= 1 or bool(empty_swaps),

@@ -357,3 +357,18 @@ def test_replace_segments_swaps_cleaned_segment_in(make_log: MakeLog) -> None:
     assert not [n for n in names if n.endswith((".cleaned", ".swap", ".deleted"))]
     assert "00000000000000000000.log" in names
     assert "00000000000000000005.log" not in names
+
+
+def test_a_multi_batch_append_larger_than_segment_bytes_is_refused(tmp_path: Path) -> None:
+    """Kafka's UnifiedLog.append refuses a record set larger than a segment, even when each of
+    its batches fits (found by the model-based test): it would fill a segment past its size."""
+    from storage.errors import RecordTooLargeError
+    from storage.records import build_batch
+
+    log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=1024))
+    batch = build_batch([Record(key=b"a", value=b"x" * 400, timestamp=1)])
+    log.append_batch(batch)
+    with pytest.raises(RecordTooLargeError, match="larger than segment.bytes=1024"):
+        log.append_batch(batch + batch + batch)
+    assert log.log_end_offset == 1
+    log.close()
