@@ -218,10 +218,12 @@ class LogLoader:
             needs_rebuild = index_name not in names
             if not needs_rebuild:
                 try:
-                    self._quick_index_check(stem, names)
-                    if base < recovered_later:   # a full check against the .log as well
+                    if base < recovered_later:   # a full check against the .log
+                        self._quick_index_check(stem, names, (files.TXN_INDEX_SUFFIX,))
                         end = bases[i + 1] if i + 1 < len(bases) else None
                         check_indexes_against_log(segment, end)
+                    else:
+                        self._quick_index_check(stem, names)
                 except CorruptIndexError as err:
                     log.warning("%s; rebuilding the indexes of %s", err, segment.log_path)
                     needs_rebuild = True
@@ -248,7 +250,7 @@ class LogLoader:
                             f"follows {segment.log_path.name}, truncated")
                     break
             else:
-                if base < recovered_later:
+                if base < recovered_later and f"{stem}{files.TXN_INDEX_SUFFIX}" in names:
                     problem = txn_index_problem(segment, segments, self.config.compact)
                     if problem is not None:
                         log.warning("%s: %s; rebuilding it from the log", segment.txn_index.path,
@@ -332,12 +334,16 @@ class LogLoader:
             segment.rebuild_txn_index(state)
         self._txn_state, self._txn_state_last = state, recovered[-1]
 
-    def _quick_index_check(self, stem: str, names: set[str]) -> None:
+    def _quick_index_check(self, stem: str, names: set[str],
+                           suffixes: tuple[str, ...] | None = None) -> None:
         """Cheap structural check from the sizes of the index files of segment ``stem`` (among
-        ``names``, the directory's listing); full checks happen in recovery."""
+        ``names``, the directory's listing), or of those with ``suffixes``; full checks happen in
+        recovery."""
         directory = str(self.dir)
         for suffix, width in ((files.INDEX_SUFFIX, 8), (files.TIME_INDEX_SUFFIX, 12),
                               (files.TXN_INDEX_SUFFIX, txn_index.ENTRY_SIZE)):
+            if suffixes is not None and suffix not in suffixes:
+                continue
             name = f"{stem}{suffix}"
             if name not in names:
                 continue
