@@ -32,7 +32,6 @@ from storage.config import LogConfig
 from storage.durable import fsync_dir
 from storage.errors import (
     CorruptRecordError,
-    InvalidOffsetError,
     InvalidRecordError,
     OffsetOutOfRangeError,
     RecordTooLargeError,

@@ -26,15 +26,9 @@ from tests.cleaner.kafka_logs import (
     keys_in_log,
     last_offsets_per_batch,
     last_sequences_in_log,
-    log_factory,
     make_cleaner,
     record,
 )
-
-
-@pytest.fixture
-def make_log(tmp_path: Path, clock: FakeClock, scheduler: FakeScheduler) -> MakeLog:
-    return log_factory(tmp_path, clock, scheduler)
 
 
 def test_a_follower_log_with_sparse_offsets_is_cleaned_not_stuck(

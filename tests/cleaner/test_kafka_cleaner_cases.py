@@ -48,16 +48,10 @@ from tests.cleaner.kafka_logs import (
     keys_in_log,
     last_offsets_per_batch,
     last_sequences_in_log,
-    log_factory,
     make_cleaner,
     offsets_in_log,
     record,
 )
-
-
-@pytest.fixture
-def make_log(tmp_path: Path, clock: FakeClock, scheduler: FakeScheduler) -> MakeLog:
-    return log_factory(tmp_path, clock, scheduler)
 
 
 def first_batch(log: Log) -> RecordBatch:

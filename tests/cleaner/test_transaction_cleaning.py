@@ -12,7 +12,6 @@ horizon, ``now + delete.retention.ms + 1``).
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -37,17 +36,11 @@ from tests.cleaner.kafka_logs import (
     key,
     keys_in_log,
     last_offsets_per_batch,
-    log_factory,
     make_cleaner,
     offsets_in_log,
 )
 
 Append = Callable[[list[int]], None]
-
-
-@pytest.fixture
-def make_log(tmp_path: Path, clock: FakeClock, scheduler: FakeScheduler) -> MakeLog:
-    return log_factory(tmp_path, clock, scheduler)
 
 
 class KafkaTestOffsetMap(OffsetMap):

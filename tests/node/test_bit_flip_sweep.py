@@ -15,7 +15,6 @@ import pytest
 
 from node import LogDir
 from storage.clock import FakeClock
-from storage.config import LogConfig
 from storage.errors import StorageError
 from storage.records import Compression, ControlType, Record, build_batch
 from storage.scheduler import FakeScheduler
