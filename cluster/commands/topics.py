@@ -1,14 +1,14 @@
 """``strata topic create|list|delete`` (and ``alter|describe|delete-records|offsets``, in
 ``cluster.commands.topic_admin``): topics of a running cluster, with Kafka's topic keys as
-overrides (``--config cleanup.policy=compact``). New partitions go to the directories with the
-most room (``cluster.placement``)."""
+overrides (``--config cleanup.policy=compact``). New partitions spread over the directories in
+proportion to their room (``cluster.placement``)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from cluster.commands import (add_common_args, connect, disconnect, jsonable,
+from cluster.commands import (add_common_args, connect, disconnect,
                                parse_config, partition_count, write)
 from cluster.tools import EXIT_OK, UsageError
 

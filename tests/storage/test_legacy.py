@@ -6,7 +6,6 @@ from __future__ import annotations
 import struct
 import warnings
 import zlib
-from pathlib import Path
 
 import lz4.frame
 import pytest

@@ -34,7 +34,6 @@ from storage.records import (
     SIZE_OFFSET,
     Compression,
     Record,
-    build_batch,
     scan_batches,
 )
 from storage.scheduler import FakeScheduler

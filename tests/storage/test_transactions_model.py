@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hypothesis import settings, strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from storage.clock import FakeClock
 from storage.config import LogConfig
