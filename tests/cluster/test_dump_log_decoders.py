@@ -26,7 +26,7 @@ from cluster.tools.kafka_messages import java_string
 from storage.records import Record, build_batch, iter_batches
 
 SEGMENT = "00000000000000000000.log"
-DSPIDER = "LanXuage__dspider/data/kafka/data"
+DSPIDER = "LanXuage__dspider/kafka-data"
 SPOOLDIR = "mscaldas2012__kafka-connect-spooldir/kafka-data"
 SEANORTH = "seanorth__kafka-server/kafka-logs"
 

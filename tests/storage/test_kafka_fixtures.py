@@ -70,7 +70,7 @@ def test_real_kafka_partition_reads_back_every_record(tmp_path: Path, source: st
 
 
 def test_missing_indexes_are_rebuilt_for_unclean_kafka_dir(tmp_path: Path) -> None:
-    source = FIXTURES / "LanXuage__dspider" / "data" / "kafka" / "data" / "__consumer_offsets-8"
+    source = FIXTURES / "LanXuage__dspider" / "kafka-data" / "__consumer_offsets-8"
     target = tmp_path / "__consumer_offsets-8"
     shutil.copytree(source, target)
     for path in [target, *target.rglob("*")]:
