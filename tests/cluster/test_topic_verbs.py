@@ -325,7 +325,10 @@ def test_altered_configs_survive_a_cluster_restart(cluster) -> None:
     assert after == before
     assert after[("kv", 0)][0]["min.cleanable.dirty.ratio"] == "0.1"
     assert after[("strict", 1)][0] == {"segment.ms": "60000"}
-    assert c.explain("kv", 0).min_cleanable_ratio == 0.1
+    # the restarted coordinator learns the partitions from the nodes' first poll
+    explained = wait_for(lambda: c.explain("kv", 0), timeout=60,
+                         what="the restarted coordinator knows kv-0")
+    assert explained.min_cleanable_ratio == 0.1
     layout = c.topic_layout("ret")
     assert layout.config.retention_ms == 60000 and len(layout.partitions) == 1
     assert sorted(c.topic_layout("grow").partitions) == list(range(7))
