@@ -225,7 +225,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cluster.tools import UsageError
+    from ops.tools import UsageError
 
     if args.from_report is not None:
         if args.plot is None:
@@ -277,7 +277,7 @@ def _print_rows(rows: list[dict[str, Any]], as_json: bool) -> int:
         return 0
     from rich.table import Table
 
-    from cluster.tools.output import console
+    from ops.tools.output import console
 
     table = Table(title="strata stats")
     for column in ("kind", "log_dir", "name", "log start", "log end", "size", "dirty ratio",

@@ -1,6 +1,6 @@
 """``strata`` as a user runs it, against a Ray cluster that was there before it.
 
-``run_strata`` runs ``python -m cluster.cli`` (what the ``strata`` console script calls) in a
+``run_strata`` runs ``python -m ops.cli`` (what the ``strata`` console script calls) in a
 process of its own, with ``RAY_ADDRESS`` emptied: only ``--address`` names the Ray cluster.
 ``start_head`` is a Ray head started the way a user starts one before ``strata cluster start
 --address``: in processes of its own (``cluster.head.start_head_process``, the helper ``strata
@@ -45,7 +45,7 @@ def run_strata(*args: str, stdin: str | None = None, code: int | None = 0,
                timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """``strata ARGS`` in a process of its own; asserts its exit code unless ``code`` is None."""
     env = {**os.environ, "RAY_ADDRESS": ""}
-    result = subprocess.run([sys.executable, "-m", "cluster.cli", *args], cwd=ROOT, env=env,
+    result = subprocess.run([sys.executable, "-m", "ops.cli", *args], cwd=ROOT, env=env,
                             input=stdin, capture_output=True, text=True, timeout=timeout)
     if code is not None:
         assert result.returncode == code, (args, result.stdout[-2000:], result.stderr[-4000:])

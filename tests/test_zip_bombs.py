@@ -15,7 +15,7 @@ import zstandard
 
 from cleaner.cleaner import Cleaner
 from cleaner.config import CleanerConfig
-from cluster.cli import main
+from ops.cli.main import main
 from storage.clock import FakeClock
 from storage.config import LogConfig
 from storage.errors import StorageError

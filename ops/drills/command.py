@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     import json
     import logging
 
-    from cluster.tools import UsageError
+    from ops.tools import UsageError
     from ops.drills import DRILLS, DrillOptions, run_drill
     from ops.drills.report import print_report, summary_table, write_report
 

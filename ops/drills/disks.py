@@ -341,7 +341,7 @@ def _quiet(env: Any, pdir: Path) -> bool:
 
 def _find(log_dir: Path) -> list[dict[str, Any]]:
     """The findings of ``strata recover --dry-run``'s checks on a directory (read-only)."""
-    from cluster.tools.recover import check_directory
+    from ops.tools.recover import check_directory
     from storage.config import LogConfig
 
     result = check_directory(log_dir, lambda _: None, LogConfig().max_message_bytes)

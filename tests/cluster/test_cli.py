@@ -1,4 +1,4 @@
-"""The ``strata`` entry point: subcommands from the registry, exit codes, ``python -m cluster.cli``
+"""The ``strata`` entry point: subcommands from the registry, exit codes, ``python -m ops.cli``
 in a real subprocess, and a startup that loads neither ray nor numba."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster import cli
-from cluster.tools import UsageError
+from ops.cli import main as cli
+from ops.tools import UsageError
 from storage.records import Record, build_batch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,18 +70,18 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 def test_python_m_cluster_cli_dumps_a_segment_in_a_subprocess(tmp_path: Path) -> None:
     segment = tmp_path / "00000000000000000000.log"
     segment.write_bytes(build_batch([Record(b"k", b"v", 1000)], partition_leader_epoch=0))
-    result = run_module("-m", "cluster.cli", "dump-log", "--print-data-log", str(segment))
+    result = run_module("-m", "ops.cli", "dump-log", "--print-data-log", str(segment))
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == ("| offset: 0 CreateTime: 1000 keySize: 1 "
                                               "valueSize: 1 sequence: -1 headerKeys: [] key: k "
                                               "payload: v")
-    result = run_module("-m", "cluster.cli", "dump-log", "--verify", str(segment) + ".missing")
+    result = run_module("-m", "ops.cli", "dump-log", "--verify", str(segment) + ".missing")
     assert result.returncode == 2 and "not a file" in result.stderr
 
 
 def test_startup_imports_neither_ray_nor_numba() -> None:
     probe = ("import sys\n"
-             "from cluster import cli\n"
+             "from ops.cli import main as cli\n"
              "cli.build_parser()\n"
              "heavy = {'ray', 'pyspark', 'numba', 'storage', 'node'}\n"
              "print(sorted({m.split('.')[0] for m in sys.modules} & heavy))\n")
@@ -89,8 +89,8 @@ def test_startup_imports_neither_ray_nor_numba() -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]", (
         "a subcommand module imports heavy packages at module level; import them inside its "
-        "run() (see cluster/cli.py)")
-    result = run_module("-m", "cluster.cli", "--help")
+        "run() (see ops/cli/main.py)")
+    result = run_module("-m", "ops.cli", "--help")
     assert result.returncode == 0 and "dump-log" in result.stdout
 
 

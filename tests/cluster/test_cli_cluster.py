@@ -34,7 +34,7 @@ def free_port() -> int:
 
 
 class Strata:
-    """Runs ``python -m cluster.cli`` against the test's own Ray head."""
+    """Runs ``python -m ops.cli`` against the test's own Ray head."""
 
     def __init__(self, temp_dir: str) -> None:
         self.temp_dir = temp_dir
@@ -47,7 +47,7 @@ class Strata:
         env = dict(self.env)
         if self.address:
             env["RAY_ADDRESS"] = self.address
-        result = subprocess.run([sys.executable, "-m", "cluster.cli", *args], cwd=ROOT, env=env,
+        result = subprocess.run([sys.executable, "-m", "ops.cli", *args], cwd=ROOT, env=env,
                                 input=stdin, capture_output=True, text=True, timeout=300)
         if check:
             assert result.returncode == 0, (args, result.stdout[-2000:], result.stderr[-4000:])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.cli import build_parser
+from ops.cli.main import build_parser
 from node.lock import DirLock
 from tests.cluster.test_recover import build_logdir
 from tests.strata_cli import run_strata

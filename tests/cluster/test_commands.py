@@ -9,13 +9,13 @@ import json
 
 import pytest
 
-from cluster.commands import jsonable, parse_config, topic_partition
-from cluster.commands.consume import _record_json, _record_text
-from cluster.commands.log_dirs import STORAGE_ERROR, describe
-from cluster.commands.produce import _chunks, _parse, _route
+from ops.cli import jsonable, parse_config, topic_partition
+from ops.cli.consume import _record_json, _record_text
+from ops.cli.log_dirs import STORAGE_ERROR, describe
+from ops.cli.produce import _chunks, _parse, _route
 from cluster.partitioner import partitions_for_keys
 from cluster.status import WorkerSlot
-from cluster.tools import UsageError
+from ops.tools import UsageError
 from storage.files import TopicPartition
 from storage.records import Record
 
@@ -128,7 +128,7 @@ def test_log_dirs_describe_lists_skipped_partitions_and_quarantined_files(
     describe (from a real LogDir's stats, turned into rows as Cluster.stats does)."""
     import dataclasses
 
-    from cluster.commands.log_dirs import _print
+    from ops.cli.log_dirs import _print
     from node import LogDir
     from storage.config import LogConfig
 

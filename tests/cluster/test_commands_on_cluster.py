@@ -1,4 +1,4 @@
-"""Every cluster subcommand through ``cluster.cli.main`` in this process, against a cluster on the
+"""Every cluster subcommand through ``ops.cli.main.main`` in this process, against a cluster on the
 session's Ray head (the subprocess path, with a head of its own, is test_cli_cluster.py)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import pytest
 import ray
 
-from cluster import cli
+from ops.cli import main as cli
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str, code: int = 0) -> str:

@@ -14,7 +14,7 @@ import crc32c
 import msgpack
 import pytest
 
-from cluster.cli import main
+from ops.cli.main import main
 from storage.config import LogConfig
 from storage.index import OffsetIndex, TimeIndex
 from storage.log import Log

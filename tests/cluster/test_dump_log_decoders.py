@@ -19,10 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cluster.cli import main
-from cluster.tools import group_records, transaction_records
-from cluster.tools.dump_log import read_only
-from cluster.tools.kafka_messages import java_string
+from ops.cli.main import main
+from ops.tools import group_records, transaction_records
+from ops.tools.dump_log import read_only
+from ops.tools.kafka_messages import java_string
 from storage.records import Record, build_batch, iter_batches
 
 SEGMENT = "00000000000000000000.log"

@@ -13,15 +13,15 @@ import numpy as np
 import pytest
 
 import cluster.client as client_module
-from cluster import cli
+from ops.cli import main as cli
 from cluster.client import Cluster
-from cluster.commands import topic_partition
+from ops.cli import topic_partition
 from cluster.coordinator_service import ClusterDescription, CoordinatorService
 from cluster.handles import LocalHandle
 from cluster.naming import COORDINATOR_NAME
 from cluster.spark import options
 from cluster.spark.errors import SourceOptionError
-from cluster.tools import UsageError
+from ops.tools import UsageError
 from storage.errors import InvalidOffsetError, InvalidTopicError
 from storage.records import Record
 from tests.cluster.fakes import open_nodes
@@ -164,7 +164,7 @@ def test_consume_refuses_an_offset_that_is_not_an_integer(local_cluster: Cluster
 def test_the_cli_refuses_numbers_kafka_cannot_hold_without_connecting(
         argv: list[str], capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from cluster.commands import cleaning, consume, produce, topics
+    from ops.cli import cleaning, consume, produce, topics
 
     def no_connection(_args: object) -> None:
         raise AssertionError("the CLI connected before refusing its arguments")

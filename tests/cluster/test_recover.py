@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.cli import main
+from ops.cli.main import main
 from node import LogDir
 from storage.config import LogConfig
 from storage.log import Log

@@ -1,6 +1,6 @@
 """``strata recover`` on hostile and failing directories (issue 12), run as a user runs it: ``python
--m cluster.cli recover`` in a process of its own (a FIFO must not hang it). Every case is one
-clear line on stderr, no traceback, the documented exit code (cluster.tools), and a dry run
+-m ops.cli.main recover`` in a process of its own (a FIFO must not hang it). Every case is one
+clear line on stderr, no traceback, the documented exit code (ops.tools), and a dry run
 changes nothing. Also: topic configs are honoured, the dry run decodes every batch it judges, and
 the quarantine a recovery fills can be listed and exported.
 
@@ -39,7 +39,7 @@ EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
 def strata(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "cluster.cli", *map(str, args)], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "ops.cli", *map(str, args)], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=timeout)
 
 

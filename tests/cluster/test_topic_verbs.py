@@ -1,5 +1,5 @@
 """Kafka's everyday topic verbs on a real local Ray cluster, through the client and through the CLI
-(``cluster.cli.main`` in this process, as test_commands_on_cluster.py; ``consume --follow`` and its
+(``ops.cli.main.main`` in this process, as test_commands_on_cluster.py; ``consume --follow`` and its
 Ctrl-C also as a ``strata`` process of its own): ``topic alter`` (dynamic configs, partitions),
 ``topic describe``, ``topic delete-records``, ``topic offsets``, ``consume --follow
 --max-messages --from-timestamp``, and log start / end offsets in the status, log-dirs and stats
@@ -21,7 +21,7 @@ from typing import Any, Iterator
 import pytest
 import ray
 
-from cluster import cli
+from ops.cli import main as cli
 from cluster.errors import InvalidPartitionsError
 from node.errors import PolicyViolationError
 from storage.errors import InvalidConfigError, OffsetOutOfRangeError
@@ -274,7 +274,7 @@ def test_consume_follow_ends_quietly_on_ctrl_c(cluster, ray_session) -> None:
     c.produce("sigint", 0, records(2))
     env = {**os.environ, "RAY_ADDRESS": "", "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cluster.cli", "consume", "sigint", "--follow",
+        [sys.executable, "-m", "ops.cli", "consume", "sigint", "--follow",
          f"--address={ray_session}", f"--namespace={NAMESPACE}"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -57,7 +57,7 @@ def test_stats_plot_from_a_drill_report(tmp_path: Path, capsys) -> None:
 
 
 def test_stats_from_report_needs_plot(tmp_path: Path) -> None:
-    from cluster.tools import UsageError
+    from ops.tools import UsageError
 
     parser = argparse.ArgumentParser()
     plot.register(parser.add_subparsers())

@@ -1,6 +1,6 @@
 """Subcommands of ``strata`` that talk to a running cluster (``cluster start|status|stop``,
-``topic``, ``produce``, ``consume``, ``log-dirs``, ``cleaner``), listed in ``cluster.cli.COMMANDS``
-like the offline tools of ``cluster.tools``.
+``topic``, ``produce``, ``consume``, ``log-dirs``, ``cleaner``), listed in ``ops.cli.main.COMMANDS``
+like the offline tools of ``ops.tools``.
 
 The helpers here are shared by those modules. Importing this package stays cheap (``strata --help``
 imports every command module): ray, rich, storage and the client are imported inside the helpers
@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from cluster.tools import UsageError
+from ops.tools import UsageError
 
 if TYPE_CHECKING:
     from cluster.client import Cluster
@@ -166,6 +166,6 @@ def disconnect() -> None:
 
 def write(document: Any) -> None:
     """``document`` as one line of JSON on stdout."""
-    from cluster.tools.output import write_json
+    from ops.tools.output import write_json
 
     write_json(jsonable(document))

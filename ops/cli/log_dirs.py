@@ -24,8 +24,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cluster.commands import add_common_args, connect, disconnect, write
-from cluster.tools import EXIT_OK
+from ops.cli import add_common_args, connect, disconnect, write
+from ops.tools import EXIT_OK
 
 STORAGE_ERROR = "org.apache.kafka.common.errors.KafkaStorageException"
 
@@ -101,7 +101,7 @@ def _order(name: str) -> tuple[str, int]:
 
 
 def _print(document: dict[str, Any]) -> None:
-    from cluster.tools.output import console, human_bytes, print_table
+    from ops.tools.output import console, human_bytes, print_table
 
     out = console()
     dirs = [(b["broker"], d) for b in document["brokers"] for d in b["logDirs"]]

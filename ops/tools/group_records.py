@@ -2,7 +2,7 @@
 Kafka's ``DumpLogSegments --offsets-decoder`` prints them (``OffsetsMessageParser`` with
 ``GroupCoordinatorRecordSerde`` at the commit of reference/kafka-storage.md).
 
-Layouts (wire rules of each type: ``cluster.tools.kafka_messages``; ``?`` = nullable)::
+Layouts (wire rules of each type: ``ops.tools.kafka_messages``; ``?`` = nullable)::
 
     key   => RecordType int16 | key message (read at version RecordType)
              0, 1  OffsetCommitKey    group: string | topic: string | partition: int32
@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cluster.tools.kafka_messages import (
+from ops.tools.kafka_messages import (
     INT16, Field, MessageReadError, Reader, SkippedRecord, Struct, jackson_json, plain,
     read_message, read_record_part, record_version)
 

@@ -55,8 +55,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, TextIO, cast
 
-from cluster.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
-from cluster.tools.output import EscapingStream, json_line, printable
+from ops.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
+from ops.tools.output import EscapingStream, json_line, printable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -68,8 +68,8 @@ INT32_MAX = 2**31 - 1
 KAFKA_MAX_MESSAGE_SIZE = 5 * 1024 * 1024       # Kafka's --max-message-size default (index check)
 MAX_PROBLEMS_PER_FILE = 20
 DECODERS = ("string", "hex", "msgpack", "none")
-TOPIC_DECODERS = {"offsets": "cluster.tools.group_records",
-                  "transaction-log": "cluster.tools.transaction_records"}
+TOPIC_DECODERS = {"offsets": "ops.tools.group_records",
+                  "transaction-log": "ops.tools.transaction_records"}
 CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER",
                  4: "SNAPSHOT_FOOTER", 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
 OFFSET_CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",

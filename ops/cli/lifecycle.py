@@ -22,9 +22,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from cluster.commands import (add_common_args, connect, disconnect, jsonable,
+from ops.cli import (add_common_args, connect, disconnect, jsonable,
                                parse_config, write)
-from cluster.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
+from ops.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
 
 DEFAULT_METRICS_PORT = 8080
 
@@ -154,7 +154,7 @@ def run_start(args: argparse.Namespace) -> int:
     if args.json:
         write(document)
         return EXIT_OK
-    from cluster.tools.output import console, print_table
+    from ops.tools.output import console, print_table
 
     out = console()
     out.print(f"Strata cluster [bold]{cluster.namespace}[/] on Ray at {address}: "
@@ -372,7 +372,7 @@ def _stop_started_head(head: Any) -> None:
 def load_progress_bar(*, enabled: bool = True) -> Iterator[Callable[[dict[str, Any]], None]]:
     """A callback for ``Cluster.start(on_progress=...)`` that drives a rich bar of segments
     loaded (on stderr, when it is a terminal)."""
-    from cluster.tools.output import console
+    from ops.tools.output import console
 
     err = console(stderr=True)
     if not enabled or not err.is_terminal:
@@ -409,7 +409,7 @@ def run_status(args: argparse.Namespace) -> int:
     if args.json:
         write(document)
         return EXIT_PROBLEMS if problems else EXIT_OK
-    from cluster.tools.output import console, print_table
+    from ops.tools.output import console, print_table
 
     out = console()
     cleaner = document["cleaner"]
@@ -509,6 +509,6 @@ def _end_driver() -> None:
 
 
 def _bytes(count: Any) -> str | None:
-    from cluster.tools.output import human_bytes
+    from ops.tools.output import human_bytes
 
     return None if count is None else human_bytes(int(count))

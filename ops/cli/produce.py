@@ -16,8 +16,8 @@ import sys
 import time
 from typing import IO, Any, Iterator
 
-from cluster.commands import add_common_args, connect, disconnect, partition_number, write
-from cluster.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
+from ops.cli import add_common_args, connect, disconnect, partition_number, write
+from ops.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
 
 DEFAULT_BATCH_BYTES = 1 << 20
 

@@ -18,9 +18,9 @@ import argparse
 import sys
 from typing import Any, Iterator
 
-from cluster.commands import (add_common_args, connect, disconnect, offset_number,
+from ops.cli import (add_common_args, connect, disconnect, offset_number,
                               partition_number, text_or_base64)
-from cluster.tools import EXIT_OK, UsageError
+from ops.tools import EXIT_OK, UsageError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -121,7 +121,7 @@ def _follow(cluster: Any, topic: str, starts: dict[int, int],
 
 
 def _print(records: Iterator[tuple[int, Any]], args: argparse.Namespace, out: Any) -> None:
-    from cluster.tools.output import json_line
+    from ops.tools.output import json_line
 
     left = args.max_records
     if left == 0:

@@ -47,7 +47,7 @@ become ``<name>.corrupt.<ms>``. The loader ignores all of these names (and the
 
 Every ``manual`` finding, and every failure to read or write the directory (a read-only file
 system, a ``.lock`` that is no file), is one line on stderr, never a traceback; the exit code says
-which (``cluster.tools``).
+which (``ops.tools``).
 ``<DIR>/recovery-report.json`` (and ``--report FILE``) records what was found and done.
 ``--dry-run`` changes nothing on disk: it takes a shared ``flock`` on an existing ``.lock``
 instead of the node's exclusive lock, and writes only ``--report FILE``.
@@ -72,11 +72,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
-from cluster.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
-from cluster.tools.output import human_bytes, json_line, printable
+from ops.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
+from ops.tools.output import human_bytes, json_line, printable
 
 if TYPE_CHECKING:
-    from cluster.tools.dump_log import LogCheck
+    from ops.tools.dump_log import LogCheck
     from storage.clock import Clock
     from storage.config import LogConfig
 
@@ -238,7 +238,7 @@ def _relative(directory: Path, path: Path) -> str:
 
 
 def _check_checkpoint(directory: Path, path: Path, findings: list[Finding]) -> None:
-    from cluster.tools.dump_log import read_checkpoint
+    from ops.tools.dump_log import read_checkpoint
     from storage.errors import CheckpointError
 
     if not path.is_file():
@@ -256,7 +256,7 @@ def _check_checkpoint(directory: Path, path: Path, findings: list[Finding]) -> N
 def check_partition(directory: Path, path: Path, advance: Callable[[str], None],
                     max_message_bytes: int) -> PartitionCheck:
     """Predict the loader's passes on ``path`` (see the module docstring), read-only."""
-    from cluster.tools.dump_log import parse_producer_snapshot, read_only
+    from ops.tools.dump_log import parse_producer_snapshot, read_only
     from storage import files
 
     check = PartitionCheck(path.name, path)
@@ -364,7 +364,7 @@ def _offset_range(path: Path, read_only: Callable[[Path], Any]) -> tuple[int, in
 def _check_segment(directory: Path, path: Path, base: int, segment: Path, swapped: bool,
                    max_message_bytes: int, findings: list[Finding],
                    after_truncation: bool) -> LogCheck:
-    from cluster.tools.dump_log import (check_log, check_offset_index, check_time_index,
+    from ops.tools.dump_log import (check_log, check_offset_index, check_time_index,
                                         read_only)
     from storage import files
 
@@ -540,7 +540,7 @@ def run(args: argparse.Namespace, clock: Clock | None = None) -> int:
                 return _quarantine_command(directory, args)
         return _check_and_repair(directory, args, clock)
     except BrokenPipeError:
-        raise                    # the reader went away: cluster.cli stops quietly
+        raise                    # the reader went away: ops.cli.main stops quietly
     except OSError as error:     # a failing or read-only disk, no permission: one line
         raise UsageError(_os_error(error)) from None
 
@@ -611,7 +611,7 @@ def _topic_configs(directory: Path) -> dict[str, LogConfig]:
 
 
 def _check_and_repair(directory: Path, args: argparse.Namespace, clock: Clock) -> int:
-    from cluster.tools.output import progress_bar
+    from ops.tools.output import progress_bar
     from storage.config import LogConfig
 
     max_message_bytes = LogConfig().max_message_bytes
@@ -687,7 +687,7 @@ def _quarantine_command(directory: Path, args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json_line({"logDir": str(directory), "quarantined": rows}) + "\n")
     else:
-        from cluster.tools.output import console, print_table
+        from ops.tools.output import console, print_table
 
         out = console()
         print_table(out, f"{directory}: {len(rows)} quarantined files",
@@ -751,7 +751,7 @@ def _write_report(path: Path, report: dict[str, Any]) -> None:
 
 
 def print_report(report: dict[str, Any]) -> None:
-    from cluster.tools.output import console, print_table
+    from ops.tools.output import console, print_table
 
     out = console()
     rows = [(p["partition"], f["file"], f["position"], f["message"], f["action"])

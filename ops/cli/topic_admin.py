@@ -1,5 +1,5 @@
 """``strata topic alter|describe|delete-records|offsets``: Kafka's everyday topic verbs on a
-running cluster (registered under ``strata topic`` by ``cluster.commands.topics``).
+running cluster (registered under ``strata topic`` by ``ops.cli.topics``).
 
 * ``alter TOPIC --config KEY=VALUE --delete-config KEY --partitions N``: kafka-configs
   ``--alter --add-config/--delete-config`` (dynamic topic configs: applied to the live logs,
@@ -27,9 +27,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cluster.commands import (add_common_args, connect, disconnect, jsonable, parse_config,
+from ops.cli import (add_common_args, connect, disconnect, jsonable, parse_config,
                               partition_count, partition_number, write)
-from cluster.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
+from ops.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
 
 TIMES = {"earliest": -2, "latest": -1}
 
@@ -168,7 +168,7 @@ def run_describe(args: argparse.Namespace) -> int:
     if args.json:
         write({"topics": list(topics.values())})
         return EXIT_OK
-    from cluster.tools.output import console, human_bytes, print_table
+    from ops.tools.output import console, human_bytes, print_table
 
     out = console()
     for topic in topics.values():

@@ -10,7 +10,7 @@
 6. the per-actor statistics table from ``strata-stats``; the dashboard address;
 7. everything shut down cleanly.
 
-Run ``python -m cluster.spark.demo --help`` for the sizes.
+Run ``python -m ops.demo --help`` for the sizes.
 """
 
 from __future__ import annotations

@@ -19,9 +19,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cluster.commands import (add_common_args, connect, disconnect, jsonable,
+from ops.cli import (add_common_args, connect, disconnect, jsonable,
                               partition_number, write)
-from cluster.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
+from ops.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -65,7 +65,7 @@ def run_status(args: argparse.Namespace) -> int:
     if args.json:
         write(status)
         return EXIT_OK
-    from cluster.tools.output import console, human_bytes, print_table
+    from ops.tools.output import console, human_bytes, print_table
 
     out = console()
     m = status.manager
@@ -133,7 +133,7 @@ def run_explain(args: argparse.Namespace) -> int:
     if args.json:
         write(document)
         return EXIT_OK
-    from cluster.tools.output import console, print_table
+    from ops.tools.output import console, print_table
 
     out = console()
     status = explanation.status.value

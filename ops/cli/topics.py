@@ -1,5 +1,5 @@
 """``strata topic create|list|delete`` (and ``alter|describe|delete-records|offsets``, in
-``cluster.commands.topic_admin``): topics of a running cluster, with Kafka's topic keys as
+``ops.cli.topic_admin``): topics of a running cluster, with Kafka's topic keys as
 overrides (``--config cleanup.policy=compact``). New partitions spread over the directories in
 proportion to their room (``cluster.placement``)."""
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cluster.commands import (add_common_args, connect, disconnect,
+from ops.cli import (add_common_args, connect, disconnect,
                                parse_config, partition_count, write)
-from cluster.tools import EXIT_OK, UsageError
+from ops.tools import EXIT_OK, UsageError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     delete.add_argument("topic", help="the topic to delete with all its data")
     delete.set_defaults(handler=run_delete)
 
-    from cluster.commands.topic_admin import register_actions
+    from ops.cli.topic_admin import register_actions
 
     register_actions(actions)
 
@@ -108,7 +108,7 @@ def _topic(info: Any) -> dict[str, Any]:
 
 
 def _table(topics: list[Any]) -> None:
-    from cluster.tools.output import console, print_table
+    from ops.tools.output import console, print_table
 
     rows = [(t.name, p, d, ", ".join(f"{k}={v}" for k, v in sorted(t.config.items())) or None)
             for t in topics for p, d in sorted(t.partitions.items())]

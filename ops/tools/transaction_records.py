@@ -2,7 +2,7 @@
 ``DumpLogSegments --transaction-log-decoder`` prints them (``TransactionLog.
 formatRecordKeyAndValue`` at the commit of reference/kafka-storage.md).
 
-Layouts (wire rules: ``cluster.tools.kafka_messages``; ``?`` = nullable)::
+Layouts (wire rules: ``ops.tools.kafka_messages``; ``?`` = nullable)::
 
     key   => Version int16 (only 0 is known) | transactionalId: string
     value => Version int16 (0 or 1; flexible from 1; a null value is a tombstone) |
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cluster.tools.kafka_messages import (
+from ops.tools.kafka_messages import (
     Field, SkippedRecord, Struct, plain, read_record_part, record_version)
 
 TOMBSTONE = "<DELETE>"

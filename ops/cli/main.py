@@ -1,5 +1,5 @@
-"""The ``strata`` command (console script ``strata = cluster.cli:main``; also
-``python -m cluster.cli``).
+"""The ``strata`` command (console script ``strata = ops.cli.main:main``; also
+``python -m ops.cli``).
 
 Every subcommand lives in its own module, listed in ``COMMANDS``. A module defines::
 
@@ -15,8 +15,8 @@ To add a subcommand, write such a module and append its dotted name to ``COMMAND
 imports every listed module to build the parser, so a module's top level must stay cheap: import
 ray, pyspark, storage and the cluster client inside ``run``, never at module level (``strata
 --help`` must not start numba or ray; tests/cluster/test_cli.py checks it). A handler raises
-``cluster.tools.UsageError`` for a request it cannot serve; ``main`` prints it and exits 2.
-Exit codes are in ``cluster.tools``: 0 fine, 1 problems found, 2 usage error.
+``ops.tools.UsageError`` for a request it cannot serve; ``main`` prints it and exits 2.
+Exit codes are in ``ops.tools``: 0 fine, 1 problems found, 2 usage error.
 """
 
 from __future__ import annotations
@@ -27,17 +27,17 @@ import os
 import sys
 from typing import Sequence
 
-from cluster.tools import EXIT_USAGE, UsageError
+from ops.tools import EXIT_USAGE, UsageError
 
 COMMANDS: tuple[str, ...] = (
-    "cluster.tools.dump_log",
-    "cluster.tools.recover",
-    "cluster.commands.lifecycle",
-    "cluster.commands.topics",
-    "cluster.commands.produce",
-    "cluster.commands.consume",
-    "cluster.commands.log_dirs",
-    "cluster.commands.cleaning",
+    "ops.tools.dump_log",
+    "ops.tools.recover",
+    "ops.cli.lifecycle",
+    "ops.cli.topics",
+    "ops.cli.produce",
+    "ops.cli.consume",
+    "ops.cli.log_dirs",
+    "ops.cli.cleaning",
     "ops.drills.command",
     "ops.plot",
 )

@@ -2,7 +2,7 @@
 files of a log directory directly, with no cluster running.
 
 Every module here is a subcommand: it defines ``register(subparsers)``, which adds its parser and
-sets ``handler=run`` on it, and ``run(args) -> int``, which returns the exit code. ``cluster.cli``
+sets ``handler=run`` on it, and ``run(args) -> int``, which returns the exit code. ``ops.cli.main``
 lists the modules. Importing one must stay cheap (``strata --help`` imports them all): storage,
 numba and rich are imported inside the functions that need them, and ray never.
 
@@ -28,6 +28,6 @@ EXIT_USAGE = 2
 class UsageError(Exception):
     """A command was asked for something it cannot do (a missing file, a locked directory).
 
-    ``cluster.cli.main`` prints the message as ``strata <command>: error: <message>`` and exits
+    ``ops.cli.main.main`` prints the message as ``strata <command>: error: <message>`` and exits
     with ``EXIT_USAGE``. Unlike a found problem (``EXIT_PROBLEMS``), nothing was checked.
     """
