@@ -5,18 +5,25 @@ File format and crash safety are ``storage.checkpoint.OffsetCheckpointFile``'s. 
 reads as empty. I/O errors are logged and reported to ``on_dir_failure`` (Kafka's
 LogDirFailureChannel), never raised: one bad directory must not stop the cleaner elsewhere.
 
-Where the file lives is a seam (``checkpoint_file``): by default the manager reads and writes
+Where the file lives is a seam (``checkpoint_file``): by default the manager reads and updates
 ``<dir>/cleaner-offset-checkpoint`` itself; a manager in another process than the directory's
-owner (the cluster's coordinator) passes a factory whose objects ask the owner to read and write
+owner (the cluster's coordinator) passes a factory whose objects ask the owner to read and update
 it. Such an object raises ``OSError`` for a directory that failed and ``CheckpointError`` for a
 file it cannot parse, like the local file does.
+
+One writer, one atomic update: the manager never writes a file it read earlier. Every change is a
+``CheckpointChange`` that the file's owner applies as one read-modify-write under its own lock, so
+a change the owner made meanwhile (a truncation lowering an entry, a deleted partition dropped) is
+never overwritten with an older copy.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Protocol
 
@@ -32,18 +39,75 @@ def dir_key(log_dir: Path | str) -> Path:
     return Path(os.path.abspath(log_dir))
 
 
+@dataclass(frozen=True)
+class CheckpointChange:
+    """One change of a cleaner checkpoint, applied by the file's owner in one step: drop
+    ``remove``, set ``offsets``, lower each entry of ``lower`` to its offset if it is above it
+    (never raising one), then, when ``live_partitions`` is given, drop every entry not in it."""
+
+    offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
+    remove: frozenset[TopicPartition] = frozenset()
+    live_partitions: frozenset[TopicPartition] | None = None
+    lower: Mapping[TopicPartition, int] = field(default_factory=dict)
+
+    def apply(self, current: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """The checkpoint after this change (``current`` is left as it is)."""
+        result = dict(current)
+        for tp in self.remove:
+            result.pop(tp, None)
+        result.update(self.offsets)
+        for tp, offset in self.lower.items():
+            if result.get(tp, 0) > offset:
+                result[tp] = offset
+        if self.live_partitions is not None:
+            result = {tp: o for tp, o in result.items() if tp in self.live_partitions}
+        return result
+
+
 class CheckpointFileLike(Protocol):
-    """One directory's cleaner checkpoint: ``OffsetCheckpointFile`` or a remote stand-in.
-    ``read`` raises ``FileNotFoundError`` when there is none yet."""
+    """One directory's cleaner checkpoint, local or owned by another process. ``read`` raises
+    ``FileNotFoundError`` when there is none yet; ``update`` applies a change atomically (a missing
+    file reads as empty) and returns the checkpoint it wrote."""
 
     def read(self) -> dict[TopicPartition, int]: ...
 
-    def write(self, offsets: Mapping[TopicPartition, int]) -> None: ...
+    def update(self, change: CheckpointChange) -> dict[TopicPartition, int]: ...
+
+
+class LocalCheckpointFile:
+    """``<log_dir>/cleaner-offset-checkpoint`` on this host's disk, updated under a lock that
+    every ``LocalCheckpointFile`` of the same path in this process shares."""
+
+    _locks: dict[Path, threading.Lock] = {}
+    _locks_guard = threading.Lock()
+
+    def __init__(self, path: Path) -> None:
+        self._file = OffsetCheckpointFile(path)
+        with self._locks_guard:
+            self._lock = self._locks.setdefault(dir_key(path), threading.Lock())
+
+    @property
+    def path(self) -> Path:
+        return self._file.path
+
+    def read(self) -> dict[TopicPartition, int]:
+        return self._file.read()
+
+    def update(self, change: CheckpointChange) -> dict[TopicPartition, int]:
+        with self._lock:
+            try:
+                current = self._file.read()
+            except FileNotFoundError:
+                current = {}
+            updated = change.apply(current)
+            if updated != current or not self._file.path.exists():
+                self._file.write(updated)
+            return updated
 
 
 def local_checkpoint_file(log_dir: Path) -> CheckpointFileLike:
     """The default: ``<log_dir>/cleaner-offset-checkpoint`` on this host's disk."""
-    return OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT)
+    return LocalCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT)
 
 
 class CleanerCheckpoints:
@@ -85,33 +149,23 @@ class CleanerCheckpoints:
     def update(self, log_dir: Path, update: tuple[TopicPartition, int] | None = None,
                remove: TopicPartition | None = None,
                live_partitions: Collection[TopicPartition] | None = None) -> None:
-        """Rewrite one directory's checkpoint: drop ``remove``, set ``update``, and with
+        """Change one directory's checkpoint in one step: drop ``remove``, set ``update``, and with
         ``live_partitions`` drop every partition not in it."""
-        checkpoint = self._writable(log_dir)
-        if checkpoint is None:
-            return
-        try:
-            current = _read(checkpoint)
-            if live_partitions is not None:
-                current = {tp: o for tp, o in current.items() if tp in live_partitions}
-            if remove is not None:
-                current.pop(remove, None)
-            if update is not None:
-                current[update[0]] = update[1]
-            checkpoint.write(current)
-        except (OSError, CheckpointError) as err:
-            self._failed(log_dir, err)
+        self._apply(log_dir, CheckpointChange(
+            offsets=dict([update]) if update is not None else {},
+            remove=frozenset([remove]) if remove is not None else frozenset(),
+            live_partitions=frozenset(live_partitions) if live_partitions is not None else None))
 
     def truncate(self, log_dir: Path, tp: TopicPartition, offset: int) -> None:
         """Lower ``tp``'s offset to ``offset`` if it is above it."""
+        self._apply(log_dir, CheckpointChange(lower={tp: offset}))
+
+    def _apply(self, log_dir: Path, change: CheckpointChange) -> None:
         checkpoint = self._writable(log_dir)
         if checkpoint is None:
             return
         try:
-            existing = _read(checkpoint)
-            if existing.get(tp, 0) > offset:
-                existing[tp] = offset
-                checkpoint.write(existing)
+            checkpoint.update(change)
         except (OSError, CheckpointError) as err:
             self._failed(log_dir, err)
 

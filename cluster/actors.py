@@ -52,7 +52,7 @@ NODE_GROUPS = {"io": 4, "clean": 2, "admin": 2}
 NODE_METHODS: dict[str, tuple[str | None, int]] = {
     "append_batch": ("io", NO_RETRY), "append_batches": ("io", NO_RETRY),
     "read_raw": ("io", RETRY), "flush": ("io", NO_RETRY), "offsets": ("io", RETRY),
-    "swap_cleaned": ("clean", NO_RETRY), "write_cleaner_checkpoint": ("clean", NO_RETRY),
+    "swap_cleaned": ("clean", NO_RETRY), "update_cleaner_checkpoint": ("clean", NO_RETRY),
     "remove_cleaned_files": ("clean", NO_RETRY), "delete_old_segments": ("clean", NO_RETRY),
     "cleaning_snapshots": ("clean", RETRY), "snapshot": ("clean", RETRY),
     "read_cleaner_checkpoint": ("clean", RETRY),

@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from cleaner.checkpoints import CheckpointChange
 from cleaner.cleanable import LogToClean, SegmentRange, cleanable_offsets
 from cleaner.cleaner import CleanResult
 from cleaner.config import CleanerConfig
@@ -81,8 +82,8 @@ class _NodeCheckpoint:
     def read(self) -> dict[TopicPartition, int]:
         return self._translate("read_cleaner_checkpoint")
 
-    def write(self, offsets: Mapping[TopicPartition, int]) -> None:
-        self._translate("write_cleaner_checkpoint", dict(offsets))
+    def update(self, change: CheckpointChange) -> dict[TopicPartition, int]:
+        return self._translate("update_cleaner_checkpoint", change)
 
     def _translate(self, method: str, *args: Any) -> Any:
         try:

@@ -1,6 +1,8 @@
 """The per-directory offset checkpoints a ``LogDir`` reads at load and writes while running:
 ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` (owned here), and
-``cleaner-offset-checkpoint`` (read for stats; an entry is dropped when its partition is deleted).
+``cleaner-offset-checkpoint`` (this object is its only writer: the directory's own changes, an entry
+dropped when its partition is deleted or lowered by a truncation, and the changes a cleaner manager
+in another process sends, each applied as one read-modify-write, ``update_cleaner_offsets``).
 The file format is ``storage.checkpoint.OffsetCheckpointFile``.
 
 A checkpoint that cannot be parsed reads as empty, with a warning (Kafka's loadLogs): recovery then
@@ -17,6 +19,7 @@ import threading
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from cleaner.checkpoints import CheckpointChange
 from storage.checkpoint import OffsetCheckpointFile
 from storage.errors import CheckpointError
 from storage.files import (
@@ -38,7 +41,7 @@ class DirCheckpoints:
         self.recovery_points = OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT)
         self.log_start_offsets = OffsetCheckpointFile(directory / LOG_START_OFFSET_CHECKPOINT)
         self.cleaner_offsets = OffsetCheckpointFile(directory / CLEANER_OFFSET_CHECKPOINT)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._last: dict[Path, dict[TopicPartition, int]] = {}
         self.writes = 0
 
@@ -90,16 +93,26 @@ class DirCheckpoints:
                 entries[lg.topic_partition] = lg.log_start_offset
         return self._write(self.log_start_offsets, entries)
 
-    def write_cleaner_offsets(self, offsets: Mapping[TopicPartition, int]) -> bool:
-        """Replace the cleaner checkpoint (written for a cleaner manager in another process)."""
-        return self._write(self.cleaner_offsets, offsets)
+    def update_cleaner_offsets(self, change: CheckpointChange) -> dict[TopicPartition, int]:
+        """Apply ``change`` to the cleaner checkpoint in one step (read, change, write under this
+        object's lock) and return the entries written. A missing file reads as empty; one that
+        cannot be parsed raises ``CheckpointError`` and is left as it is."""
+        with self._lock:
+            try:
+                current = self.cleaner_offsets.read()
+            except FileNotFoundError:
+                current = {}
+            updated = change.apply(current)
+            self._write(self.cleaner_offsets, updated)
+            return updated
 
     def drop_cleaner_offset(self, tp: TopicPartition) -> None:
-        """Remove a deleted partition from the cleaner checkpoint, if it is listed."""
-        offsets = self.read_cleaner_offsets()
-        if tp in offsets:
-            del offsets[tp]
-            self._write(self.cleaner_offsets, offsets)
+        """Remove a deleted partition from the cleaner checkpoint, if it is listed (an unreadable
+        checkpoint is logged and left as it is)."""
+        try:
+            self.update_cleaner_offsets(CheckpointChange(remove=frozenset([tp])))
+        except (OSError, CheckpointError) as err:
+            log.warning("could not drop %s from the cleaner checkpoint: %s", tp, err)
 
     def _write(self, file: OffsetCheckpointFile, entries: Mapping[TopicPartition, int]) -> bool:
         entries = dict(entries)

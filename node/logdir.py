@@ -29,6 +29,7 @@ from its checkpointed recovery point. Keys of ``logs()`` are ``(topic, partition
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -37,6 +38,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, cast
 
+from cleaner.checkpoints import CheckpointChange
 from node.checkpoints import DirCheckpoints
 from node.config import LogDirConfig
 from node.deletion import DeleteQueue, QueuedDelete
@@ -446,15 +448,17 @@ class LogDir:
                 pass   # outside the guard: a missing file must not take the directory offline
         raise FileNotFoundError(f"{self.path} has no cleaner-offset-checkpoint yet")
 
-    def write_cleaner_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Replace the ``cleaner-offset-checkpoint``, keeping only partitions this directory
-        holds (an entry of a partition deleted meanwhile is dropped, not resurrected)."""
-        with self._io("write cleaner checkpoint"):
+    def update_cleaner_offsets(self, change: CheckpointChange) -> dict[TopicPartition, int]:
+        """Apply one change to the ``cleaner-offset-checkpoint`` atomically (this directory is the
+        file's only writer), keeping only partitions this directory holds: an entry of a
+        partition deleted meanwhile is dropped, not resurrected. Returns the entries written."""
+        with self._io("update cleaner checkpoint"):
             with self._lock:
-                live = {tp for tp in self._logs}
-            self._checkpoints.write_cleaner_offsets(
-                {TopicPartition(tp.topic, tp.partition): offset for tp, offset in offsets.items()
-                 if TopicPartition(tp.topic, tp.partition) in live})
+                live = frozenset(TopicPartition(tp.topic, tp.partition) for tp in self._logs)
+            live_change = dataclasses.replace(
+                change, live_partitions=live if change.live_partitions is None
+                else live & frozenset(change.live_partitions))
+            return self._checkpoints.update_cleaner_offsets(live_change)
 
     # ---- stats -------------------------------------------------------------------------------
     def stats(self) -> LogDirStats:

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from cleaner.checkpoints import CheckpointChange
 from node.errors import PolicyViolationError, UnknownPartitionError
 from node.logdir import LogDir
 from node.snapshot import LogSnapshot, snapshot_log
@@ -35,7 +36,7 @@ from node.stats import (LoadProgress, LogDirStats, PartitionDescription, Partiti
 from node.topic_configs import TopicConfigsFile
 from storage import files
 from storage.config import LogConfig
-from storage.errors import OffsetOutOfRangeError, StorageError
+from storage.errors import CheckpointError, OffsetOutOfRangeError, StorageError
 from storage.files import TopicPartition
 from storage.log import DEFAULT_FETCH_BYTES, FetchData, LogAppendInfo
 from storage.segment import SegmentIdentity
@@ -290,10 +291,11 @@ class LogDirServer:
             return target.truncate_to(offset)
         with d.pause_cleaning(tp):
             changed = target.truncate_to(offset)
-            offsets = self._cleaner_offsets_or_empty(d)
-            if offsets.get(tp, 0) > target.active_segment.base_offset:
-                offsets[tp] = target.active_segment.base_offset
-                d.write_cleaner_offsets(offsets)
+            try:
+                d.update_cleaner_offsets(
+                    CheckpointChange(lower={tp: target.active_segment.base_offset}))
+            except CheckpointError as err:   # unreadable: left as it is, as at load
+                log.warning("could not lower the cleaner checkpoint of %s: %s", tp, err)
         return changed
 
     # ---- cleaning by another process ---------------------------------------------------------
@@ -340,8 +342,10 @@ class LogDirServer:
         """``FileNotFoundError`` when there is none yet (see ``LogDir.read_cleaner_offsets``)."""
         return self._dir.read_cleaner_offsets()
 
-    def write_cleaner_checkpoint(self, offsets: Mapping[TopicPartition, int]) -> None:
-        self._dir.write_cleaner_offsets(offsets)
+    def update_cleaner_checkpoint(self, change: CheckpointChange) -> dict[TopicPartition, int]:
+        """Apply a cleaner manager's change to the ``cleaner-offset-checkpoint`` in one step (see
+        ``LogDir.update_cleaner_offsets``); returns the entries written."""
+        return self._dir.update_cleaner_offsets(change)
 
     def delete_old_segments(self, partitions: Iterable[tuple[str, int]]) -> int:
         """Retention of the given (compacted) logs, which the cleaner manager runs; partitions
@@ -353,13 +357,6 @@ class LogDirServer:
             if target is not None:
                 deleted += target.delete_old_segments()
         return deleted
-
-    @staticmethod
-    def _cleaner_offsets_or_empty(d: LogDir) -> dict[TopicPartition, int]:
-        try:
-            return d.read_cleaner_offsets()
-        except FileNotFoundError:
-            return {}
 
     # ---- directory ---------------------------------------------------------------------------
     def stats(self) -> LogDirStats:

@@ -4,9 +4,9 @@ applies to whatever the stand-in raises."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 
+from cleaner.checkpoints import CheckpointChange
 from cleaner.config import CleanerConfig
 from cleaner.manager import CleanerManager
 from storage.clock import FakeClock
@@ -31,11 +31,12 @@ class MemoryCheckpoint:
             raise FileNotFoundError("no checkpoint yet")
         return dict(self.entries)
 
-    def write(self, offsets: Mapping[TopicPartition, int]) -> None:
+    def update(self, change: CheckpointChange) -> dict[TopicPartition, int]:
         if self.fail is not None:
             raise self.fail
-        self.entries = dict(offsets)
+        self.entries = change.apply(self.entries or {})
         self.writes += 1
+        return dict(self.entries)
 
 
 def test_a_remote_checkpoint_receives_every_read_and_write(tmp_path: Path,

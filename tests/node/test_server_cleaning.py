@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Iterator
 
 import pytest
 
+from cleaner.checkpoints import CheckpointChange
 from cleaner.cleaner import Cleaner
 from cleaner.config import CleanerConfig
 from cleaner.manager import CleanerManager
@@ -99,8 +101,49 @@ class RemoteCheckpoint:
     def read(self) -> dict[TopicPartition, int]:
         return self.server.read_cleaner_checkpoint()
 
-    def write(self, offsets: dict[TopicPartition, int]) -> None:
-        self.server.write_cleaner_checkpoint(offsets)
+    def update(self, change: CheckpointChange) -> dict[TopicPartition, int]:
+        return self.server.update_cleaner_checkpoint(change)
+
+
+def test_a_truncation_racing_a_remote_checkpoint_update_is_never_undone(tmp_path: Path) -> None:
+    """One writer per file: the cleaner manager's changes (sent by the coordinator) and the
+    node's own truncations are each one atomic update at the owner, so an entry the node lowered
+    is never written back with an older, higher value the manager had read before."""
+    server = LogDirServer(tmp_path / "d", start_tasks=False)
+    a, b = TopicPartition("c", 0), TopicPartition("c", 1)
+    for tp in (a, b):
+        server.create_partition(tp.topic, tp.partition, COMPACT)
+    server.update_cleaner_checkpoint(CheckpointChange(offsets={b: 10_000}))
+    manager = CleanerManager([tmp_path / "d"], checkpoint_file=lambda _d: RemoteCheckpoint(server))
+
+    def coordinator() -> None:
+        for offset in range(1, 201):
+            manager.update_checkpoints(tmp_path / "d", update=(a, offset))
+
+    def node() -> None:
+        for offset in range(9_999, 9_799, -1):
+            server.log_dir.update_cleaner_offsets(CheckpointChange(lower={b: offset}))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)   # interleave the two threads as finely as the GIL allows
+    try:
+        threads = [threading.Thread(target=coordinator), threading.Thread(target=node)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert server.read_cleaner_checkpoint() == {a: 200, b: 9800}
+    server.close()
+
+
+def test_a_checkpoint_change_lowers_but_never_raises(tmp_path: Path) -> None:
+    a, b, c = (TopicPartition("t", p) for p in range(3))
+    change = CheckpointChange(offsets={c: 7}, remove=frozenset([a]), lower={b: 5, c: 9})
+    assert change.apply({a: 1, b: 20}) == {b: 5, c: 7}
+    assert CheckpointChange(lower={b: 50}).apply({b: 20}) == {b: 20}
+    assert CheckpointChange(live_partitions=frozenset([b])).apply({a: 1, b: 2}) == {b: 2}
 
 
 def test_cleaner_checkpoint_writes_keep_only_live_partitions(tmp_path: Path) -> None:
@@ -108,7 +151,8 @@ def test_cleaner_checkpoint_writes_keep_only_live_partitions(tmp_path: Path) -> 
     server.create_partition("c", 0, COMPACT)
     with pytest.raises(FileNotFoundError):
         server.read_cleaner_checkpoint()
-    server.write_cleaner_checkpoint({TopicPartition("c", 0): 5, TopicPartition("gone", 0): 9})
+    server.update_cleaner_checkpoint(CheckpointChange(
+        offsets={TopicPartition("c", 0): 5, TopicPartition("gone", 0): 9}))
     assert server.read_cleaner_checkpoint() == {TopicPartition("c", 0): 5}
     assert server.stats().online   # a missing checkpoint is not an I/O failure
     server.close()
@@ -141,7 +185,7 @@ def test_truncation_below_the_active_segment_pauses_cleaning(tmp_path: Path) -> 
     server = LogDirServer(tmp_path / "d", start_tasks=False, pause_cleaning=pause)
     server.create_partition("c", 0, COMPACT)
     fill(server)
-    server.write_cleaner_checkpoint({TopicPartition("c", 0): 300})
+    server.update_cleaner_checkpoint(CheckpointChange(offsets={TopicPartition("c", 0): 300}))
     assert server.truncate_to("c", 0, 10)
     assert events == ["pause c-0", "resume c-0"]
     assert server.offsets("c", 0) == (0, 10)
