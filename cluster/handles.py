@@ -28,6 +28,17 @@ class Pending(Protocol[T]):
 
 
 class Handle(Protocol):
+    """One actor, called by method name.
+
+    Contract: ``call`` returns what the method returned or raises the typed error the method
+    raised (never Ray's wrapper); a dead, restarting or unreachable actor is
+    ``ActorUnavailableError``, and a ``timeout`` that runs out raises the runtime's timeout error
+    (Ray's ``GetTimeoutError``). In both cases the call may or may not have run: callers retry
+    only methods that are safe to repeat. ``submit`` starts the same call and returns a ``Pending``
+    whose ``result`` behaves like ``call``. ``name`` is the actor's name, ``host`` the node it
+    runs on (placement and metrics).
+    """
+
     name: str
     host: str
 

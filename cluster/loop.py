@@ -15,6 +15,16 @@ logger = logging.getLogger(__name__)
 
 
 class ControlLoop:
+    """Runs ``body`` on a daemon thread named ``name`` until ``stop``.
+
+    Contract: ``body`` runs once per round, never concurrently with itself; it returns the seconds
+    to sleep before the next round (negative means none). An exception from ``body`` is counted
+    and logged, and the next round starts after ``error_backoff_s``. ``start`` twice starts one
+    thread; ``stop`` wakes the loop, lets the current round finish and joins the thread (up to
+    ``timeout``; from the loop's own thread it does not wait). ``rounds``, ``failures`` and
+    ``last_failure`` are for status reports and tests.
+    """
+
     def __init__(self, name: str, body: Callable[[], float], *,
                  error_backoff_s: float = 1.0) -> None:
         self.name = name

@@ -61,6 +61,17 @@ class WorkerStatus:
 
 
 class CleanerWorker:
+    """One cleaner: cleans one assignment at a time and reports each result.
+
+    Contract: ``clean`` returns the ``CleanResult`` of a finished clean, whose every cleaned
+    segment the owning node has already swapped in (through ``swap_for(log_dir)``), or raises
+    ``LogCleaningAbortedError`` (aborted: no ``.cleaned`` file is left, nothing was swapped after
+    the abort was seen) or the error of the clean (the coordinator then counts a failure for the
+    partition); the worker never renames or deletes a file of a partition itself. ``abort``,
+    ``reset`` and ``status`` answer while a clean runs. Memory is the offset map sized from
+    ``config`` at construction, whatever the size of the logs.
+    """
+
     def __init__(self, cleaner_id: int, config: CleanerConfig, swap_for: SwapFor, *,
                  host: str = "", metrics: MetricsSink | None = None,
                  clock: Clock = SYSTEM_CLOCK) -> None:

@@ -310,6 +310,11 @@ def _integer(value: object) -> int | None:
 
 @dataclass(frozen=True, slots=True)
 class TopicPartition:
+    """A partition's name: hashable, ordered by nothing, printed ``<topic>-<partition>`` as in
+    Kafka's file and directory names. It does not validate: names from outside (a client, a file
+    name, a checkpoint line) are checked where they enter (``validate_topic``,
+    ``validate_partition``, ``parse_partition_dir``) before one is built."""
+
     topic: str
     partition: int
 
