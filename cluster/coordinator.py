@@ -34,7 +34,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +45,12 @@ from cleaner.config import CleanerConfig
 from cleaner.explain import CleaningStatus, Explanation
 from cleaner.manager import CleanerManager, CleanerStateError, CleaningPhase
 from cluster.errors import ActorUnavailableError, PartitionPausedError, UnknownTopicError
-from cluster.handles import Handle, Pending
+from cluster.handles import Handle
 from cluster.loop import ControlLoop
 from cluster.metrics import MetricsSink, NullMetrics
 from cluster.naming import abs_dir
-from cluster.status import CleanerStatus, CleanSummary, UncleanableInfo, WorkerSlot
+from cluster.slots import CleanerSlot
+from cluster.status import CleanerStatus, CleanSummary, UncleanableInfo
 from cluster.worker import CleanAssignment
 from node.snapshot import LogSnapshot
 from storage.clock import SYSTEM_CLOCK, Clock
@@ -60,16 +61,6 @@ logger = logging.getLogger(__name__)
 
 BUSY_POLL_S = 0.05
 RECENT_CLEANS = 64
-
-
-@dataclass
-class _Slot:
-    index: int
-    handle: Handle
-    state: str = "idle"                        # idle | cleaning | recovering
-    assignment: CleanAssignment | None = None
-    pending: Pending[Any] | None = None
-    ticket: int = 0                            # the clean request it serves (0: none)
 
 
 class _NodeCheckpoint:
@@ -112,7 +103,7 @@ class Coordinator:
             on_dir_failure=lambda d, e: self._mark_offline(str(d), str(e)),
             checkpoint_file=lambda d: _NodeCheckpoint(self._nodes[str(d)], call_timeout_s))
         self._lock = threading.Lock()
-        self._slots = [_Slot(i, h) for i, h in enumerate(workers)]
+        self._slots = [CleanerSlot(i, h) for i, h in enumerate(workers)]
         self._snapshots: dict[TopicPartition, LogSnapshot] = {}
         self._dir_of: dict[TopicPartition, str] = {}
         self._offline: dict[str, str] = {}
@@ -168,7 +159,7 @@ class Coordinator:
             self._last_metrics_ms = now
             self._publish_metrics(now)
         with self._lock:
-            busy = any(s.state != "idle" for s in self._slots)
+            busy = not all(s.idle for s in self._slots)
             requested = list(self._forced)
         # a requested clean of a paused partition waits for the resume, not in a busy loop
         busy = busy or any(self._manager.cleaning_state(tp) is None for tp in requested)
@@ -182,7 +173,8 @@ class Coordinator:
                 try:
                     slot.handle.call("reset", self._timeout, timeout=self._timeout)
                 except ActorUnavailableError:
-                    self._set_recovering(slot)
+                    with self._lock:
+                        slot.lost()
             self._workers_reset = True
         for log_dir in sorted(self._needs_startup):
             try:
@@ -196,10 +188,10 @@ class Coordinator:
 
     def _collect(self, now: int) -> None:
         for slot in self._slots:
-            if slot.state != "cleaning" or slot.pending is None or not slot.pending.done():
+            if not slot.finished():
                 continue
             assignment = slot.assignment
-            assert assignment is not None
+            assert assignment is not None and slot.pending is not None
             try:
                 result = slot.pending.result(0)
             except BaseException as err:  # noqa: BLE001 - every failure is handled below
@@ -207,7 +199,7 @@ class Coordinator:
             else:
                 self._clean_done(slot, assignment, result, now)
 
-    def _clean_done(self, slot: _Slot, a: CleanAssignment, result: CleanResult,
+    def _clean_done(self, slot: CleanerSlot, a: CleanAssignment, result: CleanResult,
                     now: int) -> None:
         tp = a.topic_partition
         self._manager.done_cleaning(tp, a.log_dir, result.next_dirty_offset)
@@ -217,12 +209,16 @@ class Coordinator:
             if slot.ticket:
                 self._requests_done[tp] = max(self._requests_done.get(tp, 0), slot.ticket)
             self._recent.append(CleanSummary(
-                tp.topic, tp.partition, a.log_dir, slot.index, "cleaned", a.first_dirty_offset,
-                result.next_dirty_offset, stats.bytes_read, stats.bytes_written,
-                stats.messages_read, stats.messages_written, stats.elapsed_secs, None, now))
-            self._free(slot)
+                topic=tp.topic, partition=tp.partition, log_dir=a.log_dir,
+                cleaner_id=slot.index, outcome="cleaned",
+                first_dirty_offset=a.first_dirty_offset,
+                next_dirty_offset=result.next_dirty_offset, bytes_read=stats.bytes_read,
+                bytes_written=stats.bytes_written, messages_read=stats.messages_read,
+                messages_written=stats.messages_written, elapsed_secs=stats.elapsed_secs,
+                error=None, finished_ms=now))
+            slot.free()
 
-    def _clean_failed(self, slot: _Slot, a: CleanAssignment, err: BaseException,
+    def _clean_failed(self, slot: CleanerSlot, a: CleanAssignment, err: BaseException,
                       now: int) -> None:
         tp = a.topic_partition
         text = f"{type(err).__name__}: {err}"
@@ -246,12 +242,16 @@ class Coordinator:
             elif slot.ticket and tp not in self._forced:   # asked for: clean once unpaused
                 self._forced[tp] = (slot.ticket, self._polls)
             self._recent.append(CleanSummary(
-                tp.topic, tp.partition, a.log_dir, slot.index, outcome, a.first_dirty_offset,
-                a.first_dirty_offset, 0, 0, 0, 0, 0.0, text, now))
+                topic=tp.topic, partition=tp.partition, log_dir=a.log_dir,
+                cleaner_id=slot.index, outcome=outcome,
+                first_dirty_offset=a.first_dirty_offset,
+                next_dirty_offset=a.first_dirty_offset, bytes_read=0, bytes_written=0,
+                messages_read=0, messages_written=0, elapsed_secs=0.0, error=text,
+                finished_ms=now))
             if isinstance(err, ActorUnavailableError):
-                self._set_recovering(slot)
+                slot.lost()
             else:
-                self._free(slot)
+                slot.free()
 
     def _remove_cleaned(self, a: CleanAssignment) -> None:
         tp = a.topic_partition
@@ -264,23 +264,10 @@ class Coordinator:
             with self._lock:
                 self._needs_startup.add(a.log_dir)
 
-    def _free(self, slot: _Slot) -> None:
-        slot.state, slot.assignment, slot.pending, slot.ticket = "idle", None, None, 0
-
-    def _set_recovering(self, slot: _Slot) -> None:
-        slot.state, slot.assignment, slot.ticket = "recovering", None, 0
-        slot.pending = slot.handle.submit("ping")
-
     def _recover_workers(self) -> None:
-        for slot in self._slots:
-            if slot.state == "recovering" and slot.pending is not None and slot.pending.done():
-                try:
-                    slot.pending.result(0)
-                except Exception:  # noqa: BLE001 - still restarting: ask again
-                    slot.pending = slot.handle.submit("ping")
-                else:
-                    with self._lock:
-                        self._free(slot)
+        with self._lock:
+            for slot in self._slots:
+                slot.poll_recovery()
 
     def _poll(self) -> None:
         with self._lock:
@@ -313,7 +300,7 @@ class Coordinator:
     def _assign(self, now: int) -> int:
         started = 0
         for slot in self._slots:
-            if slot.state != "idle":
+            if not slot.idle:
                 continue
             logs = self._logs_for(slot.handle.host)
             chosen, ticket = self._grab_forced(logs, now)
@@ -327,8 +314,7 @@ class Coordinator:
                 next(self._ids), tp, abs_dir(snapshot.dir.parent), str(snapshot.dir),
                 snapshot.config, chosen.first_dirty_offset, chosen.first_uncleanable_offset)
             with self._lock:
-                slot.state, slot.assignment, slot.ticket = "cleaning", assignment, ticket
-                slot.pending = slot.handle.submit("clean", assignment)
+                slot.assign(assignment, ticket)
             started += 1
             logger.debug("cleaner %d cleans %s [%d, %d)", slot.index, tp,
                          chosen.first_dirty_offset, chosen.first_uncleanable_offset)
@@ -528,11 +514,7 @@ class Coordinator:
 
     def status(self) -> CleanerStatus:
         with self._lock:
-            workers = tuple(
-                WorkerSlot(s.index, s.handle.name, s.handle.host, s.state,
-                           s.assignment.topic_partition.topic if s.assignment else None,
-                           s.assignment.topic_partition.partition if s.assignment else None)
-                for s in self._slots)
+            workers = tuple(s.status() for s in self._slots)
             offline = dict(self._offline)
             unreachable = tuple(sorted(self._unreachable))
             compacted = len(self._snapshots)
@@ -542,10 +524,13 @@ class Coordinator:
         uncleanable = tuple(
             UncleanableInfo(tp.topic, tp.partition, str(u.log_dir), u.failures, u.error)
             for d in self._nodes for tp, u in self._manager.uncleanable_partitions(d).items())
-        return CleanerStatus(self.config.enable_cleaner, self._manager.statistics(), workers,
-                             uncleanable, offline, unreachable, compacted, completed, failed,
-                             recent, self.loop.rounds, self.loop.failures,
-                             self.loop.last_failure)
+        return CleanerStatus(
+            enabled=self.config.enable_cleaner, manager=self._manager.statistics(),
+            workers=workers, uncleanable=uncleanable, offline_dirs=offline,
+            unreachable_dirs=unreachable, compacted_partitions=compacted,
+            cleans_completed=completed, cleans_failed=failed, recent=recent,
+            loop_rounds=self.loop.rounds, loop_failures=self.loop.failures,
+            last_loop_failure=self.loop.last_failure)
 
     @property
     def offline_dirs(self) -> dict[str, str]:
