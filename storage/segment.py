@@ -602,7 +602,7 @@ class LogSegment:
                     raise self._corrupt_at(position + max(scan.error_position, 0), scan.problem)
                 if len(data) < wanted:
                     break    # the file ends before the segment's size: reported below
-                batch_size = int.from_bytes(data[8:12], "big", signed=True) + LOG_OVERHEAD
+                batch_size = int.from_bytes(data[SIZE_OFFSET:LOG_OVERHEAD], "big", signed=True) + LOG_OVERHEAD
                 if batch_size <= len(data) or position + batch_size > end:
                     break    # incomplete batch at the end of the file
                 chunk_bytes = batch_size
@@ -1007,7 +1007,7 @@ class LogSegment:
         position, end = start_position, self._size
         while position + HEADER_SIZE <= end:
             head = self.read_bytes(position, HEADER_SIZE)
-            size = int.from_bytes(head[8:12], "big", signed=True) + LOG_OVERHEAD
+            size = int.from_bytes(head[SIZE_OFFSET:LOG_OVERHEAD], "big", signed=True) + LOG_OVERHEAD
             if size >= HOP_BATCH_BYTES:
                 if position + size > end:
                     return   # incomplete batch at the end of the file

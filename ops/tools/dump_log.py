@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from storage.index import OffsetIndex, TimeIndex
+    from storage.producer_state import SnapshotEntry
     from storage.records import Record, RecordBatch
 
 INT32_MAX = 2**31 - 1
@@ -79,14 +80,9 @@ BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"
 KINDS = {".log": "log", ".checkpoint": "kraft-snapshot", ".index": "offset-index",
          ".timeindex": "time-index", ".snapshot": "producer-snapshot", ".txnindex": "txn-index"}
 
-SNAPSHOT_HEADER = struct.Struct(">hIi")     # version, crc (CRC32C of every byte after it), count
-SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")  # producerId, epoch, lastSequence, lastOffset,
-                                             # offsetDelta, timestamp, coordinatorEpoch,
-                                             # currentTxnFirstOffset (-1 = none)
-SNAPSHOT_CRC_FROM = struct.calcsize(">hI")
-TXN_ENTRY = struct.Struct(">hqqqq")          # version, producerId, firstOffset, lastOffset, LSO
-OFFSET_ENTRY = struct.Struct(">ii")          # relative offset, position
-TIME_ENTRY = struct.Struct(">qi")            # timestamp, relative offset
+# the layouts are storage's, one definition per format (index entries are read where needed:
+# storage.index imports numpy, which the CLI does not load to start)
+from storage.txn_index import ENTRY as TXN_ENTRY  # noqa: E402
 
 
 # ---- the subcommand ----------------------------------------------------------------------------
@@ -575,29 +571,24 @@ def _as_text(value: Any) -> str:
 
 
 # ---- control records ---------------------------------------------------------------------------
-def _control_type(record: Record) -> int:
-    key = record.key or b""
-    if len(key) < 4:
-        raise ValueError(f"control record key of {len(key)} bytes, fewer than 4")
-    version, type_id = struct.unpack_from(">hh", key)
-    if version < 0:
-        raise ValueError(f"control record key version {version}")
-    return type_id
-
-
 def control_json(record: Record) -> dict[str, Any]:
     """The control record as Kafka's DumpLogSegments decodes it: a transaction marker, a KRaft
     snapshot header/footer, kraft.version or voters record, or just its type."""
+    from storage.errors import CorruptRecordError
+    from storage.records import parse_control_record     # the one parser of the key and marker
+
     try:
-        type_id = _control_type(record)
+        type_id, epoch = parse_control_record(record)
+        type_id = int(type_id)
         name = CONTROL_TYPES.get(type_id, "UNKNOWN")
-        value = bytes(record.value or b"")
         if type_id in (0, 1):
-            _version, epoch = struct.unpack_from(">hi", value)
             return {"type": name, "typeId": type_id, "coordinatorEpoch": epoch}
         if type_id in _KRAFT_DECODERS:
+            value = bytes(record.value or b"")
             return {"type": name, "typeId": type_id, "data": _KRAFT_DECODERS[type_id](value)}
         return {"type": name, "typeId": type_id}
+    except CorruptRecordError as error:
+        return {"type": "INVALID", "error": error.message}
     except (ValueError, struct.error, IndexError, UnicodeDecodeError) as error:
         return {"type": "INVALID", "error": str(error)}
 
@@ -713,7 +704,7 @@ def _index_base(path: Path) -> int:
 
 def _dump_index(path: Path, name: str, kind: str, opts: DumpOptions, trailers: Trailers,
                 out: TextIO, err: TextIO) -> dict[str, Any]:
-    from storage.index import OffsetIndex
+    from storage.index import OFFSET_ENTRY, OffsetIndex
 
     base = _index_base(path)
     data = read_only(path)
@@ -794,7 +785,7 @@ def _first_batch_last_offset(log_data: memoryview, position: int, limit: int) ->
 def _dump_time_index(path: Path, name: str, kind: str, opts: DumpOptions, trailers: Trailers,
                      out: TextIO, err: TextIO) -> dict[str, Any]:
     from storage.errors import CorruptRecordError
-    from storage.index import OffsetIndex, TimeIndex
+    from storage.index import TIME_ENTRY, OffsetIndex, TimeIndex
     from storage.records import iter_batches
 
     base = _index_base(path)
@@ -851,45 +842,17 @@ def _dump_time_index(path: Path, name: str, kind: str, opts: DumpOptions, traile
     return doc
 
 
-@dataclass(frozen=True, slots=True)
-class ProducerSnapshotEntry:
-    producer_id: int
-    producer_epoch: int
-    last_sequence: int
-    last_offset: int
-    offset_delta: int
-    timestamp: int
-    coordinator_epoch: int
-    current_txn_first_offset: int
+def parse_producer_snapshot(data: bytes) -> list[SnapshotEntry]:
+    """The entries of a ``.snapshot`` file (``storage.producer_state.read_snapshot``, the one
+    parser); ``ValueError`` with Kafka's wording when the version, the layout or the CRC is
+    wrong."""
+    from storage.errors import CorruptRecordError
+    from storage.producer_state import read_snapshot
 
-    @property
-    def first_sequence(self) -> int:
-        """Kafka's BatchMetadata.firstSeq: the last sequence minus the delta, wrapping."""
-        if self.last_sequence < self.offset_delta:
-            return INT32_MAX - (self.offset_delta - self.last_sequence) + 1
-        return self.last_sequence - self.offset_delta
-
-
-def parse_producer_snapshot(data: bytes) -> list[ProducerSnapshotEntry]:
-    """The entries of a ``.snapshot`` file; ``ValueError`` with Kafka's wording when the version,
-    the layout or the CRC is wrong."""
-    import crc32c
-
-    if len(data) < SNAPSHOT_HEADER.size:
-        raise ValueError(f"Snapshot failed schema validation: {len(data)} bytes, fewer than "
-                         f"the {SNAPSHOT_HEADER.size}-byte header")
-    version, crc, count = SNAPSHOT_HEADER.unpack_from(data)
-    if version != 1:
-        raise ValueError(f"Snapshot contained an unknown file version {version}")
-    if count < 0 or len(data) < SNAPSHOT_HEADER.size + count * SNAPSHOT_ENTRY.size:
-        raise ValueError(f"Snapshot failed schema validation: {count} entries do not fit in "
-                         f"{len(data)} bytes")
-    computed = crc32c.crc32c(data[SNAPSHOT_CRC_FROM:])
-    if computed != crc:
-        raise ValueError(f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {crc}. "
-                         f"Computed crc: {computed}")
-    return [ProducerSnapshotEntry(*SNAPSHOT_ENTRY.unpack_from(
-        data, SNAPSHOT_HEADER.size + i * SNAPSHOT_ENTRY.size)) for i in range(count)]
+    try:
+        return read_snapshot(data)
+    except CorruptRecordError as error:
+        raise ValueError(error.fields["reason"]) from error
 
 
 def _dump_snapshot(path: Path, name: str, kind: str, opts: DumpOptions, trailers: Trailers,
@@ -904,18 +867,18 @@ def _dump_snapshot(path: Path, name: str, kind: str, opts: DumpOptions, trailers
     docs = []
     for e in entries:
         txn = e.current_txn_first_offset
-        line = (f"producerId: {e.producer_id} producerEpoch: {e.producer_epoch} "
+        line = (f"producerId: {e.producer_id} producerEpoch: {e.epoch} "
                 f"coordinatorEpoch: {e.coordinator_epoch} currentTxnFirstOffset: "
                 f"{'OptionalLong.empty' if txn < 0 else f'OptionalLong[{txn}]'} "
                 f"lastTimestamp: {e.timestamp} ")
-        doc = {"producerId": e.producer_id, "producerEpoch": e.producer_epoch,
+        doc = {"producerId": e.producer_id, "producerEpoch": e.epoch,
                "coordinatorEpoch": e.coordinator_epoch,
                "currentTxnFirstOffset": None if txn < 0 else txn, "lastTimestamp": e.timestamp}
         if e.last_offset >= 0:
-            line += (f"firstSequence: {e.first_sequence} lastSequence: {e.last_sequence} "
+            line += (f"firstSequence: {e.first_seq} lastSequence: {e.last_seq} "
                      f"lastOffset: {e.last_offset} offsetDelta: {e.offset_delta} "
                      f"timestamp: {e.timestamp}")
-            doc.update({"firstSequence": e.first_sequence, "lastSequence": e.last_sequence,
+            doc.update({"firstSequence": e.first_seq, "lastSequence": e.last_seq,
                         "lastOffset": e.last_offset, "offsetDelta": e.offset_delta,
                         "timestamp": e.timestamp})
         if not opts.json:
@@ -925,9 +888,14 @@ def _dump_snapshot(path: Path, name: str, kind: str, opts: DumpOptions, trailers
 
 
 def parse_txn_index(data: bytes) -> list[tuple[int, int, int, int, int]]:
-    """(version, producerId, firstOffset, lastOffset, lastStableOffset) per entry."""
-    return [TXN_ENTRY.unpack_from(data, i) for i in range(0, len(data) - TXN_ENTRY.size + 1,
-                                                           TXN_ENTRY.size)]
+    """(version, producerId, firstOffset, lastOffset, lastStableOffset) per entry, decoded by
+    ``storage.txn_index.AbortedTxn``; a torn piece at the end is left out, as readers do."""
+    from storage.txn_index import AbortedTxn
+
+    txns = (AbortedTxn.decode(data, i)
+            for i in range(0, len(data) - TXN_ENTRY.size + 1, TXN_ENTRY.size))
+    return [(t.version, t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
+            for t in txns]
 
 
 def _dump_txn_index(path: Path, name: str, kind: str, opts: DumpOptions, trailers: Trailers,
@@ -1146,8 +1114,10 @@ def check_offset_index(path: Path | str, data: bytes | memoryview, base_offset: 
     import numpy as np
 
     label = str(path)
-    dtype = np.dtype([("rel", ">i4"), ("pos", ">i4")])
-    relative, positions, problems, warnings = _entries(label, data, dtype, "rel", "pos")
+    from storage.index import OFFSET_ENTRY_DTYPE as dtype
+
+    relative, positions, problems, warnings = _entries(label, data, dtype, "relative_offset",
+                                                       "position")
     offsets = base_offset + relative
     starts, lasts = log.positions, log.last_offsets
     k = np.searchsorted(starts, positions)
@@ -1186,8 +1156,10 @@ def check_time_index(path: Path | str, data: bytes | memoryview, base_offset: in
     import numpy as np
 
     label = str(path)
-    dtype = np.dtype([("ts", ">i8"), ("rel", ">i4")])
-    timestamps, relative, problems, warnings = _entries(label, data, dtype, "ts", "rel")
+    from storage.index import TIME_ENTRY_DTYPE as dtype
+
+    timestamps, relative, problems, warnings = _entries(label, data, dtype, "timestamp",
+                                                        "relative_offset")
     offsets = base_offset + relative
     k = np.searchsorted(log.last_offsets, offsets)
     at = np.minimum(k, max(len(log.last_offsets) - 1, 0))
@@ -1273,6 +1245,8 @@ def verify_file(path: Path, name: str, opts: DumpOptions, trailers: Trailers,
                 warnings.append(f"{log_path.name} is damaged from position "
                                 f"{check.problem.position}; entries were checked against the "
                                 f"batches before it")
+        from storage.index import OFFSET_ENTRY, TIME_ENTRY
+
         width = OFFSET_ENTRY.size if kind == "offset-index" else TIME_ENTRY.size
         summary = f"{len(data) // width} entries"
     else:
