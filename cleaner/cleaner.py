@@ -47,6 +47,7 @@ from storage.clock import SYSTEM_CLOCK, Clock
 from storage.errors import CorruptRecordError
 from storage.files import TopicPartition
 from storage.log import Log
+from storage.batch_layout import CRC_OFFSET, SIZE_OFFSET, V2_FIELD_INDEX
 from storage.records import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER,
@@ -70,7 +71,7 @@ INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1     # a delete horizon past it saturates (Kafka's long would wrap)
 _DELETE_HORIZON_FLAG = 0x40
 _CRC = struct.Struct(">I")
-_CRC_POSITION = 17
+_CRC_POSITION = CRC_OFFSET
 _CONTROL_FLAG = 0x20
 
 
@@ -221,7 +222,7 @@ class Cleaner:
             if len(scan.positions) == 0:
                 if len(chunk) < LOG_OVERHEAD:
                     return
-                batch_size = int.from_bytes(chunk[8:12], "big", signed=True) + LOG_OVERHEAD
+                batch_size = int.from_bytes(chunk[SIZE_OFFSET:LOG_OVERHEAD], "big", signed=True) + LOG_OVERHEAD
                 if position + batch_size > end:
                     raise _corrupt(log, segment, position, _claimed_offset(chunk, 0),
                                    f"the batch claims {batch_size} bytes but only "
@@ -589,10 +590,10 @@ def _rewrite_batch(raw: memoryview, header: BatchHeader, body: memoryview, count
     if header.compression != Compression.NONE:
         body = memoryview(compression.compress(Compression(header.compression), bytes(body)))
     fields = list(BATCH_HEADER.unpack_from(raw, 0))
-    fields[1] = HEADER_SIZE - LOG_OVERHEAD + len(body)     # batch length
-    fields[4] = 0                                           # crc, set below
-    fields[8] = max_ts                                      # max timestamp
-    fields[12] = count                                      # records count
+    fields[V2_FIELD_INDEX["batch_length"]] = HEADER_SIZE - LOG_OVERHEAD + len(body)
+    fields[V2_FIELD_INDEX["crc"]] = 0                       # set below
+    fields[V2_FIELD_INDEX["max_timestamp"]] = max_ts
+    fields[V2_FIELD_INDEX["records_count"]] = count
     out = bytearray(HEADER_SIZE + len(body))
     BATCH_HEADER.pack_into(out, 0, *fields)
     out[HEADER_SIZE:] = body

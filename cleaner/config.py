@@ -12,7 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from storage.config import BROKER_SYNONYMS, INT, INT_MAX, LONG, check_integer, parse_integer
+from storage.config import BROKER_SYNONYMS, INT, INT_MAX, LONG, check_integer
+from storage.dotted_keys import convert, to_properties, unknown_key
 from storage.errors import InvalidConfigError
 from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
@@ -134,11 +135,7 @@ class CleanerConfig:
         return dataclasses.replace(self, **_fields(properties, ignore_unknown))
 
     def to_properties(self) -> dict[str, str]:
-        out = {}
-        for key, name in KEYS.items():
-            value = getattr(self, name)
-            out[key] = str(value).lower() if isinstance(value, bool) else str(value)
-        return out
+        return to_properties(self, KEYS)
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, Any], *,
@@ -162,29 +159,7 @@ def _fields(properties: Mapping[str, Any], ignore_unknown: bool) -> dict[str, An
             if key in _TOPIC_SYNONYMS:
                 continue
             if key.startswith(_PREFIX) or not ignore_unknown:
-                raise InvalidConfigError(f"unknown log cleaner config key {key!r}", key=key,
-                                         value=raw)
+                raise unknown_key("log cleaner", key, raw)
             continue
-        fields[name] = _parse(key, types[name], raw)
+        fields[name] = convert(key, types[name], raw)
     return fields
-
-
-def _parse(key: str, kind: Any, raw: Any) -> Any:
-    if not isinstance(raw, str):
-        if kind in (float, "float") and isinstance(raw, int) and not isinstance(raw, bool):
-            return float(raw)
-        return raw
-    text = raw.strip()
-    if kind in (int, "int"):
-        return parse_integer(key, text)
-    try:
-        if kind in (float, "float"):
-            return float(text)
-        if kind in (bool, "bool"):
-            if text.lower() not in ("true", "false"):
-                raise ValueError(text)
-            return text.lower() == "true"
-    except ValueError as err:
-        raise InvalidConfigError(f"{key}={raw!r} is not a valid {kind}", key=key,
-                                 value=raw) from err
-    return text

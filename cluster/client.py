@@ -41,14 +41,13 @@ from node.stats import LoadProgress, PartitionDescription
 from storage import files
 from storage.config import LogConfig
 from storage.log import LogAppendInfo
-from storage.records import Record, build_batch
+from storage.records import HEADER_SIZE, Record, build_batch, max_record_size
 
 DEFAULT_BATCH_BYTES = 1 << 20
 EARLIEST_TIMESTAMP = -2     # list_offset: the log start offset (Kafka's OffsetSpec.earliest)
 LATEST_TIMESTAMP = -1       # list_offset: the high watermark (Kafka's OffsetSpec.latest)
 DEFAULT_WINDOW = 4
-_RECORD_OVERHEAD = 36   # a record's varints and attributes, at most
-_BATCH_OVERHEAD = 61    # the v2 batch header
+_BATCH_OVERHEAD = HEADER_SIZE    # the v2 batch header (storage.batch_layout)
 
 
 @dataclass(frozen=True)
@@ -564,8 +563,7 @@ def encode_batches(records: Iterable[Record | bytes], batch_bytes: int) -> Itera
                 pending, size = [], _BATCH_OVERHEAD
             yield bytes(item)
             continue
-        record_size = _RECORD_OVERHEAD + len(item.key or b"") + len(item.value or b"") + sum(
-            len(k) + len(v or b"") + 10 for k, v in item.headers)
+        record_size = max_record_size(item)
         if pending and size + record_size > batch_bytes:
             yield build_batch(pending)
             pending, size = [], _BATCH_OVERHEAD

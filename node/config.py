@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from storage.config import INT, LONG, LONG_MAX, check_integer, parse_integer
-from storage.errors import InvalidConfigError
+from storage.dotted_keys import unknown_key
 from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 DEFAULT_RETENTION_CHECK_INTERVAL_MS = 5 * 60 * 1000
@@ -87,7 +87,6 @@ def _fields(properties: Mapping[str, Any]) -> dict[str, int]:
     fields: dict[str, int] = {}
     for key, raw in properties.items():
         if key not in KEYS:
-            raise InvalidConfigError(f"unknown log directory config key {key!r}", key=key,
-                                     value=raw)
+            raise unknown_key("log directory", key, raw)
         fields[KEYS[key]] = parse_integer(key, raw)
     return fields

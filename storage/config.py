@@ -10,15 +10,26 @@ import dataclasses
 import functools
 import math
 import random
-import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from storage.errors import InvalidConfigError
 
-INT_MIN, INT_MAX = -(2**31), 2**31 - 1      # Kafka's ConfigDef.Type.INT (a Java int)
-LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1    # Kafka's ConfigDef.Type.LONG (a Java long)
-INT, LONG = "int", "long"
+# the dotted-key helper the three config parsers share (re-exported: cleaner and node import
+# these names from here)
+from storage.dotted_keys import (  # noqa: E402
+    INT,
+    INT_MAX,
+    INT_MIN,
+    LONG,
+    LONG_MAX,
+    LONG_MIN,
+    check_integer,
+    convert,
+    parse_integer,
+    to_properties,
+    unknown_key,
+)
 
 DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
 DEFAULT_SEGMENT_MS = 7 * 24 * 60 * 60 * 1000
@@ -211,45 +222,12 @@ class LogConfig:
         return dataclasses.replace(self, **_fields_from_properties(properties))
 
     def to_properties(self) -> dict[str, str]:
-        out = {}
-        for key, name in TOPIC_KEYS.items():
-            value = getattr(self, name)
-            out[key] = str(value).lower() if isinstance(value, bool) else str(value)
-        return out
+        return to_properties(self, TOPIC_KEYS)
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, Any]) -> LogConfig:
         """Build from dotted keys, e.g. ``{"segment.bytes": "1024"}``; unknown keys are refused."""
         return cls(**_fields_from_properties(properties))
-
-
-_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")   # what Integer.parseInt/Long.parseLong accept
-
-
-def check_integer(key: str, value: object, kind: str = LONG, at_least: int | None = None) -> None:
-    """Kafka's ConfigDef check of an ``INT`` or ``LONG`` setting: ``value`` is an integer (never
-    ``bool`` or ``float``) in the Java type's range and, with ``at_least``, not below it.
-    Raises ``InvalidConfigError`` naming ``key`` and ``value``. Every config of storage, cleaner
-    and node checks its integer settings here."""
-    low, high = (INT_MIN, INT_MAX) if kind == INT else (LONG_MIN, LONG_MAX)
-    minimum = low if at_least is None else max(at_least, low)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidConfigError(f"{key}={value!r} is not an integer", key=key, value=value)
-    if value < minimum:
-        raise InvalidConfigError(f"{key}={value} is below the minimum {minimum}", key=key,
-                                 value=value)
-    if value > high:
-        raise InvalidConfigError(f"{key}={value} is above the maximum {high} (Kafka's type of "
-                                 f"{key} is a Java {kind})", key=key, value=value)
-
-
-def parse_integer(key: str, raw: object) -> int:
-    """A dotted key's integer value, from text as Java's ``parseLong`` reads it (ASCII digits
-    with an optional sign; no ``1_000``, no other scripts' digits) or from an integer."""
-    text = None if isinstance(raw, (bool, float)) else str(raw).strip()
-    if text is None or not _JAVA_INTEGER.fullmatch(text):
-        raise InvalidConfigError(f"{key}={raw!r} is not an integer", key=key, value=raw)
-    return int(text)
 
 
 def _is_number(value: object) -> bool:
@@ -267,7 +245,7 @@ def _fields_from_properties(properties: Mapping[str, Any]) -> dict[str, Any]:
         if key in BROKER_SYNONYMS:
             topic_key, multiplier = BROKER_SYNONYMS[key]
         elif key not in TOPIC_KEYS:
-            raise InvalidConfigError(f"unknown log config key {key!r}", key=key, value=raw)
+            raise unknown_key("log", key, raw)
         name = TOPIC_KEYS[topic_key]
         precedence = _PRECEDENCE.get(key, 3)
         if rank.get(name, -1) > precedence:
@@ -280,7 +258,6 @@ def _fields_from_properties(properties: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _parse(key: str, kind: Any, raw: Any, multiplier: int) -> Any:
-    text = str(raw).strip()
     if kind in (int, "int"):
         value = parse_integer(key, raw)
         if key in _UNIT_KEYS:
@@ -288,13 +265,4 @@ def _parse(key: str, kind: Any, raw: Any, multiplier: int) -> Any:
         if key in _RETENTION_KEYS and value < 0:
             return -1
         return value * multiplier
-    try:
-        if kind in (float, "float"):
-            return float(text)
-        if kind in (bool, "bool"):
-            if text.lower() not in ("true", "false"):
-                raise ValueError(text)
-            return text.lower() == "true"
-        return text
-    except ValueError as err:
-        raise InvalidConfigError(f"{key}={raw!r} is not a valid {kind}", key=key, value=raw) from err
+    return convert(key, kind, raw)

@@ -47,6 +47,11 @@ from storage.errors import CorruptIndexError, InvalidOffsetError, StorageError
 
 OFFSET_ENTRY = struct.Struct(">ii")  # relative_offset, position
 TIME_ENTRY = struct.Struct(">qi")  # timestamp, relative_offset
+# the same layouts as numpy records, for reading a whole file at once (``strata dump-log``)
+OFFSET_ENTRY_DTYPE = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
+TIME_ENTRY_DTYPE = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
+assert OFFSET_ENTRY_DTYPE.itemsize == OFFSET_ENTRY.size
+assert TIME_ENTRY_DTYPE.itemsize == TIME_ENTRY.size
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 _TIME_RELATIVE_OFFSET_AT = struct.calcsize(">q")

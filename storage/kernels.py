@@ -27,38 +27,38 @@ once at process start so that no compile happens on a latency-critical path.
 
 from __future__ import annotations
 
-import struct
-
 import numba
 import numpy as np
 
-# ---- byte layout (mirrors storage.records.BATCH_HEADER and storage.legacy; a test checks) -------
-LOG_OVERHEAD = struct.calcsize(">qi")                            # baseOffset + batchLength = 12
-V2_LENGTH_OFFSET = struct.calcsize(">q")                         # 8
-V2_LEADER_EPOCH_OFFSET = struct.calcsize(">qi")                  # 12
-MAGIC_OFFSET = struct.calcsize(">qii")                           # 16
-V2_CRC_OFFSET = struct.calcsize(">qiib")                         # 17
-V2_ATTRIBUTES_OFFSET = struct.calcsize(">qiibI")                 # 21
-V2_LAST_OFFSET_DELTA_OFFSET = struct.calcsize(">qiibIh")         # 23
-V2_BASE_TIMESTAMP_OFFSET = struct.calcsize(">qiibIhi")           # 27
-V2_MAX_TIMESTAMP_OFFSET = struct.calcsize(">qiibIhiq")           # 35
-V2_PRODUCER_ID_OFFSET = struct.calcsize(">qiibIhiqq")            # 43
-V2_PRODUCER_EPOCH_OFFSET = struct.calcsize(">qiibIhiqqq")        # 51
-V2_BASE_SEQUENCE_OFFSET = struct.calcsize(">qiibIhiqqqh")        # 53
-V2_RECORDS_COUNT_OFFSET = struct.calcsize(">qiibIhiqqqhi")       # 57
-V2_HEADER_SIZE = struct.calcsize(">qiibIhiqqqhii")               # 61
-HEADER_SIZE_UP_TO_MAGIC = MAGIC_OFFSET + 1                       # 17
-LEGACY_CRC_OFFSET = struct.calcsize(">qi")                       # 12
-LEGACY_ATTRIBUTES_OFFSET = struct.calcsize(">qiIb")              # 17
-LEGACY_TIMESTAMP_OFFSET = struct.calcsize(">qiIbb")              # 18
-LEGACY_RECORD_OVERHEAD_V0 = struct.calcsize(">Ibbii")            # crc..value length = 14
-LEGACY_RECORD_OVERHEAD_V1 = struct.calcsize(">Ibbqii")           # + timestamp = 22
+from storage import batch_layout as layout
+from storage.batch_layout import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    LEGACY_ATTRIBUTES_OFFSET,
+    LEGACY_CRC_OFFSET,
+    LEGACY_RECORD_OVERHEAD_V0,
+    LEGACY_RECORD_OVERHEAD_V1,
+    LEGACY_TIMESTAMP_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAX_RECORD_OVERHEAD,
+)
+
+# ---- byte layout: storage.batch_layout's (the one definition), under the kernels' names -------
+V2_HEADER_SIZE = layout.HEADER_SIZE                              # 61
+V2_LENGTH_OFFSET = layout.SIZE_OFFSET                            # 8
+V2_LEADER_EPOCH_OFFSET = layout.PARTITION_LEADER_EPOCH_OFFSET    # 12
+V2_CRC_OFFSET = layout.CRC_OFFSET                                # 17
+V2_ATTRIBUTES_OFFSET = layout.ATTRIBUTES_OFFSET                  # 21
+V2_LAST_OFFSET_DELTA_OFFSET = layout.LAST_OFFSET_DELTA_OFFSET    # 23
+V2_BASE_TIMESTAMP_OFFSET = layout.BASE_TIMESTAMP_OFFSET          # 27
+V2_MAX_TIMESTAMP_OFFSET = layout.MAX_TIMESTAMP_OFFSET            # 35
+V2_PRODUCER_ID_OFFSET = layout.PRODUCER_ID_OFFSET                # 43
+V2_PRODUCER_EPOCH_OFFSET = layout.PRODUCER_EPOCH_OFFSET          # 51
+V2_BASE_SEQUENCE_OFFSET = layout.BASE_SEQUENCE_OFFSET            # 53
+V2_RECORDS_COUNT_OFFSET = layout.RECORDS_COUNT_OFFSET            # 57
 # the smallest possible record: length, attributes, timestampDelta, offsetDelta, key -1, value -1,
 # headerCount 0, one byte each
 MIN_RECORD_SIZE = 7
-# worst-case bytes of a record besides key, value and header bytes: length varint (5), attributes
-# (1), timestampDelta varlong (10), offsetDelta (5), key length (5), value length (5), count (1)
-MAX_RECORD_OVERHEAD = 32
 
 # ---- status codes ------------------------------------------------------------------------------
 OK = 0

@@ -21,6 +21,13 @@ Every pass is safe to run again after a crash in the middle of it:
    batch (CRC, offsets) and truncate at the first invalid byte; segments after a truncation are
    dropped (they were never flushed in order).
 
+A dry run (``LogLoader(..., dry_run=True)``) takes the same decisions on the same files and
+changes none of them: every pass records what it would do as ``LoadAction``s instead of doing it
+(``strata recover`` reports them). It differs from a real load only where a decision depends on
+a file the load itself writes: the segments a split would write are not recovered again (a split
+is reported, its parts are not), and transaction indexes are reported as rebuilt, not rebuilt.
+Both modes list their actions in ``LoadResult.actions``.
+
 Nothing a recovery cuts is deleted (ours, beyond Kafka): the truncated tail of a segment is copied,
 and every segment dropped after it moved, to the partition's ``quarantine/`` folder
 (``storage.quarantine``), and ``LoadResult.quarantined`` lists them.
@@ -43,6 +50,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,9 +78,38 @@ from storage.segment import INT32_MAX, LogSegment, checked_batches
 from storage.split import split_overflowed_segment
 
 log = logging.getLogger(__name__)
+_dry_running = threading.local()     # a dry run does nothing worth a warning: its thread is quiet
+log.addFilter(lambda _record: not getattr(_dry_running, "on", False))
 
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
+
+
+# the kinds of LoadAction
+DELETE_TEMP = "delete-temp"                 # pass 1: a *.deleted, *.cleaned or unfinished *.swap
+QUARANTINE_SWAP = "quarantine-swap"         # pass 2: a swap file not fit to complete
+DELETE_SWAPPED = "delete-swapped"           # pass 2: a segment file a finished swap replaces
+COMPLETE_SWAP = "complete-swap"             # pass 3: a finished swap renamed to its final name
+DELETE_ORPHAN_INDEX = "delete-orphan-index"  # pass 4: an index without its .log
+REBUILD_INDEXES = "rebuild-indexes"         # pass 4: missing or doubtful indexes
+RECOVER_SEGMENT = "recover-segment"         # passes 4, 5: every batch re-validated
+TRUNCATE = "truncate"                       # a segment cut at ``position`` (tail to quarantine)
+SPLIT = "split"                             # a segment whose offsets overflow its base
+QUARANTINE_SEGMENT = "quarantine-segment"   # a segment after a truncated one, moved whole
+CREATE_SEGMENT = "create-segment"           # pass 6: the first segment of an empty directory
+
+
+@dataclass(frozen=True, slots=True)
+class LoadAction:
+    """One thing the loader did (or, in a dry run, would do) to ``path``: a ``kind`` above,
+    ``position`` the byte of ``path`` it starts at (a truncation, a split), ``bytes`` how many
+    bytes it concerns (removed, cut or moved), ``reason`` in words."""
+
+    kind: str
+    path: Path
+    reason: str
+    position: int | None = None
+    bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,14 +127,19 @@ class LoadResult:
     completed_swaps: int
     clean_shutdown: bool = False   # loaded after a clean shutdown: nothing was re-validated
     quarantined: tuple[QuarantinedFile, ...] = ()   # what recovery cut, kept in quarantine/
+    actions: tuple[LoadAction, ...] = ()    # what it did (a dry run: would do), in order
+    dry_run: bool = False                   # nothing was changed; ``segments`` is empty
 
 
 class LogLoader:
-    """Loads one partition directory. Single use; not thread-safe."""
+    """Loads one partition directory. Single use; not thread-safe.
+
+    ``dry_run=True``: decide as a load would and record the actions (``LoadResult.actions``)
+    without changing a file; the result then holds no open segments."""
 
     def __init__(self, directory: Path, config: LogConfig, *, recovery_point: int,
                  log_start_offset: int, had_clean_shutdown: bool, clock: Clock = SYSTEM_CLOCK,
-                 is_delete_dir: bool = False) -> None:
+                 is_delete_dir: bool = False, dry_run: bool = False) -> None:
         self.dir = directory
         self.config = config
         self.recovery_point = recovery_point
@@ -112,8 +154,43 @@ class LogLoader:
         self._quarantined: list[QuarantinedFile] = []
         self._txn_state: ProducerStateManager | None = None   # see _rebuild_txn_indexes
         self._txn_state_last: LogSegment | None = None
+        self.dry_run = dry_run
+        self._actions: list[LoadAction] = []
+        self._gone: set[str] = set()          # dry run: names a real load would have removed
+        self._renamed: dict[str, str] = {}    # dry run: final name -> the swap file holding it
+        self._planned: dict[int, int] = {}    # dry run: base offset -> next offset after recovery
+
+    def _act(self, kind: str, path: Path, reason: str, position: int | None = None,
+             size: int = 0) -> None:
+        if kind != COMPLETE_SWAP and path.name.endswith(files.SWAP_SUFFIX) and \
+                files.log_file(self.dir, files.offset_from_file_name(path.name)).name \
+                in self._renamed:
+            path = files.strip_temp_suffix(path)   # a dry run names a swapped-in segment's
+            #                                        files as a real load does
+        self._actions.append(LoadAction(kind, path, reason, position, size))
+
+    def _listdir(self) -> list[str]:
+        """The directory's names as a load would see them at this point (a dry run: minus what
+        it would have removed, plus the final names of swaps it would have renamed)."""
+        names = [n for n in os.listdir(self.dir) if n not in self._gone]
+        return names + [n for n in self._renamed if n not in names]
+
+    def _segment(self, base: int) -> LogSegment:
+        """The segment at ``base`` (a dry run: the swap file a real load would have renamed)."""
+        name = f"{files.offset_name(base)}{files.LOG_SUFFIX}"
+        suffix = files.SWAP_SUFFIX if name in self._renamed else ""
+        return LogSegment(self.dir, base, self.config, suffix=suffix, clock=self.clock)
 
     def load(self) -> LoadResult:
+        if not self.dry_run:
+            return self._load()
+        _dry_running.on = True
+        try:
+            return self._load()
+        finally:
+            _dry_running.on = False
+
+    def _load(self) -> LoadResult:
         swaps = self._pass1_remove_temp_files()
         if swaps:
             swaps = self._quarantine_invalid_swaps(swaps)
@@ -128,7 +205,7 @@ class LogLoader:
 
     # ---- pass 1 ------------------------------------------------------------------------------
     def _pass1_remove_temp_files(self) -> list[Path]:
-        names = os.listdir(self.dir)
+        names = self._listdir()
         cleaned_offsets = [files.offset_from_file_name(n) for n in names
                            if n.endswith(files.CLEANED_SUFFIX) and files.is_segment_file(n)]
         min_cleaned = min(cleaned_offsets) if cleaned_offsets else None
@@ -137,17 +214,22 @@ class LogLoader:
             if not name.endswith(files.TEMP_SUFFIXES) or not files.is_segment_file(name):
                 continue
             path = self.dir / name
-            if name.endswith(files.DELETED_SUFFIX) or name.endswith(files.CLEANED_SUFFIX):
-                self._unlink(path)
+            if name.endswith(files.DELETED_SUFFIX):
+                self._unlink(path, DELETE_TEMP, "scheduled for deletion before the shutdown")
+            elif name.endswith(files.CLEANED_SUFFIX):
+                self._unlink(path, DELETE_TEMP, "unfinished cleaner output; the segments it "
+                             "would replace are intact")
             elif name.endswith(files.SWAP_SUFFIX):
                 offset = files.offset_from_file_name(name)
                 if min_cleaned is not None and offset >= min_cleaned:
-                    self._unlink(path)
+                    self._unlink(path, DELETE_TEMP, "an unfinished swap (cleaner output at or "
+                                 "below it is unfinished)")
                 elif files.strip_temp_suffix(path).name.endswith(files.LOG_SUFFIX):
                     swaps.append(path)
                 else:
                     # an index swap: the index is rebuilt from the swapped-in segment
-                    self._unlink(path)
+                    self._unlink(path, DELETE_TEMP, "an index of a swapped segment; it is "
+                                 "rebuilt from the segment")
         return sorted(swaps)
 
     # ---- pass 2 and 3 ------------------------------------------------------------------------
@@ -159,6 +241,11 @@ class LogLoader:
             problem = swap_problem(path)
             if problem is None:
                 valid.append(path)
+                continue
+            self._act(QUARANTINE_SWAP, path, f"invalid swap file, live segments kept: {problem}",
+                      0, path.stat().st_size)
+            if self.dry_run:
+                self._gone.add(path.name)
                 continue
             kept = keep_file(path, self.clock.milliseconds(),
                              f"invalid swap file, live segments kept: {problem}")
@@ -176,28 +263,35 @@ class LogLoader:
             next_offsets.append(segment.read_next_offset())
             segment.close()
         low, high = min(bases), max(next_offsets)
-        for name in os.listdir(self.dir):
+        for name in sorted(self._listdir()):
             if not files.is_segment_file(name) or name.endswith(files.TEMP_SUFFIXES):
                 continue
             if name.endswith((files.LOG_SUFFIX, *files.INDEX_SUFFIXES)):
                 offset = files.offset_from_file_name(name)
                 if low <= offset < high:
-                    self._unlink(self.dir / name)
+                    self._unlink(self.dir / name, DELETE_SWAPPED, "replaced by a finished swap "
+                                 f"covering offsets {low}..{high - 1}")
 
     def _pass3_rename_swaps(self, swaps: list[Path]) -> None:
         for path in swaps:
             target = files.strip_temp_suffix(path)
-            os.replace(path, target)
+            self._act(COMPLETE_SWAP, path, f"a finished swap; renamed to {target.name}")
+            if self.dry_run:
+                self._renamed[target.name] = path.name
+                self._gone.add(path.name)
+            else:
+                os.replace(path, target)
             base = files.offset_from_file_name(path.name)
             # indexes of a swapped-in segment are rebuilt: its index swaps were removed in pass 1
             for index in (files.index_file(self.dir, base), files.time_index_file(self.dir, base)):
-                self._unlink(index)
+                self._unlink(index, DELETE_SWAPPED, "an index of a swapped-out segment")
             self._completed_swaps += 1
-        fsync_dir(self.dir)
+        if not self.dry_run:
+            fsync_dir(self.dir)
 
     # ---- pass 4 ------------------------------------------------------------------------------
     def _pass4_load_segments(self) -> list[LogSegment]:
-        names = set(os.listdir(self.dir))
+        names = set(self._listdir())
         logs: list[int] = []
         for name in names:
             if not files.is_segment_file(name):
@@ -205,14 +299,14 @@ class LogLoader:
             offset = files.offset_from_file_name(name)
             stem = files.offset_name(offset)
             if name.endswith(files.INDEX_SUFFIXES) and f"{stem}{files.LOG_SUFFIX}" not in names:
-                self._unlink(self.dir / name)
+                self._unlink(self.dir / name, DELETE_ORPHAN_INDEX, "an index without its .log")
             elif name == f"{stem}{files.LOG_SUFFIX}":
                 logs.append(offset)
         segments = []
         bases = sorted(logs)
         recovered_later = self._first_base_recovered_later(bases)
         for i, base in enumerate(bases):
-            segment = LogSegment(self.dir, base, self.config, clock=self.clock)
+            segment = self._segment(base)
             stem = files.offset_name(base)
             index_name = f"{stem}{files.INDEX_SUFFIX}"
             needs_rebuild = index_name not in names
@@ -230,14 +324,18 @@ class LogLoader:
             if needs_rebuild and (self.had_clean_shutdown or base < self.recovery_point):
                 log.info("rebuilding missing or corrupt indexes of %s", segment.log_path)
             if needs_rebuild:
-                for index in (segment.offset_index, segment.time_index):
-                    index.delete_if_exists()
+                self._act(REBUILD_INDEXES, segment.offset_index.path,
+                          "missing" if index_name not in names else "malformed or doubtful")
+                if not self.dry_run:
+                    for index in (segment.offset_index, segment.time_index):
+                        index.delete_if_exists()
                 truncated, recovered = self._recover(
                     segment, bases[i + 1] if i + 1 < len(bases) else None)
                 self._rebuild_txn_indexes(recovered, segments)
                 self._truncated_rebuilding += truncated
-                for done in recovered:
-                    done.make_read_only()
+                if not self.dry_run:
+                    for done in recovered:
+                        done.make_read_only()
                 self._rebuilt += 1
                 segments.extend(recovered)
                 if truncated and i + 1 < len(bases):
@@ -245,9 +343,8 @@ class LogLoader:
                     # are gone (a transaction's marker, a producer's sequence), so, as after a
                     # truncation in pass 5, the later segments leave the log (kept in quarantine)
                     for later in bases[i + 1:]:
-                        self._drop_segment(
-                            LogSegment(self.dir, later, self.config, clock=self.clock),
-                            f"follows {segment.log_path.name}, truncated")
+                        self._drop_segment(self._segment(later),
+                                           f"follows {segment.log_path.name}, truncated")
                     break
             else:
                 if base < recovered_later and f"{stem}{files.TXN_INDEX_SUFFIX}" in names:
@@ -279,6 +376,11 @@ class LogLoader:
             return self._recover_keeping_cut(segment, next_base), [segment]
         except SegmentOffsetOverflowError as err:
             log.warning("%s; splitting the segment", err)
+            position = err.fields.get("position")
+            self._act(SPLIT, segment.log_path, str(err),
+                      position if isinstance(position, int) else None)
+            if self.dry_run:
+                return 0, [segment]
         size, name = segment.size, segment.log_path.name
         with keep_while(segment.log_path) as original:        # the split deletes the segment
             parts, left_out = split_overflowed_segment(segment, self.config, clock=self.clock)
@@ -297,16 +399,36 @@ class LogLoader:
 
     # ---- the quarantine hook: what recovery cuts is kept, never deleted ------------------------
     def _recover_keeping_cut(self, segment: LogSegment, next_base: int | None) -> int:
+        if self.dry_run:
+            self._act(RECOVER_SEGMENT, segment.log_path, "every batch re-validated")
+            plan = segment.plan_recovery(next_base)
+            self._planned[segment.base_offset] = plan.next_offset
+            cut = plan.file_size - plan.valid_bytes
+            if cut:
+                self._act(TRUNCATE, segment.log_path, f"invalid bytes from position "
+                          f"{plan.valid_bytes}: recovery truncates them", plan.valid_bytes, cut)
+            return cut
+        self._act(RECOVER_SEGMENT, segment.log_path, "every batch re-validated")
+        size = segment.log_path.stat().st_size
+
         def keep_cut(position: int) -> None:
             self._quarantined.append(keep_tail(
                 segment.log_path, position, self.clock.milliseconds(),
                 f"invalid bytes from position {position}: recovery truncated them"))
 
-        return segment.recover(keep_cut=keep_cut, next_base_offset=next_base)
+        cut = segment.recover(keep_cut=keep_cut, next_base_offset=next_base)
+        if cut:
+            self._act(TRUNCATE, segment.log_path, f"invalid bytes from position {size - cut}: "
+                      "recovery truncates them", size - cut, cut)
+        return cut
 
     def _drop_segment(self, segment: LogSegment, reason: str) -> None:
         """Move ``segment``'s ``.log`` to quarantine and delete its (derived) indexes."""
         segment.close()
+        self._act(QUARANTINE_SEGMENT, segment.log_path, reason, 0,
+                  segment.log_path.stat().st_size if segment.log_path.exists() else 0)
+        if self.dry_run:
+            return
         if segment.log_path.exists():
             self._quarantined.append(keep_file(segment.log_path, self.clock.milliseconds(),
                                                reason))
@@ -316,7 +438,10 @@ class LogLoader:
         """Rebuild the ``.txnindex`` of segments just recovered, replaying them through the
         producer state as of the first one's base offset (Kafka's recoverSegment): the newest
         snapshot at or below it plus the batches of the segments ``before`` it after that
-        snapshot. Consecutive recoveries reuse the state the previous one left."""
+        snapshot. Consecutive recoveries reuse the state the previous one left. A dry run
+        rebuilds nothing (and reads no producer state)."""
+        if self.dry_run:
+            return
         state = self._txn_state
         if state is None or not before or before[-1] is not self._txn_state_last:
             state = ProducerStateManager(self.dir)
@@ -371,17 +496,24 @@ class LogLoader:
                     segment, segments[i + 1].base_offset if i + 1 < len(segments) else None)
             except (CorruptRecordError, CorruptIndexError) as err:
                 log.warning("%s; truncating %s to its base offset", err, segment.log_path)
-                if segment.log_path.stat().st_size:
+                size = segment.log_path.stat().st_size
+                self._act(TRUNCATE, segment.log_path, f"unreadable segment: {err}", 0, size)
+                if self.dry_run:
+                    truncated, parts = size, [segment]
+                    self._planned[segment.base_offset] = segment.base_offset
+                elif segment.log_path.stat().st_size:
                     self._quarantined.append(keep_tail(
                         segment.log_path, 0, self.clock.milliseconds(),
                         f"unreadable segment: {err}"))
-                truncated, parts = segment.truncate_fully(), [segment]
+                if not self.dry_run:
+                    truncated, parts = segment.truncate_fully(), [segment]
             self._rebuild_txn_indexes(parts, segments[:i])
             segments[i:i + 1] = parts
             i += len(parts) - 1
             segment = segments[i]
-            for part in parts:
-                part.make_read_only()
+            if not self.dry_run:
+                for part in parts:
+                    part.make_read_only()
             recovered += len(parts)
             truncated_total += truncated
             if truncated > 0:
@@ -399,6 +531,8 @@ class LogLoader:
     # ---- pass 6 ------------------------------------------------------------------------------
     def _pass6_offsets(self, segments: list[LogSegment], truncated: int,
                        recovered: int) -> LoadResult:
+        if self.dry_run:
+            return self._dry_run_result(segments, truncated, recovered)
         log_end = segments[-1].read_next_offset() if segments else self.log_start_offset_checkpoint
         checkpointed_start = self.log_start_offset_checkpoint
         if segments and log_end < checkpointed_start:
@@ -419,11 +553,42 @@ class LogLoader:
         return LoadResult(segments, log_start, log_end, recovery_point,
                           truncated + self._truncated_rebuilding, recovered,
                           self._rebuilt, self._deleted_temp, self._completed_swaps,
-                          self.had_clean_shutdown, tuple(self._quarantined))
+                          self.had_clean_shutdown, tuple(self._quarantined), tuple(self._actions))
 
-    def _unlink(self, path: Path) -> None:
+    def _dry_run_result(self, segments: list[LogSegment], truncated: int,
+                        recovered: int) -> LoadResult:
+        """Pass 6 of a dry run: the offsets a load would end with; the segments are closed."""
+        if segments:
+            last = segments[-1]
+            log_end = self._planned.get(last.base_offset)
+            if log_end is None:
+                log_end = last.read_next_offset()
+            log_start = max(self.log_start_offset_checkpoint, segments[0].base_offset)
+            if log_end < self.log_start_offset_checkpoint:
+                log_start = segments[0].base_offset
+        else:
+            log_end = log_start = max(self.log_start_offset_checkpoint, 0)
+            self._act(CREATE_SEGMENT, files.log_file(self.dir, log_end), "an empty directory")
+        for segment in segments:
+            segment.close()
+        recovery_point = log_end if self.had_clean_shutdown else min(self.recovery_point, log_end)
+        return LoadResult([], log_start, log_end, recovery_point,
+                          truncated + self._truncated_rebuilding, recovered, self._rebuilt,
+                          self._deleted_temp, self._completed_swaps, self.had_clean_shutdown,
+                          (), tuple(self._actions), dry_run=True)
+
+    def _unlink(self, path: Path, kind: str = DELETE_TEMP, reason: str = "") -> None:
+        if self.dry_run:
+            if path.name in self._gone or not path.exists():
+                return
+            self._act(kind, path, reason, None, path.stat().st_size)
+            self._gone.add(path.name)
+            self._deleted_temp += 1
+            return
         try:
+            size = path.stat().st_size
             path.unlink()
+            self._act(kind, path, reason, None, size)
             self._deleted_temp += 1
         except FileNotFoundError:
             pass

@@ -48,6 +48,7 @@ from storage.producer_state import (
     ProducerStateManager,
     SequenceCheck,
 )
+from storage.batch_layout import CRC_OFFSET, MAX_TIMESTAMP_OFFSET, SIZE_OFFSET
 from storage.records import (
     ATTRIBUTES_OFFSET,
     LOG_OVERHEAD,
@@ -72,10 +73,10 @@ log = logging.getLogger(__name__)
 _OFFSET = struct.Struct(">q")
 _BATCH_LENGTH = struct.Struct(">i")
 _MAX_TIMESTAMP = struct.Struct(">q")
-_MAX_TIMESTAMP_POSITION = 35
+_MAX_TIMESTAMP_POSITION = MAX_TIMESTAMP_OFFSET
 _ATTRIBUTES = struct.Struct(">h")
 _CRC = struct.Struct(">I")
-_CRC_POSITION = 17
+_CRC_POSITION = CRC_OFFSET
 _LOG_APPEND_TIME_FLAG = 0x08
 DEFAULT_FETCH_BYTES = 1024 * 1024
 READ_UNCOMMITTED = "read_uncommitted"   # Kafka's isolation.level values
@@ -344,7 +345,7 @@ class Log:
                 if log_append_time >= 0:
                     pieces.append(_with_log_append_time(batch, log_append_time))
                 else:
-                    pieces.append(batch[8:])
+                    pieces.append(batch[SIZE_OFFSET:])
                 if batch_max_ts > max_ts:
                     max_ts = batch_max_ts
                     offset_of_max_ts = next_offset + check.last_offset_delta
@@ -945,7 +946,7 @@ def _batch_spans(view: memoryview) -> list[tuple[int, int]] | None:
     """[(0, size)] when ``view`` is exactly one batch by its length field (the common case of a
     producer's append), else None and the caller scans."""
     size = len(view)
-    if size >= LOG_OVERHEAD and _BATCH_LENGTH.unpack_from(view, 8)[0] + LOG_OVERHEAD == size:
+    if size >= LOG_OVERHEAD and _BATCH_LENGTH.unpack_from(view, SIZE_OFFSET)[0] + LOG_OVERHEAD == size:
         return [(0, size)]
     return None
 
@@ -958,7 +959,7 @@ def _with_log_append_time(batch: memoryview, now_ms: int) -> bytes:
     _ATTRIBUTES.pack_into(buf, ATTRIBUTES_OFFSET, attributes)
     _MAX_TIMESTAMP.pack_into(buf, _MAX_TIMESTAMP_POSITION, now_ms)
     _CRC.pack_into(buf, _CRC_POSITION, crc32c.crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
-    return bytes(memoryview(buf)[8:])
+    return bytes(memoryview(buf)[SIZE_OFFSET:])
 
 
 class _AbortedFilter:

@@ -485,6 +485,13 @@ class SnapshotEntry(NamedTuple):
     coordinator_epoch: int
     current_txn_first_offset: int   # -1: no open transaction
 
+    @property
+    def first_seq(self) -> int:
+        """Kafka's BatchMetadata.firstSeq: the last sequence minus the delta, wrapping."""
+        if self.last_seq < self.offset_delta:
+            return INT32_MAX - (self.offset_delta - self.last_seq) + 1
+        return self.last_seq - self.offset_delta
+
 
 def encode_snapshot(entries) -> bytes:
     body = bytearray(_HEADER.size)
@@ -507,20 +514,29 @@ def encode_snapshot(entries) -> bytes:
 
 
 def read_snapshot(data: bytes, path: Path | None = None) -> list[SnapshotEntry]:
-    """Every entry of a snapshot file; raises CorruptRecordError naming ``path``."""
+    """Every entry of a snapshot file, the one parser of the format (the loader and
+    ``strata dump-log``). Checked in Kafka's order (``ProducerStateManager.readSnapshot``):
+    version, layout, CRC. Raises ``CorruptRecordError`` naming ``path``; its ``reason`` field is
+    Kafka's wording without the path."""
     where = str(path) if path else "snapshot"
+
+    def corrupt(reason: str, **fields: object) -> CorruptRecordError:
+        return CorruptRecordError(f"{where}: {reason}", path=where, reason=reason, **fields)
+
     if len(data) < _HEADER.size:
-        raise CorruptRecordError(f"{where}: {len(data)} bytes is shorter than the header",
-                                 path=where)
+        raise corrupt(f"Snapshot failed schema validation: {len(data)} bytes, fewer than the "
+                      f"{_HEADER.size}-byte header")
     version, crc, count = _HEADER.unpack_from(data, 0)
     if version != SNAPSHOT_VERSION:
-        raise CorruptRecordError(f"{where}: snapshot version {version}, expected "
-                                 f"{SNAPSHOT_VERSION}", path=where, version=version)
-    if crc32c.crc32c(memoryview(data)[_CRC_START:]) != crc:
-        raise CorruptRecordError(f"{where}: snapshot CRC mismatch", path=where)
+        raise corrupt(f"Snapshot contained an unknown file version {version}", version=version)
     if count < 0 or len(data) != _HEADER.size + count * _ENTRY.size:
-        raise CorruptRecordError(f"{where}: {count} entries do not fill {len(data)} bytes",
-                                 path=where, count=count)
+        # stricter than Kafka, which ignores bytes after the entries: we never write any
+        raise corrupt(f"Snapshot failed schema validation: {count} entries do not fill "
+                      f"{len(data)} bytes", count=count)
+    computed = crc32c.crc32c(memoryview(data)[_CRC_START:])
+    if computed != crc:
+        raise corrupt(f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {crc}. "
+                      f"Computed crc: {computed}")
     return [SnapshotEntry(*_ENTRY.unpack_from(data, _HEADER.size + i * _ENTRY.size))
             for i in range(count)]
 

@@ -77,34 +77,26 @@ NO_PARTITION_LEADER_EPOCH = -1
 NO_TIMESTAMP = -1
 MAGIC = 2
 
-BATCH_HEADER = struct.Struct(
-    ">q"   # baseOffset
-    "i"    # batchLength: bytes after this field
-    "i"    # partitionLeaderEpoch
-    "b"    # magic
-    "I"    # crc: CRC32C of attributes..end
-    "h"    # attributes
-    "i"    # lastOffsetDelta
-    "q"    # baseTimestamp (the delete horizon when attribute bit 6 is set)
-    "q"    # maxTimestamp
-    "q"    # producerId
-    "h"    # producerEpoch
-    "i"    # baseSequence
-    "i"    # recordsCount
+# the header layout and its offsets: storage.batch_layout (one definition, re-exported here)
+from storage.batch_layout import (  # noqa: E402
+    ATTRIBUTES_OFFSET,
+    BASE_TIMESTAMP_OFFSET,
+    BATCH_HEADER,
+    CRC_OFFSET,
+    HEADER_SIZE,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LAST_OFFSET_DELTA_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAX_HEADER_OVERHEAD,
+    MAX_RECORD_OVERHEAD,
+    MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    RECORDS_COUNT_OFFSET,
+    SIZE_OFFSET,
 )
-HEADER_SIZE = BATCH_HEADER.size                                   # 61
+
 RECORD_BATCH_OVERHEAD = HEADER_SIZE
-LOG_OVERHEAD = struct.calcsize(">qi")                             # 12
-SIZE_OFFSET = struct.calcsize(">q")                               # 8
-PARTITION_LEADER_EPOCH_OFFSET = struct.calcsize(">qi")            # 12
-MAGIC_OFFSET = struct.calcsize(">qii")                            # 16
-HEADER_SIZE_UP_TO_MAGIC = struct.calcsize(">qiib")                # 17
-CRC_OFFSET = struct.calcsize(">qiib")                             # 17
-ATTRIBUTES_OFFSET = struct.calcsize(">qiibI")                     # 21
-LAST_OFFSET_DELTA_OFFSET = struct.calcsize(">qiibIh")             # 23
-BASE_TIMESTAMP_OFFSET = struct.calcsize(">qiibIhi")               # 27
-MAX_TIMESTAMP_OFFSET = struct.calcsize(">qiibIhiq")               # 35
-RECORDS_COUNT_OFFSET = struct.calcsize(">qiibIhiqqqhi")           # 57
 LEGACY_RECORD_OVERHEAD_V0 = legacy.RECORD_OVERHEAD_V0             # 14: the smallest batchLength
 
 COMPRESSION_MASK = 0x07
@@ -850,6 +842,19 @@ def build_batch_columns(keys: Sequence[bytes | None], values: Sequence[bytes | N
                   is_transactional=is_transactional, is_control=is_control,
                   delete_horizon_ms=delete_horizon_ms, offset_deltas=offset_deltas,
                   last_offset_delta=last_offset_delta, max_timestamp=max_timestamp)
+
+
+def max_record_size(record: Record) -> int:
+    """An upper bound of the bytes ``record`` takes in a v2 batch (before compression), by the
+    bounds the batch builder sizes its buffer with: ``MAX_RECORD_OVERHEAD`` plus the key and
+    value, and per header its UTF-8 key, value and ``MAX_HEADER_OVERHEAD`` (plus the header
+    count's varint). A client sizing batches by it never builds one above its limit."""
+    size = MAX_RECORD_OVERHEAD + len(record.key or b"") + len(record.value or b"")
+    if record.headers:
+        size += len(encode_varint(len(record.headers))) + sum(
+            MAX_HEADER_OVERHEAD + len(key.encode("utf-8", "surrogateescape")) + len(value or b"")
+            for key, value in record.headers)
+    return size
 
 
 def _encode_headers(headers: tuple[tuple[str, bytes | None], ...]) -> bytes:

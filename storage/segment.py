@@ -182,6 +182,14 @@ def _write_fully(fd: int, pieces: list[bytes | memoryview], position: int, size:
         rest = rest[n:]
 
 
+class RecoveryPlan(NamedTuple):
+    """What ``LogSegment.plan_recovery`` found: recovery keeps ``valid_bytes`` of ``file_size``."""
+
+    file_size: int
+    valid_bytes: int
+    next_offset: int
+
+
 class CheckedBatch(NamedTuple):
     """A batch that passed its structure and CRC checks: where it is and its offsets."""
 
@@ -594,7 +602,7 @@ class LogSegment:
                     raise self._corrupt_at(position + max(scan.error_position, 0), scan.problem)
                 if len(data) < wanted:
                     break    # the file ends before the segment's size: reported below
-                batch_size = int.from_bytes(data[8:12], "big", signed=True) + LOG_OVERHEAD
+                batch_size = int.from_bytes(data[SIZE_OFFSET:LOG_OVERHEAD], "big", signed=True) + LOG_OVERHEAD
                 if batch_size <= len(data) or position + batch_size > end:
                     break    # incomplete batch at the end of the file
                 chunk_bytes = batch_size
@@ -800,44 +808,10 @@ class LogSegment:
         fd = os.open(self.log_path, os.O_RDWR)
         try:
             file_size = os.fstat(fd).st_size
-            valid = 0
             self._recovered_max = (-1, self.base_offset)
             self._recovered_index_position = 0
-            prev_last = self.base_offset - 1
-            held: CheckedBatch | None = None     # accepted once the batch after it agrees
-            for batch in checked_batches(fd, 0, file_size):
-                if held is not None:
-                    if batch.base_offset > held.last_offset:
-                        self._accept_recovered(held, valid)
-                    elif held.base_offset == prev_last + 1:
-                        # the next batch's offsets are out of place, not the held one's (which
-                        # follows its predecessor exactly): keep the held batch, cut here
-                        self._accept_recovered(held, valid)
-                        valid += held.size
-                        prev_last = held.last_offset
-                        held = None
-                        break
-                    else:
-                        held = None              # out of place itself (a flipped base offset)
-                        break
-                    valid += held.size
-                    prev_last = held.last_offset
-                if batch.base_offset <= prev_last or batch.last_offset < batch.base_offset or (
-                        next_base_offset is not None and batch.last_offset >= next_base_offset):
-                    held = None
-                    break
-                held = batch
-            if held is not None and next_base_offset is None and held.magic == MAGIC \
-                    and held.base_offset != prev_last + 1 and not self.config.compact:
-                # the log's last batch has no neighbour after it to vouch for its base offset;
-                # a log that is not compacted has no gaps (appends follow the batch before), so
-                # a gap there can only be a damaged base offset (a compacted log's last segment
-                # may be a cleaned one brought back by a truncation: gaps are normal there)
-                held = None
-            if held is not None:                 # the last batch: nothing after it to disagree
-                self._accept_recovered(held, valid)
-                valid += held.size
-                prev_last = held.last_offset
+            valid, prev_last = self._recovery_scan(fd, file_size, next_base_offset,
+                                                   self._accept_recovered)
             max_ts, max_ts_offset = self._recovered_max
             last_index_entry = self._recovered_index_position
             truncated = file_size - valid
@@ -858,13 +832,70 @@ class LogSegment:
         self.time_index.trim_to_valid_size()
         return truncated
 
-    def _accept_recovered(self, batch: CheckedBatch, position: int) -> None:
-        """Index one batch that recovery keeps, at ``position`` (the bytes kept before it)."""
+    def plan_recovery(self, next_base_offset: int | None = None) -> RecoveryPlan:
+        """What ``recover`` would keep, read-only: the same checks, no index or file written
+        (the loader's dry run). ``SegmentOffsetOverflowError`` as ``recover`` raises it."""
+        fd = os.open(self.log_path, os.O_RDONLY)
+        try:
+            file_size = os.fstat(fd).st_size
+            valid, prev_last = self._recovery_scan(fd, file_size, next_base_offset,
+                                                   self._check_relative_offset)
+        finally:
+            os.close(fd)
+        return RecoveryPlan(file_size, valid, prev_last + 1)
+
+    def _recovery_scan(self, fd: int, file_size: int, next_base_offset: int | None,
+                       accept: Callable[[CheckedBatch, int], None]) -> tuple[int, int]:
+        """The batches ``recover`` keeps (see its docstring), each passed to ``accept(batch,
+        position)``; returns (bytes kept, last offset kept or base - 1)."""
+        valid = 0
+        prev_last = self.base_offset - 1
+        held: CheckedBatch | None = None     # accepted once the batch after it agrees
+        for batch in checked_batches(fd, 0, file_size):
+            if held is not None:
+                if batch.base_offset > held.last_offset:
+                    accept(held, valid)
+                elif held.base_offset == prev_last + 1:
+                    # the next batch's offsets are out of place, not the held one's (which
+                    # follows its predecessor exactly): keep the held batch, cut here
+                    accept(held, valid)
+                    valid += held.size
+                    prev_last = held.last_offset
+                    held = None
+                    break
+                else:
+                    held = None              # out of place itself (a flipped base offset)
+                    break
+                valid += held.size
+                prev_last = held.last_offset
+            if batch.base_offset <= prev_last or batch.last_offset < batch.base_offset or (
+                    next_base_offset is not None and batch.last_offset >= next_base_offset):
+                held = None
+                break
+            held = batch
+        if held is not None and next_base_offset is None and held.magic == MAGIC \
+                and held.base_offset != prev_last + 1 and not self.config.compact:
+            # the log's last batch has no neighbour after it to vouch for its base offset;
+            # a log that is not compacted has no gaps (appends follow the batch before), so
+            # a gap there can only be a damaged base offset (a compacted log's last segment
+            # may be a cleaned one brought back by a truncation: gaps are normal there)
+            held = None
+        if held is not None:                 # the last batch: nothing after it to disagree
+            accept(held, valid)
+            valid += held.size
+            prev_last = held.last_offset
+        return valid, prev_last
+
+    def _check_relative_offset(self, batch: CheckedBatch, position: int) -> None:
         if not self.can_convert_to_relative_offset(batch.last_offset):
             raise SegmentOffsetOverflowError(
                 f"{self.log_path}: the batch at position {position} ends at offset "
                 f"{batch.last_offset}, beyond the segment's base {self.base_offset} + 2^31 - 1",
                 path=str(self.log_path), position=position, offset=batch.last_offset)
+
+    def _accept_recovered(self, batch: CheckedBatch, position: int) -> None:
+        """Index one batch that recovery keeps, at ``position`` (the bytes kept before it)."""
+        self._check_relative_offset(batch, position)
         max_ts, _ = self._recovered_max
         if batch.max_timestamp > max_ts:
             self._recovered_max = (batch.max_timestamp, batch.last_offset)
@@ -976,7 +1007,7 @@ class LogSegment:
         position, end = start_position, self._size
         while position + HEADER_SIZE <= end:
             head = self.read_bytes(position, HEADER_SIZE)
-            size = int.from_bytes(head[8:12], "big", signed=True) + LOG_OVERHEAD
+            size = int.from_bytes(head[SIZE_OFFSET:LOG_OVERHEAD], "big", signed=True) + LOG_OVERHEAD
             if size >= HOP_BATCH_BYTES:
                 if position + size > end:
                     return   # incomplete batch at the end of the file

@@ -7,13 +7,19 @@ Every partition is checked with its topic's settings (``max.message.bytes`` abov
 overrides the node keeps in ``DIR/topic-configs.json`` (``node.topic_configs``) over Kafka's
 defaults, so a legal 10 MiB batch of a topic that allows it is not taken for damage.
 
-Check (both modes; one progress step per segment). For every partition directory it predicts
-what the loader (storage/loader.py) does to it at an unclean start, and finds:
+Check (both modes; one progress step per segment). For every partition directory it runs the
+loader itself (``storage.loader.LogLoader``) as a dry run at an unclean start, with the topic's
+config, and reports the actions it would take (deletions, swaps, truncations, quarantines,
+splits); it adds what the loader does not judge (index contents, records that do not decode,
+producer snapshots, checkpoints). It finds:
 
     kind                      action          what happens on repair
     temp-file                 delete          *.deleted, *.cleaned, an unfinished *.swap: removed
     swap                      complete-swap   a finished *.log.swap is renamed over its originals
     swapped-original          delete          a segment file replaced by such a swap
+    invalid-swap              quarantine      a *.log.swap not fit to complete (garbage, a bad
+                                              CRC): the loader moves it to quarantine/ and keeps
+                                              the live segments
     orphan-index              delete          an index without its .log
     corrupt-batch, torn-tail  truncate        the segment is cut at the first bad byte; the
                                               loader keeps the cut bytes in quarantine/
@@ -192,6 +198,7 @@ def check_directory(directory: Path, advance: Callable[[str], None],
     """Check the directory's checkpoints and every partition (``advance`` per segment), each
     with its topic's ``max.message.bytes`` from ``topic_configs``, else ``max_message_bytes``."""
     from storage import files
+    from storage.config import LogConfig
     from storage.errors import InvalidSegmentFileError, InvalidTopicError
 
     result = DirCheck(directory)
@@ -213,8 +220,8 @@ def check_directory(directory: Path, advance: Callable[[str], None],
             result.findings.append(Finding("not-loaded", entry.name, f"{why}; the node does not "
                                            "load it, recover leaves it alone", NONE))
         else:
-            config = (topic_configs or {}).get(parsed.topic_partition.topic)
-            limit = config.max_message_bytes if config is not None else max_message_bytes
+            config = (topic_configs or {}).get(parsed.topic_partition.topic) \
+                or LogConfig(max_message_bytes=max_message_bytes)
             try:
                 files.check_partition_entries(entry, writable=False)
             except InvalidSegmentFileError as error:
@@ -226,7 +233,7 @@ def check_directory(directory: Path, advance: Callable[[str], None],
                     MANUAL))
                 result.partitions.append(unusable)
                 continue
-            result.partitions.append(check_partition(directory, entry, advance, limit))
+            result.partitions.append(check_partition(directory, entry, advance, config))
     return result
 
 
@@ -254,92 +261,82 @@ def _check_checkpoint(directory: Path, path: Path, findings: list[Finding]) -> N
 
 
 def check_partition(directory: Path, path: Path, advance: Callable[[str], None],
-                    max_message_bytes: int) -> PartitionCheck:
-    """Predict the loader's passes on ``path`` (see the module docstring), read-only."""
-    from ops.tools.dump_log import parse_producer_snapshot, read_only
+                    config: LogConfig | int, clock: Clock | None = None) -> PartitionCheck:
+    """Check ``path`` read-only: what the storage loader would do to it at an unclean start (a dry
+    run of ``storage.loader.LogLoader`` with the topic's ``config``; an int is a
+    ``max.message.bytes`` over Kafka's defaults, for old callers), plus what it does not judge
+    (index contents, undecodable records, producer snapshots, checkpoints). See the module
+    docstring for the findings."""
     from storage import files
+    from storage import loader as L
+    from storage.config import LogConfig
 
+    if isinstance(config, int):
+        config = LogConfig(max_message_bytes=config)
     check = PartitionCheck(path.name, path)
-    rel = lambda p: str(p.relative_to(directory))                  # noqa: E731
+    rel = lambda p: str(Path(p).relative_to(directory))            # noqa: E731
     names = sorted(n for n in os.listdir(path) if files.is_segment_file(n))
     findings = check.findings
-    gone: set[str] = set()
-    # pass 1: temporary files
-    cleaned = [files.offset_from_file_name(n) for n in names if n.endswith(files.CLEANED_SUFFIX)]
-    min_cleaned = min(cleaned, default=None)
-    swaps: list[str] = []
     for n in names:
-        offset = files.offset_from_file_name(n)
         if _QUARANTINED.search(n):
             findings.append(Finding("quarantined", rel(path / n), "kept aside by an earlier "
                                     "recover; the loader ignores it", NONE))
-            continue
-        if n.endswith(files.DELETED_SUFFIX):
-            why = "scheduled for deletion before the shutdown"
-        elif n.endswith(files.CLEANED_SUFFIX):
-            why = "unfinished cleaner output; the segments it would replace are intact"
-        elif n.endswith(files.SWAP_SUFFIX) and min_cleaned is not None and offset >= min_cleaned:
-            why = "an unfinished swap (cleaner output at or below it is unfinished)"
-        elif n.endswith(files.SWAP_SUFFIX) and not n.endswith(files.LOG_SUFFIX + files.SWAP_SUFFIX):
-            why = "an index of a swapped segment; it is rebuilt from the segment"
-        elif n.endswith(files.SWAP_SUFFIX):
-            swaps.append(n)
-            continue
-        else:
-            continue
-        gone.add(n)
-        findings.append(Finding("temp-file", rel(path / n), why, DELETE,
-                                bytes=(path / n).stat().st_size))
-    # passes 2 and 3: finished swaps replace the segments in their offset range
+    plan = L.LogLoader(path, config, recovery_point=0, log_start_offset=0,
+                       had_clean_shutdown=False, clock=clock or _system_clock(),
+                       dry_run=True).load()
+    gone: set[str] = set()
     logs: dict[int, Path] = {}
     swapped: set[int] = set()
-    if swaps:
-        ranges = [_offset_range(path / n, read_only) for n in swaps]
-        low, high = min(r[0] for r in ranges), max(r[1] for r in ranges)
-        for n in names:
-            offset = files.offset_from_file_name(n)
-            if (n not in gone and not n.endswith(files.TEMP_SUFFIXES) and low <= offset < high
-                    and n.endswith((files.LOG_SUFFIX, *files.INDEX_SUFFIXES))):
-                gone.add(n)
-                findings.append(Finding("swapped-original", rel(path / n), "replaced by a "
-                                        f"finished swap covering offsets {low}..{high - 1}",
-                                        DELETE))
-        for n, (base, _) in zip(swaps, ranges):
-            final = files.strip_temp_suffix(path / n)
-            findings.append(Finding("swap", rel(path / n), f"a finished swap; renamed to "
-                                    f"{final.name}", COMPLETE_SWAP))
-            logs[base] = path / n
+    cut: dict[str, L.LoadAction] = {}          # segment file -> its truncation
+    dropped: set[str] = set()
+    overflow: dict[str, L.LoadAction] = {}
+    for action in plan.actions:
+        name = rel(action.path)
+        if action.kind in (L.DELETE_TEMP, L.DELETE_SWAPPED, L.DELETE_ORPHAN_INDEX):
+            gone.add(action.path.name)
+            kind = {L.DELETE_TEMP: "temp-file", L.DELETE_SWAPPED: "swapped-original",
+                    L.DELETE_ORPHAN_INDEX: "orphan-index"}[action.kind]
+            if kind == "orphan-index":
+                message = "an index without its .log; the loader deletes it"
+            else:
+                message = action.reason
+            findings.append(Finding(kind, name, message, DELETE,
+                                    bytes=action.bytes if kind == "temp-file" else 0))
+        elif action.kind == L.QUARANTINE_SWAP:
+            gone.add(action.path.name)
+            findings.append(Finding("invalid-swap", name, f"{action.reason}; the loader moves it "
+                                    "to quarantine/", QUARANTINE, position=0,
+                                    bytes=action.bytes))
+        elif action.kind == L.COMPLETE_SWAP:
+            findings.append(Finding("swap", name, action.reason, COMPLETE_SWAP))
+            base = files.offset_from_file_name(action.path.name)
+            logs[base] = action.path
             swapped.add(base)
+        elif action.kind == L.TRUNCATE:
+            cut[action.path.name] = action
+        elif action.kind == L.QUARANTINE_SEGMENT:
+            dropped.add(action.path.name)
+        elif action.kind == L.SPLIT:
+            overflow[action.path.name] = action
     for n in names:
         if n.endswith(files.LOG_SUFFIX) and n not in gone and not _QUARANTINED.search(n):
             logs.setdefault(files.offset_from_file_name(n), path / n)
-    for n in names:
-        if (n.endswith(files.INDEX_SUFFIXES) and n not in gone
-                and files.offset_from_file_name(n) not in logs):
-            findings.append(Finding("orphan-index", rel(path / n), "an index without its .log; "
-                                    "the loader deletes it", DELETE))
-    # passes 4 and 5: every segment re-validated; recovery deletes the segments after a cut
-    truncated_at: int | None = None
-    log_end: int | None = None              # the log end offset after recovery
     for base in sorted(logs):
         segment = logs[base]
-        result = _check_segment(directory, path, base, segment, base in swapped,
-                                max_message_bytes, findings, truncated_at is not None)
+        result = _check_segment(directory, path, base, segment, base in swapped, findings,
+                                cut.get(segment.name), overflow.get(segment.name),
+                                segment.name in dropped)
         check.segments += 1
         check.bytes += result.size
         check.records += result.records
-        if truncated_at is None:
-            log_end = base if result.last_offset is None else result.last_offset + 1
-            if result.problem is not None:
-                truncated_at = base
         advance(f"{path.name}/{segment.name}")
+    log_end = plan.log_end_offset if logs else None
     for n in names:
         if n.endswith(files.SNAPSHOT_SUFFIX):
             offset = files.offset_from_file_name(n)
-            try:
-                parse_producer_snapshot(bytes(read_only(path / n)))
-            except ValueError as error:
-                findings.append(Finding("corrupt-snapshot", rel(path / n), str(error),
+            problem = _snapshot_problem(path / n)
+            if problem is not None:
+                findings.append(Finding("corrupt-snapshot", rel(path / n), problem,
                                         QUARANTINE, position=0))
                 continue
             if log_end is not None and offset > log_end:
@@ -351,50 +348,49 @@ def check_partition(directory: Path, path: Path, advance: Callable[[str], None],
     return check
 
 
-def _offset_range(path: Path, read_only: Callable[[Path], Any]) -> tuple[int, int]:
-    """[base, next offset) of a swap file, by its batch headers (as the loader reads it)."""
-    from storage import files
-    from storage.records import scan_batches
+def _snapshot_problem(path: Path) -> str | None:
+    """Why the producer snapshot ``path`` is unreadable, or None."""
+    from ops.tools.dump_log import parse_producer_snapshot, read_only
 
-    base = files.offset_from_file_name(path.name)
-    scan = scan_batches(read_only(path))
-    return base, int(scan.last_offsets[-1]) + 1 if len(scan) else base
+    try:
+        parse_producer_snapshot(bytes(read_only(path)))
+    except ValueError as error:
+        return str(error)
+    return None
 
 
 def _check_segment(directory: Path, path: Path, base: int, segment: Path, swapped: bool,
-                   max_message_bytes: int, findings: list[Finding],
+                   findings: list[Finding], cut: Any, overflow: Any,
                    after_truncation: bool) -> LogCheck:
+    """Report what the loader decided for ``segment`` (``cut``: its truncation, ``overflow``:
+    its split, ``after_truncation``: moved to quarantine), described with ``check_log``'s reading
+    of the bytes there; then check its indexes and records, which the loader does not judge."""
     from ops.tools.dump_log import (check_log, check_offset_index, check_time_index,
                                         read_only)
     from storage import files
 
     name = str(segment.relative_to(directory))
-    result = check_log(segment, read_only(segment), base, max_message_bytes=None,
-                       name=name)
+    data = read_only(segment)
+    result = check_log(segment, data, base, max_message_bytes=None, name=name)
     if after_truncation:
         findings.append(Finding("after-truncation", name, "follows a truncated segment: "
                                 "recovery moves it to quarantine/", QUARANTINE, position=0,
                                 bytes=result.size,
                                 records=result.records + result.dropped_records))
         return result
-    if result.overflow is not None:
-        findings.append(Finding("offset-overflow", name, result.overflow.message, SPLIT,
-                                position=result.overflow.position))
-    unreadable = _first_undecodable(segment, read_only(segment), result)
+    if overflow is not None:
+        findings.append(Finding("offset-overflow", name, result.overflow.message
+                                if result.overflow is not None else overflow.reason, SPLIT,
+                                position=overflow.position))
+    unreadable = _first_undecodable(segment, data, result)
     if unreadable is not None:
         position, why = unreadable
         findings.append(Finding("unreadable-batch", name, f"{why}; the batch passes its CRC so "
                                 "recovery keeps it, but readers fail on it", MANUAL,
                                 position=position))
-    if result.problem is not None:
-        torn = "torn write" in result.problem.message
-        findings.append(Finding(
-            "torn-tail" if torn else "corrupt-batch", name,
-            f"{result.problem.message}; recovery truncates {result.truncated_bytes} bytes "
-            f"({result.dropped_batches} batches, {result.dropped_records} records with readable "
-            f"headers)", TRUNCATE, position=result.problem.position,
-            bytes=result.truncated_bytes, records=result.dropped_records))
-    if swapped or result.problem is not None or result.overflow is not None:
+    if cut is not None:
+        findings.append(_truncation(name, data, result, cut.position, cut.bytes))
+    if swapped or cut is not None or overflow is not None:
         return result          # its indexes are rebuilt anyway
     for index_path, label, checker in (
             (files.index_file(path, base), "index", check_offset_index),
@@ -415,6 +411,28 @@ def _check_segment(directory: Path, path: Path, base: int, segment: Path, swappe
         elif warnings and label == "index":
             findings.append(Finding("untrimmed-index", index_name, warnings[0], REBUILD))
     return result
+
+
+def _truncation(name: str, data: Any, result: LogCheck, position: int, size: int) -> Finding:
+    """The finding for the loader's cut of ``size`` bytes at ``position``: described by
+    ``check_log``'s problem when it names the same byte, else by the loader's rule (offsets out
+    of place; ``LogSegment.recover``)."""
+    import numpy as np
+
+    from storage.records import scan_batches
+
+    rest = scan_batches(data, start=position)
+    batches, records = len(rest), int(np.clip(rest.records_counts, 0, None).sum())
+    if result.problem is not None and result.problem.position == position:
+        why = result.problem.message
+    else:
+        why = (f"the batch at position {position} has offsets out of place against its "
+               "neighbours or the next segment")
+    torn = "torn write" in why
+    return Finding("torn-tail" if torn else "corrupt-batch", name,
+                   f"{why}; recovery truncates {size} bytes ({batches} batches, {records} "
+                   f"records with readable headers)", TRUNCATE, position=position, bytes=size,
+                   records=records)
 
 
 def _first_undecodable(segment: Path, data: Any, result: LogCheck) -> tuple[int, str] | None:
@@ -445,7 +463,8 @@ def repair_partition(directory: Path, check: PartitionCheck, clock: Clock,
     stamp = clock.milliseconds()
     quarantined: list[dict[str, Any]] = []
     for finding in check.findings:
-        if finding.action == QUARANTINE and finding.kind != "after-truncation":
+        if finding.action == QUARANTINE and finding.kind not in ("after-truncation",
+                                                                 "invalid-swap"):
             source = directory / finding.file
             reason = "stale" if finding.kind == "stale-snapshot" else "corrupt"
             target = source.with_name(f"{source.name}.{reason}.{stamp}")
@@ -455,7 +474,7 @@ def repair_partition(directory: Path, check: PartitionCheck, clock: Clock,
                                 "bytes": target.stat().st_size})
     fsync_dir(check.path)
     segment_work = any(f.action in (TRUNCATE, DELETE, COMPLETE_SWAP, REBUILD, SPLIT)
-                       or f.kind == "after-truncation" for f in check.findings)
+                       or f.kind in ("after-truncation", "invalid-swap") for f in check.findings)
     loaded: dict[str, Any] = {}
     if segment_work:
         # log_start_offset=0: a checkpointed start above the new end must not empty the log here
@@ -475,7 +494,7 @@ def repair_partition(directory: Path, check: PartitionCheck, clock: Clock,
                             "position": kept.position,
                             "movedTo": str(Path(kept.path).relative_to(directory)),
                             "bytes": kept.bytes} for kept in result.quarantined)
-    after = check_partition(directory, check.path, lambda _name: None, config.max_message_bytes)
+    after = check_partition(directory, check.path, lambda _name: None, config, clock)
     check.repair = {
         **loaded, "truncatedRecords": sum(f.records for f in check.findings
                                           if f.action == TRUNCATE or f.kind == "after-truncation"),
