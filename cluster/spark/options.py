@@ -47,6 +47,7 @@ Every source:
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -140,9 +141,17 @@ def check_options(options: Mapping[str, str], operation: str) -> None:
                                     f"strata source: {why}", option=name)
         spec = specs.get(key)
         if spec is None:
-            known = sorted({s.name for s in KNOWN_OPTIONS})
-            raise SourceOptionError(f"unknown option {given!r} of the strata source (known: "
-                                    f"{', '.join(known)})", option=given)
+            known = sorted({s.name for s in KNOWN_OPTIONS}
+                           | {s.kafka_name for s in KNOWN_OPTIONS if s.kafka_name})
+            close = difflib.get_close_matches(key, [k.lower() for k in known], n=1)
+            hint = f" (did you mean {known[[k.lower() for k in known].index(close[0])]}?)" \
+                if close else ""
+            raise SourceOptionError(f"unknown option {given!r} of the strata source{hint}; known: "
+                                    f"{', '.join(known)}", option=given)
+        if spec.kafka_name and key == spec.kafka_name.lower():
+            given = spec.kafka_name            # Spark lower-cases names: show them as documented
+        elif key == spec.name.lower():
+            given = spec.name
         if operation not in spec.applies:
             where = " and ".join(sorted(spec.applies))
             raise SourceOptionError(f"option {given} does not apply to a {operation} of the "

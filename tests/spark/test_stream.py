@@ -144,7 +144,8 @@ def test_starting_timestamp_starts_each_partition_at_its_first_record_at_or_afte
     c.create_topic("events", partitions=2)
     produce(c, "events", 0, range(0, 100))                # timestamps T0 + value
     produce(c, "events", 1, range(100, 200))
-    stream = Stream(strata, tmp_path, "events", startingTimestamp=T0 + 150)
+    stream = Stream(strata, tmp_path, "events", startingTimestamp=T0 + 150,
+                    startingOffsetsByTimestampStrategy="latest")
     stream.options.pop("startingOffsets")
     stream.run()
     assert values_of(stream.rows()) == list(range(150, 200))   # partition 0 has none: latest
@@ -208,7 +209,7 @@ def test_a_batch_read_from_an_offset_below_the_log_start_is_data_loss(strata) ->
 def _append_as_node(actor: Any, topic: str, partition: int, data: bytes, marker: bool) -> int:
     """Runs inside the node actor: append a transactional batch, or a marker as the transaction
     coordinator would (the node API has no coordinator yet)."""
-    log = actor.log_dir().log(topic, partition)
+    log = actor.log_dir.log(topic, partition)
     info = log.append_batch(data, origin=ORIGIN_COORDINATOR) if marker else log.append_batch(data)
     return info.last_offset
 
@@ -270,7 +271,8 @@ def test_reads_are_read_committed_by_default_and_streams_stop_at_the_last_stable
 
 # ---- options -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("option, value, message", [
-    ("startingOfsets", "earliest", "unknown option 'startingOfsets'"),
+    ("startingOfsets", "earliest", "unknown option 'startingofsets' .*did you mean "
+                                   "startingOffsets"),
     ("subscribe", "orders", "option subscribe of Kafka's source is not supported"),
     ("maxOffsetsPerTrigger", "10", "option maxOffsetsPerTrigger does not apply to a batch read"),
     ("compression", "gzip", "option compression does not apply to a batch read"),
