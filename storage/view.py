@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import bisect
 import os
+import time
+from collections import defaultdict
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -21,6 +23,7 @@ from storage import files
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError, StorageError
+from storage.log import READ_COMMITTED, READ_UNCOMMITTED
 from storage.records import RecordBatch
 from storage.segment import LogSegment, SegmentIdentity, identity_or_none
 from storage.txn_index import AbortedTxn, collect_aborted_transactions
@@ -52,11 +55,33 @@ class LogView:
                        if files.is_segment_file(name) and name.endswith(files.LOG_SUFFIX))
         if not bases:
             raise StorageError(f"{directory} holds no segment", path=str(directory))
-        segments = [LogSegment(directory, base, config, clock=clock) for base in bases]
+        stats = {}
+        segments = []
+        for base in bases:
+            try:
+                stats[base] = _file_stat(files.log_file(directory, base))
+            except FileNotFoundError:
+                pass          # swapped or deleted since the listing: never ``unchanged``
+            segments.append(LogSegment(directory, base, config, clock=clock))
         if config.preallocate:
             # the owner's active segment is preallocated: its file length is not its size
             segments[-1].size_to_written_batches()
-        return cls(directory, config, segments, swap, clock)
+        view = cls(directory, config, segments, swap, clock)
+        view._stats = stats
+        return view
+
+    def unchanged(self, segment: LogSegment) -> bool:
+        """Whether ``segment``'s ``.log`` is still the file this view opened: same inode, and for
+        a closed segment the same size and mtime (a swap puts a new file at the same name; the
+        owner's active segment only grows)."""
+        seen = getattr(self, "_stats", {}).get(segment.base_offset)
+        try:
+            now = _file_stat(segment.log_path)
+        except FileNotFoundError:
+            return False
+        if seen is None or now[0] != seen[0]:
+            return False
+        return segment is self.active_segment or (now == seen and seen[1] == segment.size)
 
     @property
     def name(self) -> str:
@@ -111,11 +136,111 @@ class LogView:
             segment.release()
 
 
+class AbortedRanges:
+    """The batches a ``read_committed`` reader skips, from ``.txnindex`` entries: a transactional
+    batch (data or marker) of producer P whose base offset lies in ``[first, last]`` of one of P's
+    aborted transactions. A producer has one transaction open at a time, so its transactional
+    batches between the first offset of an aborted transaction and that transaction's abort
+    marker are exactly the aborted ones.
+
+    Unlike Kafka's consumer, which tracks "aborted producers" until it sees their abort marker,
+    this rule needs no marker: a reader whose segments were compacted under it (the cleaner drops
+    aborted data first and abort markers later) never skips a later committed transaction of the
+    same producer for want of a marker that is gone."""
+
+    def __init__(self, aborted: list[AbortedTxn]) -> None:
+        by_producer: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        for txn in aborted:
+            by_producer[txn.producer_id].append((txn.first_offset, txn.last_offset))
+        self._ranges = {p: sorted(r) for p, r in by_producer.items()}
+
+    def __len__(self) -> int:
+        return sum(len(r) for r in self._ranges.values())
+
+    def skips(self, batch: RecordBatch) -> bool:
+        ranges = self._ranges.get(batch.producer_id) if self._ranges else None
+        if not ranges or not batch.is_transactional:
+            return False
+        base = batch.base_offset
+        i = bisect.bisect_right(ranges, (base, 2**63)) - 1
+        return i >= 0 and ranges[i][0] <= base <= ranges[i][1]
+
+
+def _directory_state(directory: Path) -> tuple[tuple[str, int], ...] | None:
+    """(name, inode) of every segment and index file; None while a swap is half done."""
+    state = []
+    for entry in os.scandir(directory):
+        if entry.name.endswith(files.SWAP_SUFFIX):
+            return None
+        if files.is_segment_file(entry.name) and not entry.name.endswith(files.TEMP_SUFFIXES):
+            state.append((entry.name, entry.inode()))
+    return tuple(sorted(state))
+
+
+STABLE_VIEW_ATTEMPTS = 1000
+STABLE_VIEW_WAIT_S = 0.005
+
+
+def open_stable_view(directory: Path, config: LogConfig, *,
+                     attempts: int = STABLE_VIEW_ATTEMPTS) -> LogView | None:
+    """A ``LogView`` of a directory another process owns, opened from a listing that no swap or
+    roll changed while it was taken: the segment and index files (names and inodes) are the same
+    before and after, and no swap is half done (a swap renames the old segments away before it
+    renames the new one in: a listing in between misses the offsets of both). None when the
+    directory holds no segment (deleted)."""
+    for _ in range(attempts):
+        before = _directory_state(directory)
+        if before is not None:
+            try:
+                view = LogView.open(directory, config, _no_swap)
+            except StorageError:
+                return None
+            if _directory_state(directory) == before:
+                return view
+            view.close()
+        time.sleep(STABLE_VIEW_WAIT_S)
+    raise StorageError(f"{directory}: segments kept changing while opening a view of them",
+                       path=str(directory))
+
+
+def collect_aborted_consistently(directory: Path | str, config: LogConfig, start_offset: int,
+                                 end_offset: int) -> AbortedRanges:
+    """The aborted transactions overlapping ``[start_offset, end_offset)`` of a partition directory
+    another process owns, read from one consistent state of its files (``open_stable_view``;
+    the ``.txnindex`` files are read before the second listing of that check).
+
+    Entries of aborted transactions are only ever removed by the cleaner after their data (Kafka's
+    CleanedTransactionMetadata), and transactions decided after ``end_offset`` was taken as a last
+    stable offset start at or above it, so this one state covers every later state of the range."""
+    directory = Path(directory)
+    for _ in range(STABLE_VIEW_ATTEMPTS):
+        before = _directory_state(directory)
+        if before is not None:
+            view = open_stable_view(directory, config)
+            if view is None:
+                return AbortedRanges([])
+            try:
+                found = view.collect_aborted_transactions(start_offset, end_offset)
+            finally:
+                view.close()
+            if _directory_state(directory) == before:
+                return AbortedRanges(found)
+        time.sleep(STABLE_VIEW_WAIT_S)
+    raise StorageError(f"{directory}: segments kept changing while reading its aborted "
+                       f"transactions", path=str(directory))
+
+
 def read_partition_batches(directory: Path | str, config: LogConfig, start_offset: int,
                            end_offset: int, *, fetch_bytes: int = 1 << 20,
-                           attempts: int = 10) -> Iterator[RecordBatch]:
+                           attempts: int = 10,
+                           isolation: str = READ_UNCOMMITTED) -> Iterator[RecordBatch]:
     """Every batch holding offsets in ``[start_offset, end_offset)``, read straight from the segment
     files of a partition directory that another process owns (bulk reads, e.g. Spark).
+
+    ``isolation="read_committed"`` leaves out the batches of aborted transactions (and their
+    abort markers), as Kafka's fetch with ``abortedTransactions`` does (``AbortedRanges``); the
+    caller gives an ``end_offset`` no higher than the last stable offset, so no batch of an open
+    transaction is in the range. Other control batches are returned (decoders skip them).
 
     Safe against a concurrent segment swap or retention: a file renamed or deleted under the read
     makes it list the directory again and go on from the next offset it has not yet returned, so
@@ -126,13 +251,18 @@ def read_partition_batches(directory: Path | str, config: LogConfig, start_offse
     not repeat was a file swapped under the read (new bytes at old positions) and is retried.
     """
     directory = Path(directory)
+    if isolation not in (READ_COMMITTED, READ_UNCOMMITTED):
+        raise StorageError(f"{directory}: isolation {isolation!r} is not {READ_UNCOMMITTED!r} or "
+                           f"{READ_COMMITTED!r}", path=str(directory), isolation=isolation)
+    aborted = AbortedRanges([])
+    if isolation == READ_COMMITTED and start_offset < end_offset:
+        aborted = collect_aborted_consistently(directory, config, start_offset, end_offset)
     offset = start_offset
     failures = 0
     last_corruption: tuple[object, object] | None = None
     while offset < end_offset:
-        try:
-            view = LogView.open(directory, config, _no_swap)
-        except StorageError:
+        view = open_stable_view(directory, config)
+        if view is None:
             return
         try:
             progressed = False
@@ -153,9 +283,14 @@ def read_partition_batches(directory: Path | str, config: LogConfig, start_offse
                     data = segment.read_bytes(entry.position, entry.size)
                     if len(data) < entry.size:
                         raise FileNotFoundError(segment.log_path)
-                    yield RecordBatch(data, entry.position, segment.log_path)
+                    batch = RecordBatch(data, entry.position, segment.log_path)
+                    if not (aborted and aborted.skips(batch)):
+                        yield batch
                     offset = entry.last_offset + 1
                     progressed = True
+                if not view.unchanged(segment):
+                    # swapped or deleted under the walk, which may have ended early: list again
+                    raise FileNotFoundError(segment.log_path)
                 if offset < end_offset and segment is not view.active_segment:
                     offset = max(offset, _next_base(view, segment))
             if not progressed:
@@ -172,6 +307,12 @@ def read_partition_batches(directory: Path | str, config: LogConfig, start_offse
             last_corruption = where
         finally:
             view.close()
+
+
+def _file_stat(path: Path) -> tuple[int, int, int]:
+    """(inode, size, mtime in ns) of a file."""
+    st = os.stat(path)
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def _next_base(view: LogView, segment: LogSegment) -> int:

@@ -28,3 +28,11 @@ class WriteRejectedError(StorageError):
 class ValueDecodeError(StorageError):
     """A stored value that the read's ``valueFormat`` cannot decode (``topic``, ``partition`` and
     ``offset`` name the record)."""
+
+
+class DataLossError(StorageError):
+    """A read asked for offsets of a partition that are gone: below its log start offset
+    (retention or delete-records removed them), or above its log end (the partition was truncated
+    or re-created). Raised with ``failOnDataLoss=true`` (the default, as in Kafka's source);
+    ``failOnDataLoss=false`` reads from the log start instead and logs a warning. ``topic``,
+    ``partition``, ``requested_offset``, ``log_start_offset`` and ``log_end_offset`` say where."""

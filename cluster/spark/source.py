@@ -23,6 +23,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamReader,
     InputPartition,
     WriterCommitMessage,
 )
@@ -35,6 +36,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from cluster.spark import offsets
 from cluster.spark import options as opts
 from cluster.spark.connection import connect, warm_up
 from cluster.spark.decoding import FIXED_COLUMNS, READ_DDL, MsgpackValues, arrow_batches
@@ -61,6 +63,11 @@ class StrataDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         return StrataReader(dict(self.options), schema)
 
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from cluster.spark.stream import StrataStreamReader
+
+        return StrataStreamReader(dict(self.options), schema)
+
     def writer(self, schema: StructType, overwrite: bool) -> StrataWriter:
         if overwrite:
             raise SourceOptionError("a topic is an append-only log: use .mode('append'), not "
@@ -82,6 +89,7 @@ class StrataCommitMessage(WriterCommitMessage):
 
 def plan_write(options: dict[str, str], schema: StructType) -> WritePlan:
     """Check the DataFrame against the topic; raises before any task runs."""
+    opts.check_options(options, opts.WRITE)
     name = opts.topic(options)
     conn = opts.connection(options)
     layout = connect(conn.address, conn.namespace).topic_layout(name)
@@ -165,8 +173,12 @@ class StrataWriter(DataSourceArrowWriter):
 
 # ---- read --------------------------------------------------------------------------------------------
 class ReadPartition(InputPartition):
+    """One Spark partition of a read: offsets ``[start, end)`` of one topic partition, read from
+    its directory ``path`` with ``isolation`` (read_committed: ``end`` is at most the last stable
+    offset at planning, and the batches of aborted transactions are skipped)."""
+
     def __init__(self, topic: str, partition: int, path: str, config: LogConfig, start: int,
-                 end: int) -> None:
+                 end: int, isolation: str = opts.READ_UNCOMMITTED) -> None:
         super().__init__(partition)
         self.topic = topic
         self.partition = partition
@@ -174,49 +186,69 @@ class ReadPartition(InputPartition):
         self.config = config
         self.start = start
         self.end = end
+        self.isolation = isolation
 
 
 class StrataReader(DataSourceReader):
+    """A batch read: ``partitions`` asks the nodes for every partition's offsets once and plans
+    ``[start, end)`` from ``startingOffsets``/``startingTimestamp``/``startingOffsetsByTimestamp``
+    and ``endingOffsets`` (``cluster.spark.offsets``); ``read`` runs in a Spark task."""
+
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        opts.check_options(options, opts.BATCH_READ)
         self.options = options
         self.topic = opts.topic(options)
         self.schema = schema
         self.format = opts.value_format(options)
         self.rows_per_batch = opts.positive_int(options, "rowsPerBatch", 1 << 16)
-        self.default_start, self.starts = opts.starting_offsets(options, self.topic)
+        self.position = opts.starting_position(options, self.topic, opts.EARLIEST)
+        self.ends = opts.ending_offsets(options, self.topic)
+        self.isolation = opts.isolation(options)
+        self.fail_on_data_loss = opts.fail_on_data_loss(options)
 
     def partitions(self) -> list[ReadPartition]:
         conn = opts.connection(self.options)
         cluster = connect(conn.address, conn.namespace)
         layout = cluster.topic_layout(self.topic)
-        unknown = set(self.starts) - set(layout.partitions)
-        if unknown:
-            raise SourceOptionError(f"startingOffsets names partitions {sorted(unknown)} that "
-                                    f"topic {self.topic} does not have",
-                                    option="startingOffsets")
+        bounds = {p: b for p, b in offsets.partition_bounds(cluster, self.topic).items()
+                  if p in layout.paths}
+        starts = offsets.resolve_start(cluster, self.topic, self.position, bounds,
+                                       self.isolation, self.fail_on_data_loss)
+        ends = offsets.resolve_end(self.topic, self.ends, bounds, self.isolation)
         out = []
-        for partition, (log_start, log_end) in cluster.end_offsets(layout).items():
-            wanted = self.starts.get(partition, self.default_start)
-            start = log_start if wanted == opts.EARLIEST else (
-                log_end if wanted == opts.LATEST else max(wanted, log_start))
+        for partition in sorted(bounds):
+            start, end = starts[partition], ends[partition]
+            if start > end and partition in self.ends:
+                raise SourceOptionError(
+                    f"{self.topic}-{partition}: the read would start at offset {start}, after "
+                    f"its endingOffsets {end}", option="endingOffsets", partition=partition)
             out.append(ReadPartition(self.topic, partition, layout.paths[partition],
-                                     layout.config, start, log_end))
+                                     layout.config, start, end, self.isolation))
         return out
 
     def read(self, partition: ReadPartition) -> Iterator[pa.RecordBatch]:
-        if partition.start >= partition.end:
-            return
-        warm_up()
-        values = None
-        if self.format == "msgpack":
-            from pyspark.sql.pandas.types import to_arrow_type
+        return read_partition(partition, self.schema, self.format, self.rows_per_batch)
 
-            values = MsgpackValues([(f.name, to_arrow_type(f.dataType, timezone="UTC"))
-                                    for f in self.schema.fields if f.name not in FIXED_COLUMNS])
-        names = self.schema.names
-        batches = read_partition_batches(partition.path, partition.config, partition.start,
-                                         partition.end)
-        for batch in arrow_batches(batches, partition.topic, partition.partition,
-                                   partition.start, partition.end, values=values,
-                                   rows_per_batch=self.rows_per_batch):
-            yield batch if batch.schema.names == names else batch.select(names)
+
+def read_partition(partition: ReadPartition, schema: StructType, value_format: str,
+                   rows_per_batch: int) -> Iterator[pa.RecordBatch]:
+    """The Arrow batches of one planned partition (a Spark task of a batch or streaming read),
+    read from the segment files; columns in the order of ``schema``."""
+    if partition.start >= partition.end:
+        return
+    warm_up()
+    values = None
+    if value_format == "msgpack":
+        from pyspark.sql.pandas.types import to_arrow_type
+
+        values = MsgpackValues([(f.name, to_arrow_type(f.dataType, timezone="UTC"))
+                                for f in schema.fields if f.name not in FIXED_COLUMNS])
+    names = schema.names
+    batches = read_partition_batches(partition.path, partition.config, partition.start,
+                                     partition.end,
+                                     isolation=getattr(partition, "isolation",
+                                                       opts.READ_UNCOMMITTED))
+    for batch in arrow_batches(batches, partition.topic, partition.partition,
+                               partition.start, partition.end, values=values,
+                               rows_per_batch=rows_per_batch):
+        yield batch if batch.schema.names == names else batch.select(names)

@@ -1,0 +1,111 @@
+"""The options of the ``strata`` source without Spark: one table of known options, Kafka's names
+beside ours, refusal by name of anything unknown, unsupported or out of place, Kafka's order of
+precedence for the starting options, and the split of ``maxOffsetsPerTrigger``."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from cluster.spark import options as opts
+from cluster.spark.errors import DataLossError, SourceOptionError
+from cluster.spark.offsets import Bounds, checked_start, limit_ends, resolve_end
+
+
+def test_every_option_the_parsers_read_is_in_the_table() -> None:
+    import inspect
+    import re
+
+    from cluster.spark import source, stream
+
+    known = {s.name for s in opts.KNOWN_OPTIONS}
+    text = inspect.getsource(opts) + inspect.getsource(source) + inspect.getsource(stream)
+    read = set(re.findall(r'_get\(options, "(\w+)"', text))
+    read |= set(re.findall(r'(?:positive_int|boolean)\(options, "(\w+)"', text))
+    assert read and read <= known, read - known
+
+
+@pytest.mark.parametrize("options, operation, message", [
+    ({"topic": "t", "startingOfsets": "earliest"}, opts.BATCH_READ, "unknown option"),
+    ({"topic": "t", "endingOffsets": "latest"}, opts.STREAM_READ, "does not apply to a stream"),
+    ({"topic": "t", "maxOffsetsPerTrigger": "5"}, opts.BATCH_READ, "does not apply to a batch"),
+    ({"topic": "t", "batchBytes": "5"}, opts.STREAM_READ, "does not apply to a stream read"),
+    ({"topic": "t", "startingOffsets": "earliest"}, opts.WRITE, "does not apply to a write"),
+    ({"topic": "t", "subscribePattern": "o.*"}, opts.STREAM_READ, "is not supported"),
+    ({"topic": "t", "maxOffsetsPerTrigger": "5", "maxRecordsPerTrigger": "6"}, opts.STREAM_READ,
+     "are the same option"),
+    ({"topic": "t", "isolation": "read_committed",
+      "kafka.isolation.level": "read_committed"}, opts.BATCH_READ, "are the same option"),
+])
+def test_an_option_that_would_be_ignored_is_refused_naming_it(options, operation,
+                                                              message) -> None:
+    with pytest.raises(SourceOptionError, match=message) as raised:
+        opts.check_options(options, operation)
+    assert raised.value.option
+    again = pickle.loads(pickle.dumps(raised.value))
+    assert again.option == raised.value.option and str(again) == str(raised.value)
+
+
+def test_option_names_are_case_insensitive_and_take_kafkas_name_too() -> None:
+    lowered = {"topic": "t", "maxoffsetspertrigger": "7", "failondataloss": "false"}
+    opts.check_options(lowered, opts.STREAM_READ)
+    assert opts.max_offsets_per_trigger(lowered) == 7
+    assert opts.fail_on_data_loss(lowered) is False
+    assert opts.isolation({"kafka.isolation.level": "read_uncommitted"}) == "read_uncommitted"
+    assert opts.isolation({}) == "read_committed"
+    opts.check_options({"topic": "t", "checkpointLocation": "/ck", "flush": "true"}, opts.WRITE)
+
+
+def test_starting_options_take_kafkas_precedence() -> None:
+    both = {"startingTimestamp": "5", "startingOffsetsByTimestamp": '{"0": 9}',
+            "startingOffsets": "latest"}
+    assert opts.starting_position(both, "t", opts.LATEST).timestamp == 5
+    del both["startingTimestamp"]
+    assert opts.starting_position(both, "t", opts.LATEST).timestamps == {0: 9}
+    del both["startingOffsetsByTimestamp"]
+    assert opts.starting_position(both, "t", opts.EARLIEST).default == opts.LATEST
+    assert opts.starting_position({}, "t", opts.LATEST).default == opts.LATEST
+    assert opts.starting_position({}, "t", opts.EARLIEST).default == opts.EARLIEST
+    with pytest.raises(SourceOptionError, match="startingTimestamp"):
+        opts.starting_position({"startingTimestamp": "yesterday"}, "t", opts.LATEST)
+    with pytest.raises(SourceOptionError, match="error or latest"):
+        opts.starting_position({"startingOffsetsByTimestampStrategy": "first"}, "t", opts.LATEST)
+
+
+def test_ending_offsets_refuse_earliest_and_stop_at_the_last_stable_offset() -> None:
+    with pytest.raises(SourceOptionError, match="earliest"):
+        opts.ending_offsets({"endingOffsets": "earliest"}, "t")
+    ends = opts.ending_offsets({"endingOffsets": '{"t": {"0": 40, "1": -1}}'}, "t")
+    bounds = {0: Bounds(0, 50, 30), 1: Bounds(0, 20, 20), 2: Bounds(5, 9, 9)}
+    assert resolve_end("t", ends, bounds, opts.READ_COMMITTED) == {0: 30, 1: 20, 2: 9}
+    assert resolve_end("t", ends, bounds, opts.READ_UNCOMMITTED) == {0: 40, 1: 20, 2: 9}
+    with pytest.raises(SourceOptionError, match="beyond its log end offset 50"):
+        resolve_end("t", {0: 51}, bounds, opts.READ_UNCOMMITTED)
+    with pytest.raises(SourceOptionError, match=r"partitions \[7\]"):
+        resolve_end("t", {7: 1}, bounds, opts.READ_UNCOMMITTED)
+
+
+def test_data_loss_names_the_partition_and_offsets_or_moves_to_the_log_start() -> None:
+    bounds = Bounds(log_start=150, log_end=200, last_stable=200)
+    with pytest.raises(DataLossError) as raised:
+        checked_start("aged", 0, 100, bounds, fail_on_data_loss=True)
+    err = pickle.loads(pickle.dumps(raised.value))
+    assert (err.topic, err.partition, err.requested_offset, err.log_start_offset) == \
+        ("aged", 0, 100, 150)
+    assert "aged-0: offset 100 is gone" in str(err)
+    assert checked_start("aged", 0, 100, bounds, fail_on_data_loss=False) == 150
+    assert checked_start("aged", 0, 260, bounds, fail_on_data_loss=False) == 200
+    assert checked_start("aged", 0, 170, bounds, fail_on_data_loss=True) == 170
+
+
+def test_max_offsets_per_trigger_is_split_in_proportion_and_never_exceeded() -> None:
+    starts = {0: 0, 1: 100, 2: 50}
+    ends = {0: 300, 1: 200, 2: 50}
+    limited = limit_ends(starts, ends, 120)
+    assert sum(limited[p] - starts[p] for p in ends) == 120
+    assert limited == {0: 90, 1: 130, 2: 50}
+    assert limit_ends(starts, ends, 1000) == ends
+    one = limit_ends({0: 0, 1: 0, 2: 0}, {0: 1, 1: 1, 2: 1}, 2)
+    assert sum(one.values()) == 2                         # rounding never adds an offset
+    assert limit_ends({0: 5}, {0: 5, 1: 10}, 4) == {0: 5, 1: 4}   # a new partition from 0
