@@ -96,9 +96,16 @@ class DirCheckpoints:
 
     def drop_cleaner_offset(self, tp: TopicPartition) -> None:
         """Remove a deleted partition from the cleaner checkpoint, if it is listed."""
+        self.drop_cleaner_offsets([tp])
+
+    def drop_cleaner_offsets(self, tps: Iterable[TopicPartition]) -> None:
+        """Remove deleted partitions from the cleaner checkpoint (one rewrite, if any is
+        listed)."""
         offsets = self.read_cleaner_offsets()
-        if tp in offsets:
+        listed = [tp for tp in tps if tp in offsets]
+        for tp in listed:
             del offsets[tp]
+        if listed:
             self._write(self.cleaner_offsets, offsets)
 
     def _write(self, file: OffsetCheckpointFile, entries: Mapping[TopicPartition, int]) -> bool:

@@ -476,7 +476,7 @@ def run_stop(args: argparse.Namespace) -> int:
     cluster = connect(args)
     description = cluster.description
     cluster.close()
-    stopped = deploy.shutdown(args.namespace)
+    stopped, unclean = deploy.shutdown_report(args.namespace)
     head_processes = 0
     stop_head = description.head_started_by_strata and not args.keep_head
     if stop_head:
@@ -487,14 +487,21 @@ def run_stop(args: argparse.Namespace) -> int:
         _end_driver()
     document = {"namespace": args.namespace, "stopped": stopped is not None,
                 "log_dirs": list(description.log_dirs), "head_stopped": stop_head,
-                "head_processes": head_processes}
+                "head_processes": head_processes, "not_closed_cleanly": unclean}
+    head_said = f"; Ray head stopped ({head_processes} processes)" if stop_head else ""
     if args.json:
         write(document)
+    elif unclean:
+        clean = len(description.log_dirs) - len(unclean)
+        print(f"strata cluster: error: stopped Strata cluster {args.namespace}, but "
+              + "; ".join(f"log directory {d} did not close cleanly: {why}"
+                          for d, why in sorted(unclean.items()))
+              + f" ({clean} of {len(description.log_dirs)} closed cleanly; the next start "
+              f"recovers the others){head_said}", file=sys.stderr)
     else:
         print(f"stopped Strata cluster {args.namespace}: {len(description.log_dirs)} log "
-              f"directories closed cleanly"
-              + (f"; Ray head stopped ({head_processes} processes)" if stop_head else ""))
-    return EXIT_OK
+              f"directories closed cleanly{head_said}")
+    return EXIT_PROBLEMS if unclean else EXIT_OK
 
 
 # ---- helpers -------------------------------------------------------------------------------------
