@@ -63,6 +63,8 @@ NODE_METHODS: dict[str, tuple[str | None, int]] = {
     "close": ("admin", NO_RETRY), "checkpoint": ("admin", NO_RETRY),
     "stats": (None, RETRY), "load_progress": (None, RETRY), "partitions": (None, RETRY),
     "topic_configs": (None, RETRY), "info": (None, RETRY), "ping": (None, RETRY),
+    "create_partitions": ("admin", NO_RETRY), "delete_partitions": ("admin", NO_RETRY),
+    "mark_topic_deleting": ("admin", NO_RETRY), "topic_deletions": (None, RETRY),
 }
 WORKER_GROUPS = {"clean": 1, "control": 4}
 WORKER_METHODS: dict[str, tuple[str | None, int]] = {
@@ -80,7 +82,7 @@ COORDINATOR_METHODS: dict[str, tuple[str | None, int]] = {
     "trigger_clean": (None, NO_RETRY), "cleans_completed": (None, RETRY),
     "request_clean": (None, NO_RETRY), "clean_request_done": (None, RETRY),
     "status": (None, RETRY), "explain": (None, RETRY), "reset_uncleanable": (None, NO_RETRY),
-    "stop": (None, NO_RETRY), "ping": (None, RETRY),
+    "stop": (None, NO_RETRY), "ping": (None, RETRY), "topic_progress": (None, RETRY),
 }
 
 

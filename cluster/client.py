@@ -158,13 +158,18 @@ class Cluster:
         files.validate_topic(name)
         partitions = files.validate_partition_count(partitions, name)
         info = self._coordinator.call("create_topic", name, partitions, dict(config or {}),
-                                      timeout=120)
+                                      timeout=120 + partitions / 100)   # 10,000 a second at least
         self._routes[name] = dict(info.partitions)
         return info
 
     def delete_topic(self, name: str) -> int:
         self._routes.pop(name, None)
-        return self._coordinator.call("delete_topic", name, timeout=300)
+        return self._coordinator.call("delete_topic", name, timeout=3600)   # batches time out
+
+    def topic_progress(self, name: str) -> tuple[str, int, int] | None:
+        """(stage, partitions done, partitions in all) of the create or delete of ``name`` that
+        is running (or ran last) on the coordinator; None if there was none."""
+        return self._coordinator.call("topic_progress", name, timeout=10)
 
     def list_topics(self) -> list[TopicInfo]:
         return self._coordinator.call("list_topics", timeout=60)

@@ -7,6 +7,7 @@ loop, and rebuilds its tables from the directories.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
@@ -53,8 +54,19 @@ class CoordinatorService:
             retention_check_interval_ms=broker.log_dir.log_retention_check_interval_ms)
         self.metadata = TopicMetadata(nodes, broker.log)
         self._metadata_loaded = False
+        self._load_lock = threading.Lock()
+        self._progress: dict[str, tuple[str, int, int]] = {}
         if start_loop:
             self.coordinator.start()
+            threading.Thread(target=self._load_quietly, name="strata-metadata-load",
+                             daemon=True).start()
+
+    def _load_quietly(self) -> None:
+        try:
+            self.load_metadata()
+        except Exception:  # noqa: BLE001 - the next topic call loads it again
+            logger.warning("loading the topic table failed; retried at the next call",
+                           exc_info=True)
 
     def describe(self) -> ClusterDescription:
         return self.description
@@ -64,14 +76,42 @@ class CoordinatorService:
 
     # ---- topics ------------------------------------------------------------------------------
     def _meta(self) -> TopicMetadata:
-        if not self._metadata_loaded:
-            self.metadata.refresh()
-            self._metadata_loaded = True
+        with self._load_lock:
+            if not self._metadata_loaded:
+                self.metadata.refresh()
+                self._metadata_loaded = True
+                resume = True
+            else:
+                resume = False
+        if resume:
+            self._resume_deletions()
         return self.metadata
+
+    def _resume_deletions(self) -> None:
+        for topic in self.metadata.resume_deletions(self._progress_of("(resumed)")):
+            logger.info("finished the deletion of topic %s, interrupted before", topic)
+
+    def load_metadata(self) -> None:
+        """Build the routing table now and finish the topic deletions a restart interrupted
+        (the actor's constructor runs this on a thread of its own: a cluster start resumes them
+        without waiting for the first topic call)."""
+        self._meta()
+
+    def _progress_of(self, name: str) -> Callable[[str, int, int], None]:
+        def record(stage: str, done: int, total: int) -> None:
+            self._progress[name] = (stage, done, total)
+        return record
+
+    def topic_progress(self, name: str) -> tuple[str, int, int] | None:
+        """(stage, partitions done, partitions in all) of the create or delete of ``name`` in
+        progress (or last finished), for the CLI's progress display; None when there was none."""
+        return self._progress.get(name)
 
     def create_topic(self, name: str, partitions: int, config: Mapping[str, Any]) -> TopicInfo:
         meta = self._meta()
-        return meta.create_topic(name, partitions, config, self._rooms())
+        self._progress.pop(name, None)
+        return meta.create_topic(name, partitions, config, self._rooms(),
+                                 on_progress=self._progress_of(name))
 
     def alter_topic_config(self, name: str, config: Mapping[str, Any],
                            delete: Sequence[str] = ()) -> TopicInfo:
@@ -91,11 +131,14 @@ class CoordinatorService:
             meta.refresh()
 
     def delete_topic(self, name: str) -> int:
-        return self._meta().delete_topic(name)
+        meta = self._meta()
+        self._progress.pop(name, None)
+        return meta.delete_topic(name, on_progress=self._progress_of(name))
 
     def list_topics(self) -> list[TopicInfo]:
         meta = self._meta()
         meta.refresh()
+        self._resume_deletions()
         return meta.topics()
 
     def routes(self, topic: str | None = None) -> dict[str, dict[int, str]]:
@@ -122,13 +165,21 @@ class CoordinatorService:
     # ---- cleaning ----------------------------------------------------------------------------
     # a partition number is checked where it would change the cleaning state of a partition:
     # True == 1 would pause or clean partition 1
-    def abort_and_pause(self, topic: str, partition: int, timeout_s: float | None = None) -> bool:
+    def _held(self, topic: str, partition: int) -> int:
+        """``partition`` checked, and ``UnknownTopicError`` unless the cluster holds
+        ``topic``-``partition``: an operator's pause, resume or trigger of a partition that does
+        not exist is refused, never reported done."""
         partition = files.validate_partition(partition, topic)
+        self._meta().route(topic, partition)
+        return partition
+
+    def abort_and_pause(self, topic: str, partition: int, timeout_s: float | None = None) -> bool:
+        partition = self._held(topic, partition)
         self.coordinator.abort_and_pause(topic, partition, timeout_s)
         return True
 
     def resume(self, topic: str, partition: int) -> bool:
-        partition = files.validate_partition(partition, topic)
+        partition = self._held(topic, partition)
         return self.coordinator.resume(topic, partition)
 
     def pause_internal(self, topic: str, partition: int, timeout_s: float | None = None) -> bool:
@@ -147,11 +198,11 @@ class CoordinatorService:
         return self.coordinator.pauses(topic, partition)
 
     def trigger_clean(self, topic: str, partition: int) -> int:
-        partition = files.validate_partition(partition, topic)
+        partition = self._held(topic, partition)
         return self.coordinator.trigger_clean(topic, partition)
 
     def request_clean(self, topic: str, partition: int) -> int:
-        partition = files.validate_partition(partition, topic)
+        partition = self._held(topic, partition)
         return self.coordinator.request_clean(topic, partition)
 
     def clean_request_done(self, topic: str, partition: int, ticket: int) -> bool:

@@ -90,31 +90,42 @@ def wait_loaded(description: ClusterDescription, *, timeout_s: float = 600.0,
 
 def shutdown(namespace: str, *, timeout_s: float = 120.0) -> ClusterDescription | None:
     """Stop the cluster of ``namespace``; returns its description (None if none was running)."""
+    return shutdown_report(namespace, timeout_s=timeout_s)[0]
+
+
+def shutdown_report(namespace: str, *, timeout_s: float = 120.0
+                    ) -> tuple[ClusterDescription | None, dict[str, str]]:
+    """``shutdown``, also returning the directories that did not close cleanly, each with why
+    (its node actor is gone, its close failed, or it closed without the clean-shutdown marker:
+    offline, or a partition skipped at load); empty when every directory closed cleanly."""
     try:
         coordinator = lookup(COORDINATOR_NAME, namespace)
         description: ClusterDescription = coordinator.call("describe", timeout=timeout_s)
     except ActorUnavailableError:
-        return None
+        return None, {}
     try:
         coordinator.call("stop", timeout=timeout_s)
     except Exception:  # noqa: BLE001 - the nodes must still close cleanly
         logger.warning("coordinator did not stop cleanly", exc_info=True)
-    nodes: list[RayHandle] = []
-    for name in description.node_names.values():
+    unclean: dict[str, str] = {}
+    nodes: dict[str, RayHandle] = {}
+    for log_dir, name in description.node_names.items():
         try:
-            nodes.append(lookup(name, namespace))
+            nodes[log_dir] = lookup(name, namespace)
         except ActorUnavailableError:
-            continue
-    closing = [n.submit("close") for n in nodes]
-    for node, pending in zip(nodes, closing):
+            unclean[log_dir] = "its node actor is gone"
+    closing = {d: n.submit("close") for d, n in nodes.items()}
+    for log_dir, pending in closing.items():
         try:
-            pending.result(timeout_s)
-        except Exception:  # noqa: BLE001 - an offline directory closes without a marker
-            logger.warning("closing %s failed", node.name, exc_info=True)
+            if pending.result(timeout_s) is False:
+                unclean[log_dir] = "closed without a clean shutdown (offline, or not loaded whole)"
+        except Exception as err:  # noqa: BLE001 - an offline directory closes without a marker
+            logger.warning("closing %s failed", log_dir, exc_info=True)
+            unclean[log_dir] = f"its close failed: {err}"
     for name in [*description.node_names.values(), *(w for w, _ in description.workers),
                  COORDINATOR_NAME]:
         _kill(name, namespace)
-    return description
+    return description, unclean
 
 
 def _kill(name: str, namespace: str) -> None:

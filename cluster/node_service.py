@@ -27,6 +27,7 @@ from node.config import LogDirConfig
 from node.server import LogDirServer
 from node.stats import LoadProgress, LogDirStats
 from storage import files
+from storage.checkpoint import CleanShutdownFile
 from storage.config import LogConfig
 from storage.errors import LogDirOfflineError, StorageError
 from storage.files import TopicPartition
@@ -73,10 +74,14 @@ class NodeService(LogDirServer):
             self._metrics_loop = ControlLoop(f"strata-metrics-{self.path.name}", publish)
             self._metrics_loop.start()
 
-    def close(self, broker_epoch: int = -1) -> None:
+    def close(self, broker_epoch: int = -1) -> bool:  # type: ignore[override]
+        """``LogDirServer.close``; True only when the directory was shut down cleanly (its
+        ``.kafka_cleanshutdown`` marker written: the next start recovers nothing). An offline
+        directory, one whose load failed or that skipped a partition closes without it."""
         if self._metrics_loop is not None:
             self._metrics_loop.stop()
         super().close(broker_epoch)
+        return CleanShutdownFile(self.path).exists()
 
     def partitions(self) -> list[tuple[str, int]]:
         """The partitions held; for an offline directory, those whose directories are on disk

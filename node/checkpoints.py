@@ -107,12 +107,16 @@ class DirCheckpoints:
             return updated
 
     def drop_cleaner_offset(self, tp: TopicPartition) -> None:
-        """Remove a deleted partition from the cleaner checkpoint, if it is listed (an unreadable
+        """Remove a deleted partition from the cleaner checkpoint, if it is listed."""
+        self.drop_cleaner_offsets([tp])
+
+    def drop_cleaner_offsets(self, tps: Iterable[TopicPartition]) -> None:
+        """Remove deleted partitions from the cleaner checkpoint in one update (an unreadable
         checkpoint is logged and left as it is)."""
         try:
-            self.update_cleaner_offsets(CheckpointChange(remove=frozenset([tp])))
+            self.update_cleaner_offsets(CheckpointChange(remove=frozenset(tps)))
         except (OSError, CheckpointError) as err:
-            log.warning("could not drop %s from the cleaner checkpoint: %s", tp, err)
+            log.warning("could not drop partitions from the cleaner checkpoint: %s", err)
 
     def _write(self, file: OffsetCheckpointFile, entries: Mapping[TopicPartition, int]) -> bool:
         entries = dict(entries)

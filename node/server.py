@@ -34,6 +34,7 @@ from node.snapshot import LogSnapshot, snapshot_log
 from node.stats import (LoadProgress, LogDirStats, PartitionDescription, PartitionStats,
                         describe_partition, partition_stats)
 from node.topic_configs import TopicConfigsFile
+from node.topic_deletions import TopicDeletionsFile
 from storage import files
 from storage.config import LogConfig
 from storage.errors import CheckpointError, OffsetOutOfRangeError, StorageError
@@ -183,15 +184,60 @@ class LogDirServer:
     def delete_partition(self, topic: str, partition: int) -> bool:
         """Kafka's asyncDelete of one partition; the topic's overrides go when its last partition
         in this directory does."""
+        return self.delete_partitions(topic, [partition]) == 1
+
+    # ---- many partitions in one call (a topic of 10,000 partitions is one call per node) -----
+    def create_partitions(self, topic: str, partitions: Iterable[int],
+                          config: Mapping[str, Any] | None = None) -> int:
+        """``create_partition`` of every partition of ``partitions`` (existing ones are kept);
+        returns how many this directory holds of them. A failure stops the batch: the partitions
+        created before it stay (the caller deletes them, see ``TopicMetadata.create_topic``)."""
         d = self._dir
-        removed = d.delete_log(topic, partition) is not None
+        files.validate_topic(topic)
+        numbers = [files.validate_partition(p, topic) for p in partitions]
+        if config is not None:
+            self._set_topic_overrides(d, topic, config)
+        for partition in numbers:
+            d.get_or_create_log(topic, partition)
+        return len(numbers)
+
+    def delete_partitions(self, topic: str, partitions: Iterable[int]) -> int:
+        """``delete_partition`` of many partitions, the checkpoints rewritten once; returns how
+        many were deleted. Once this directory holds no partition of ``topic`` its overrides go,
+        and so does its entry in ``topic-deletions.json`` (``mark_topic_deleting``)."""
+        d = self._dir
+        removed = len(d.delete_logs(topic, partitions))
         with self._config_lock:
-            if topic in self._overrides and not any(tp.topic == topic for tp in d.logs()):
+            if any(tp.topic == topic for tp in d.logs()):
+                return removed
+            if topic in self._overrides:
                 updated = {t: o for t, o in self._overrides.items() if t != topic}
                 TopicConfigsFile(self.path).write(updated)
                 self._overrides = updated
                 d.drop_topic_config(topic)
+            deletions = TopicDeletionsFile(self.path)
+            pending = deletions.read()
+            if topic in pending:
+                deletions.write(pending - {topic})
         return removed
+
+    def mark_topic_deleting(self, topic: str) -> None:
+        """Record, durably, that ``topic`` is being deleted, before any of its partitions here is:
+        ``topic_deletions`` names it until ``delete_partitions`` removed the last one, so a
+        delete interrupted by a crash or a stop is finished after the restart."""
+        self._dir
+        files.validate_topic(topic)
+        with self._config_lock:
+            deletions = TopicDeletionsFile(self.path)
+            pending = deletions.read()
+            if topic not in pending:
+                deletions.write(pending | {topic})
+
+    def topic_deletions(self) -> list[str]:
+        """The topics whose deletion this directory accepted and has not finished."""
+        self._dir
+        with self._config_lock:
+            return sorted(TopicDeletionsFile(self.path).read())
 
     def partitions(self) -> list[tuple[str, int]]:
         return sorted(tuple(key) for key in self._dir.logs())

@@ -24,7 +24,8 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -246,7 +247,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(err)) from None
     try:
         if args.plot is None:
-            return _print_rows(cluster.stats(), args.json)
+            with _said_when_slow(f"asking {len(cluster.description.log_dirs)} log directories "
+                                 "and the coordinator"):
+                rows = cluster.stats()
+            return _print_rows(rows, args.json)
         sampler = StatsSampler(lambda: cluster, args.interval)
         deadline = time.monotonic() + args.seconds
         sampler.begin()
@@ -259,6 +263,35 @@ def run(args: argparse.Namespace) -> int:
         return _plot(sampler.samples, args.plot, f"namespace {args.namespace}")
     finally:
         cluster.close()
+
+
+@contextmanager
+def _said_when_slow(what: str, after_s: float = 1.0, every_s: float = 10.0) -> Iterator[None]:
+    """A line on stderr when the block has run ``after_s`` seconds (and every ``every_s`` after),
+    and one when it ends, so a slow answer (a directory of 100,000 partitions) is not silence."""
+    import sys
+
+    began = time.monotonic()
+    done = threading.Event()
+    said = threading.Event()
+
+    def watch() -> None:
+        wait = after_s
+        while not done.wait(wait):
+            said.set()
+            print(f"strata stats: {what} ({time.monotonic() - began:.0f} s so far) ...",
+                  file=sys.stderr, flush=True)
+            wait = every_s
+    watcher = threading.Thread(target=watch, name="strata-stats-progress", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+        if said.is_set():
+            print(f"strata stats: answered after {time.monotonic() - began:.1f} s",
+                  file=sys.stderr, flush=True)
 
 
 def _plot(samples: list[dict[str, Any]], out_dir: Path, title: str) -> int:

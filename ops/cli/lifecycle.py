@@ -375,8 +375,11 @@ def load_progress_bar(*, enabled: bool = True) -> Iterator[Callable[[dict[str, A
     from ops.tools.output import console
 
     err = console(stderr=True)
-    if not enabled or not err.is_terminal:
+    if not enabled:
         yield lambda progress: None
+        return
+    if not err.is_terminal:
+        yield _load_lines()
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, \
         TimeElapsedColumn
@@ -395,6 +398,28 @@ def load_progress_bar(*, enabled: bool = True) -> Iterator[Callable[[dict[str, A
 
     with bar:
         yield update
+
+
+def _load_lines(every_s: float = 10.0) -> Callable[[dict[str, Any]], None]:
+    """The progress of ``cluster start`` when stderr is no terminal: a line when a directory has
+    loaded, and one every ``every_s`` seconds while any is still loading."""
+    said: set[str] = set()
+    last = [time.monotonic()]
+
+    def update(progress: dict[str, Any]) -> None:
+        for log_dir, p in sorted(progress.items()):
+            if p is not None and p.done and log_dir not in said:
+                said.add(log_dir)
+                print(f"loaded log directory {log_dir} ({p.total_logs} partitions, "
+                      f"{p.total_segments} segments)", file=sys.stderr, flush=True)
+        if len(said) < len(progress) and time.monotonic() - last[0] >= every_s:
+            last[0] = time.monotonic()
+            known = [p for p in progress.values() if p is not None]
+            total = sum(p.total_segments for p in known)
+            done = sum(p.total_segments - p.remaining_segments for p in known)
+            print(f"loading log directories: {len(said)} of {len(progress)} loaded, "
+                  f"{done} of {total} segments", file=sys.stderr, flush=True)
+    return update
 
 
 # ---- status --------------------------------------------------------------------------------------
@@ -476,7 +501,7 @@ def run_stop(args: argparse.Namespace) -> int:
     cluster = connect(args)
     description = cluster.description
     cluster.close()
-    stopped = deploy.shutdown(args.namespace)
+    stopped, unclean = deploy.shutdown_report(args.namespace)
     head_processes = 0
     stop_head = description.head_started_by_strata and not args.keep_head
     if stop_head:
@@ -487,14 +512,21 @@ def run_stop(args: argparse.Namespace) -> int:
         _end_driver()
     document = {"namespace": args.namespace, "stopped": stopped is not None,
                 "log_dirs": list(description.log_dirs), "head_stopped": stop_head,
-                "head_processes": head_processes}
+                "head_processes": head_processes, "not_closed_cleanly": unclean}
+    head_said = f"; Ray head stopped ({head_processes} processes)" if stop_head else ""
     if args.json:
         write(document)
+    elif unclean:
+        clean = len(description.log_dirs) - len(unclean)
+        print(f"strata cluster: error: stopped Strata cluster {args.namespace}, but "
+              + "; ".join(f"log directory {d} did not close cleanly: {why}"
+                          for d, why in sorted(unclean.items()))
+              + f" ({clean} of {len(description.log_dirs)} closed cleanly; the next start "
+              f"recovers the others){head_said}", file=sys.stderr)
     else:
         print(f"stopped Strata cluster {args.namespace}: {len(description.log_dirs)} log "
-              f"directories closed cleanly"
-              + (f"; Ray head stopped ({head_processes} processes)" if stop_head else ""))
-    return EXIT_OK
+              f"directories closed cleanly{head_said}")
+    return EXIT_PROBLEMS if unclean else EXIT_OK
 
 
 # ---- helpers -------------------------------------------------------------------------------------

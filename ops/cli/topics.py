@@ -10,6 +10,7 @@ from typing import Any
 
 from ops.cli import (add_common_args, connect, disconnect,
                                parse_config, partition_count, write)
+from ops.cli.progress import run_with_progress
 from ops.tools import EXIT_OK, UsageError
 
 
@@ -57,7 +58,11 @@ def run_create(args: argparse.Namespace) -> int:
 
     cluster = connect(args)
     try:
-        info = cluster.create_topic(args.topic, args.partitions, parse_config(args.config))
+        config = parse_config(args.config)
+        info = run_with_progress(
+            cluster, args.topic, "create",
+            lambda: cluster.create_topic(args.topic, args.partitions, config),
+            enabled=not args.json and args.partitions >= PROGRESS_FROM)
     except TopicExistsError as err:
         raise UsageError(str(err)) from None
     except StorageError as err:   # an invalid name or setting
@@ -68,7 +73,10 @@ def run_create(args: argparse.Namespace) -> int:
         write(_topic(info))
     else:
         print(f"created topic {info.name} with {len(info.partitions)} partitions")
-        _table([info])
+        if len(info.partitions) <= TABLE_UP_TO:
+            _table([info])
+        else:       # a row per directory, not 100,000 rows
+            _per_dir(info)
     return EXIT_OK
 
 
@@ -90,7 +98,9 @@ def run_delete(args: argparse.Namespace) -> int:
 
     cluster = connect(args)
     try:
-        deleted = cluster.delete_topic(args.topic)
+        deleted = run_with_progress(cluster, args.topic, "delete",
+                                    lambda: cluster.delete_topic(args.topic),
+                                    enabled=not args.json)
     except UnknownTopicError as err:
         raise UsageError(str(err)) from None
     finally:
@@ -100,6 +110,20 @@ def run_delete(args: argparse.Namespace) -> int:
     else:
         print(f"deleted topic {args.topic} ({deleted} partitions)")
     return EXIT_OK
+
+
+PROGRESS_FROM = 1000      # partitions: smaller creates end before a display would help
+TABLE_UP_TO = 100         # partitions: a bigger topic is summed up per directory
+
+
+def _per_dir(info: Any) -> None:
+    from collections import Counter
+
+    from ops.tools.output import console, print_table
+
+    counts = Counter(info.partitions.values())
+    print_table(console(), None, ["topic", "log dir", "partitions"],
+                [(info.name, d, n) for d, n in sorted(counts.items())])
 
 
 def _topic(info: Any) -> dict[str, Any]:
