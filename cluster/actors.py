@@ -48,7 +48,7 @@ from cluster.worker import CleanerWorker
 NO_RETRY, RETRY = 0, 3
 NODE_METRICS_INTERVAL_S = 5.0
 
-NODE_GROUPS = {"io": 4, "clean": 2, "admin": 2}
+NODE_GROUPS = {"io": 4, "clean": 2, "admin": 2, "move": 4}
 NODE_METHODS: dict[str, tuple[str | None, int]] = {
     "append_batch": ("io", NO_RETRY), "append_batches": ("io", NO_RETRY),
     "read_raw": ("io", RETRY), "flush": ("io", NO_RETRY), "offsets": ("io", RETRY),
@@ -63,6 +63,9 @@ NODE_METHODS: dict[str, tuple[str | None, int]] = {
     "close": ("admin", NO_RETRY), "checkpoint": ("admin", NO_RETRY),
     "stats": (None, RETRY), "load_progress": (None, RETRY), "partitions": (None, RETRY),
     "topic_configs": (None, RETRY), "info": (None, RETRY), "ping": (None, RETRY),
+    "append_batches_or_moved": ("io", NO_RETRY),
+    "move_in": ("move", NO_RETRY), "move_switch_out": ("move", NO_RETRY),
+    "move_source": ("move", RETRY), "move_status": (None, RETRY),
 }
 WORKER_GROUPS = {"clean": 1, "control": 4}
 WORKER_METHODS: dict[str, tuple[str | None, int]] = {
@@ -73,6 +76,8 @@ COORDINATOR_GROUPS = {"pause": 16}
 COORDINATOR_METHODS: dict[str, tuple[str | None, int]] = {
     "abort_and_pause": ("pause", NO_RETRY), "resume": ("pause", NO_RETRY),
     "pause_internal": ("pause", NO_RETRY), "resume_internal": ("pause", NO_RETRY),
+    "pause_reasons": (None, RETRY), "refresh_routes": (None, RETRY),
+    "partition_moved": (None, NO_RETRY),
     "pauses": (None, RETRY),
     "create_topic": (None, NO_RETRY), "delete_topic": (None, NO_RETRY),
     "alter_topic_config": (None, NO_RETRY), "add_partitions": (None, NO_RETRY),
@@ -120,7 +125,8 @@ class _Node(NodeService):
                          log_dir_properties=log_dir_properties,
                          pause_link=CoordinatorLink(COORDINATOR_NAME, namespace),
                          metrics=RayMetrics(), host=host,
-                         metrics_interval_s=NODE_METRICS_INTERVAL_S)
+                         metrics_interval_s=NODE_METRICS_INTERVAL_S,
+                         peer=lambda d: NamedHandle(node_actor_name(d), namespace))
 
     def info(self) -> dict[str, Any]:
         return {**super().info(), "node_id": self.node_id, "host_declared": self.host_declared}

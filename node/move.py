@@ -48,7 +48,7 @@ from filelock import FileLock, Timeout
 
 from node.errors import MoveAbortedError
 from storage import files
-from storage.durable import atomic_write, fsync_dir
+from storage.durable import atomic_write, fsync_dir, fsync_file_if_exists
 from storage.errors import CheckpointError, InvalidTopicError
 from storage.files import TopicPartition
 from storage.log import Log
@@ -196,6 +196,8 @@ def copy_round(source_dir: Path, future_dir: Path, segments: Sequence[SourceSegm
         record.segments[base] = (segment.size, segment.mtime_ns if segment.closed else None)
     record.bytes_copied += copied
     if final:
+        for name in os.listdir(future_dir):    # earlier rounds wrote without syncing
+            fsync_file_if_exists(future_dir / name)
         fsync_dir(future_dir)
     return copied
 
@@ -376,7 +378,9 @@ def clear_state(partition_dir: Path) -> None:
 
 
 def complete_state(state: MoveState, lg: Log, cleaner_offset: int | None) -> MoveState:
-    """``state`` marked complete with ``lg``'s offsets (call under its lock)."""
+    """``state`` marked complete with ``lg``'s offsets (call under its lock, after the final
+    copy round fsynced every file: the copy is durable up to the log end, so that is its
+    recovery point and the promoted log recovers nothing)."""
     return replace(state, complete=True, log_end_offset=lg.log_end_offset,
-                   log_start_offset=lg.log_start_offset, recovery_point=lg.recovery_point,
+                   log_start_offset=lg.log_start_offset, recovery_point=lg.log_end_offset,
                    cleaner_offset=cleaner_offset)

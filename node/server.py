@@ -24,7 +24,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +100,7 @@ class LogDirServer:
                 self._loaded.set()
 
         self._overrides: dict[str, dict[str, str]] = {}
-        self._mover = Mover(lambda: self._dir, pause=lambda tp: self._dir.pause_cleaning(tp))
+        self._mover = Mover(lambda: self._dir, pause=lambda tp: self._move_pause(tp))
         self._loader: threading.Thread | None = None
         if load_in_background:
             self._loader = threading.Thread(target=load, name=f"load-{self.path.name}",
@@ -385,6 +385,35 @@ class LogDirServer:
                 d.raise_if_moved(topic, partition)
             raise
 
+    def append_batches_or_moved(self, items: Iterable[tuple[str, int, bytes]],
+                                flush: bool = False) -> list[LogAppendInfo | StorageError]:
+        """``append_batches`` for a client that follows moves: an item whose partition this
+        directory does not serve (``PartitionMovedError``: moved away; ``UnknownPartitionError``:
+        not here, e.g. still moving in) is not appended, and its error stands in its place in
+        the result; so does every later item of that partition in the call, so a partition's
+        batches never land out of order. Other errors raise as in ``append_batches``."""
+        d = self._dir
+        results: list[LogAppendInfo | StorageError] = []
+        skipped: dict[tuple[str, int], StorageError] = {}
+        written = {}
+        for topic, partition, data in items:
+            key = (topic, partition)
+            if key in skipped:
+                results.append(skipped[key])
+                continue
+            try:
+                with self._served(topic, partition):
+                    target = d.log(topic, partition)
+                    results.append(target.append_batch(data))
+                written[key] = target
+            except (PartitionMovedError, UnknownPartitionError) as err:
+                skipped[key] = err
+                results.append(err)
+        if flush:
+            for target in written.values():
+                target.flush()
+        return results
+
     def move_source(self, topic: str, partition: int) -> SourceSnapshot:
         """The source end of a move: where the partition's files are and how far they reach."""
         return source_snapshot_of(self._dir, topic, partition)
@@ -404,6 +433,11 @@ class LogDirServer:
         self._dir
         return self._mover.move_in(topic, partition, source_dir,
                                    source or self._move_source(source_dir))
+
+    def _move_pause(self, tp: TopicPartition) -> AbstractContextManager[object]:
+        """Held for a whole move into this directory; a cluster pauses cleaning of the
+        partition through the coordinator with the reason ``move`` (``NodeService``)."""
+        return self._dir.pause_cleaning(tp)
 
     def _move_source(self, source_dir: str) -> MoveSource:
         """The node of ``source_dir``; a cluster overrides this (``NodeService``)."""
