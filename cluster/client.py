@@ -465,8 +465,9 @@ class Cluster:
             return
         try:
             routes = self._coordinator.call("refresh_routes", topic, timeout=60)[topic]
-        except UnknownTopicError:
-            return   # no node lists it this moment (between a move's commit and its promotion)
+        except (UnknownTopicError, ActorUnavailableError):
+            return   # no node lists it this moment (between a move's commit and its
+            #          promotion), or the coordinator is restarting: ask again next try
         self._routes[topic] = routes
 
     def _resend_moved(self, moved: list[tuple[tuple[str, int, bytes], StorageError]], *,

@@ -61,19 +61,21 @@ class Producer(threading.Thread):
         self.acked: list[bytes] = []
         self.latencies: list[tuple[float, float]] = []   # (start time, seconds)
         self.stop = threading.Event()
-        self.error: BaseException | None = None
+        self.errors: list[BaseException] = []
 
     def run(self) -> None:
-        try:
-            while not self.stop.is_set():
-                batch = values(self.next, 20, self.size)
-                began = time.perf_counter()
+        while not self.stop.is_set():
+            batch = values(self.next, 20, self.size)
+            self.next += 20                 # a failed batch is never sent again: values stay unique
+            began = time.perf_counter()
+            try:
                 self.client.produce(self.topic, 0, batch, flush=True)
-                self.latencies.append((began, time.perf_counter() - began))
-                self.acked.extend(r.value for r in batch)
-                self.next += 20
-        except BaseException as err:  # noqa: BLE001 - reported by the test
-            self.error = err
+            except BaseException as err:  # noqa: BLE001 - an actor killed: in doubt, go on
+                self.errors.append(err)
+                time.sleep(0.1)
+                continue
+            self.latencies.append((began, time.perf_counter() - began))
+            self.acked.extend(r.value for r in batch)
 
 
 def test_moves_under_concurrent_appends_and_reads_lose_and_duplicate_nothing(
@@ -108,7 +110,7 @@ def test_moves_under_concurrent_appends_and_reads_lose_and_duplicate_nothing(
         assert c.move_status() == []
     producer.stop.set(), reading.set()
     producer.join(60), reader.join(60)
-    assert producer.error is None and not read_errors, (producer.error, read_errors)
+    assert not producer.errors and not read_errors, (producer.errors, read_errors)
     got = [r.value for r in c.consume("t", 0, from_offset=0)]
     expected = [r.value for r in values(0, 20_000, 100)] + producer.acked
     assert got[: len(expected)] == expected                  # every ack, once, in order
@@ -151,7 +153,7 @@ def test_a_kill_during_a_move_leaves_one_live_copy_with_every_acknowledged_recor
     time.sleep(0.5)
     producer.stop.set()
     producer.join(120)
-    assert producer.error is None, producer.error
+    acked_before = len(producer.acked)
     fresh = wait_for(lambda: Cluster.connect(namespace=c.namespace), what="the cluster back")
     wait_for(lambda: all(fresh.node(d).call("ping", timeout=30) for d in c.description.log_dirs),
              timeout=120, what="every node back")
@@ -161,6 +163,7 @@ def test_a_kill_during_a_move_leaves_one_live_copy_with_every_acknowledged_recor
     acked = [r.value for r in values(0, 60_000, 300)] + producer.acked
     assert set(acked) <= set(got), f"{len(set(acked) - set(got))} acknowledged records lost"
     assert len(got) == len(set(got))                          # none twice
+    assert acked_before > 0 and len(producer.errors) < 50, producer.errors[-3:]
     print(f"\n{victim} killed: move {type(outcome[0]).__name__}; live in {copies[0]} "
           f"(was {source})")
 
