@@ -454,7 +454,7 @@ class Cluster:
                     raise
                 self._reroute(topic, partition, err)
                 time.sleep(backoff)
-                backoff = min(backoff * 2, 0.2)
+                backoff = min(backoff * 2, 0.05)
 
     def _reroute(self, topic: str, partition: int, err: StorageError) -> None:
         """Forget the route a node refused: to the directory it moved to when the node says,
@@ -484,7 +484,7 @@ class Cluster:
             if time.monotonic() > give_up:
                 raise moved[0][1]
             time.sleep(backoff)
-            backoff = min(backoff * 2, 0.2)
+            backoff = min(backoff * 2, 0.05)
             items = [item for item, _ in moved]
             moved = []
             by_dir: dict[str, list[tuple[str, int, bytes]]] = {}

@@ -48,7 +48,7 @@ from filelock import FileLock, Timeout
 
 from node.errors import MoveAbortedError
 from storage import files
-from storage.durable import atomic_write, fsync_dir, fsync_file_if_exists
+from storage.durable import atomic_write, fsync_dir
 from storage.errors import CheckpointError, InvalidTopicError
 from storage.files import TopicPartition
 from storage.log import Log
@@ -162,8 +162,9 @@ def copy_round(source_dir: Path, future_dir: Path, segments: Sequence[SourceSegm
     A segment gone from the source is dropped here; a closed segment whose ``.log`` changed
     since it was copied (a cleaner swap the pause did not stop) is copied again from its start;
     the active segment grows by what was appended. Closed segments take their index files whole.
-    ``final`` (under the source's lock) also copies the active segment's ``.txnindex`` and fsyncs
-    every file written. ``FileNotFoundError`` of a source segment deleted meanwhile is left to
+    Every file written is fsynced before it returns (so the final round, under the source's
+    lock, syncs only its own few bytes); ``final`` also copies the active segment's
+    ``.txnindex``. ``FileNotFoundError`` of a source segment deleted meanwhile is left to
     the next round, except in the final one, where it propagates.
     """
     wanted = {s.base_offset for s in segments}
@@ -181,11 +182,11 @@ def copy_round(source_dir: Path, future_dir: Path, segments: Sequence[SourceSegm
             if done < segment.size or base not in record.segments:
                 copied += _copy_range(files.log_file(source_dir, base),
                                       files.log_file(future_dir, base), done, segment.size,
-                                      sync=final)
+                                      sync=True)
             if segment.closed and (seen_mtime is None or done == 0):
                 for suffix in COPIED_SUFFIXES:
                     name = f"{files.offset_name(base)}{suffix}"
-                    _copy_whole(source_dir / name, future_dir / name, sync=final)
+                    _copy_whole(source_dir / name, future_dir / name, sync=True)
             elif final:
                 name = f"{files.offset_name(base)}{files.TXN_INDEX_SUFFIX}"
                 _copy_whole(source_dir / name, future_dir / name, sync=True)
@@ -195,10 +196,7 @@ def copy_round(source_dir: Path, future_dir: Path, segments: Sequence[SourceSegm
             continue
         record.segments[base] = (segment.size, segment.mtime_ns if segment.closed else None)
     record.bytes_copied += copied
-    if final:
-        for name in os.listdir(future_dir):    # earlier rounds wrote without syncing
-            fsync_file_if_exists(future_dir / name)
-        fsync_dir(future_dir)
+    fsync_dir(future_dir)
     return copied
 
 

@@ -25,7 +25,7 @@ from node.logdir import LogDir
 from node.move import (CopyRecord, MoveState, SourceSnapshot, complete_state,
                        copy_producer_snapshot, copy_round, move_lock, source_snapshot)
 from node.stats import disk_usage
-from storage import files
+from storage import files, kernels
 from storage.errors import LogDirOfflineError, StorageError
 from storage.files import TopicPartition
 from storage.log import Log
@@ -54,7 +54,8 @@ class MoveResult:
     log_end_offset: int
     bytes_copied: int
     rounds: int
-    held_ms: float            # appends held by the source during the switch
+    held_ms: float            # appends held by the source during the switch (-1: unknown)
+    switch_ms: float          # from asking the source to switch to serving here (-1: unknown)
     elapsed_ms: float
 
 
@@ -144,6 +145,11 @@ class Mover:
         self._lock = threading.Lock()
         self._moves: dict[TopicPartition, dict[str, object]] = {}
 
+    def moving_in(self, topic: str, partition: int) -> bool:
+        """True while a move of ``topic``-``partition`` into this directory runs."""
+        with self._lock:
+            return TopicPartition(topic, partition) in self._moves
+
     def status(self) -> list[MoveStatus]:
         with self._lock:
             return [MoveStatus(**entry) for _, entry in sorted(     # type: ignore[arg-type]
@@ -187,12 +193,13 @@ class Mover:
                 f"and {MOVE_RESERVE_FRACTION:.0%} of the file system must stay free",
                 topic=tp.topic, partition=tp.partition, reason="no-room", free_bytes=free,
                 needed_bytes=snapshot.size_bytes)
+        kernels.warm_up()   # before the switch: the promotion's recovery must not compile
         future = d.begin_move_in(tp.topic, tp.partition, source_dir)
         unique = future.name.rsplit(".", 1)[1][: -len(files.FUTURE_DIR_SUFFIX)]
         record = CopyRecord()
         self._publish(tp, source_dir, d, future, "copying", record, snapshot, started)
         rounds = 0
-        held_ms = -1.0
+        held_ms = switch_ms = -1.0
         try:
             with self._pause(tp):
                 while True:
@@ -206,15 +213,17 @@ class Mover:
                         break
                     snapshot = source.move_source(tp.topic, tp.partition)
                 self._publish(tp, source_dir, d, future, "switching", record, snapshot, started)
+                switching = time.perf_counter()
                 switched = source.move_switch_out(tp.topic, tp.partition, str(future), unique,
                                                   str(d.path), record)
                 held_ms = switched.held_ms
                 opened = d.settle_move_in(future)
+                switch_ms = (time.perf_counter() - switching) * 1000
         except BaseException as err:
             opened = self._after_failure(d, future, tp, err)
         return MoveResult(tp.topic, tp.partition, str(Path(source_dir)), str(d.path),
                           opened.log_end_offset, record.bytes_copied, rounds, held_ms,
-                          (time.perf_counter() - started) * 1000)
+                          switch_ms, (time.perf_counter() - started) * 1000)
 
     @staticmethod
     def _after_failure(d: LogDir, future: Path, tp: TopicPartition, err: BaseException) -> Log:

@@ -407,6 +407,12 @@ class LogDirServer:
                     results.append(target.append_batch(data))
                 written[key] = target
             except (PartitionMovedError, UnknownPartitionError) as err:
+                if isinstance(err, UnknownPartitionError) and self._mover.moving_in(
+                        topic, partition):
+                    err = PartitionMovedError(
+                        f"partition {topic}-{partition} is moving into {self.path} and is "
+                        "not served yet: try again", topic=topic, partition=partition,
+                        target_dir=str(self.path))
                 skipped[key] = err
                 results.append(err)
         if flush:

@@ -99,13 +99,14 @@ def test_moves_under_concurrent_appends_and_reads_lose_and_duplicate_nothing(
     reader = threading.Thread(target=read, daemon=True)
     producer.start(), reader.start()
     wait_for(lambda: len(producer.acked) > 200, what="the producer running")
-    held, windows = [], []
+    held, switches, windows = [], [], []
     for _ in range(4):
         began = time.perf_counter()
         result = c.move_partition("t", 0, other_dir(c, "t", 0))
         windows.append((began, time.perf_counter()))
         assert result.log_end_offset >= 20_000 and result.held_ms >= 0
         held.append(result.held_ms)
+        switches.append(result.switch_ms)
         assert c.partition_dir("t", 0) == os.path.abspath(result.target_dir)
         assert c.move_status() == []
     producer.stop.set(), reading.set()
@@ -120,8 +121,12 @@ def test_moves_under_concurrent_appends_and_reads_lose_and_duplicate_nothing(
     during = [lat for t, lat in producer.latencies
               if any(a <= t <= b for a, b in windows)]
     p99 = float(np.percentile(np.array(during) * 1000, 99)) if during else 0.0
-    print(f"\nswitch: appends held {max(held):.1f} ms at most (p50 {np.median(held):.1f}); "
-          f"produce latency during moves p99 {p99:.1f} ms over {len(during)} calls")
+    every = np.array([lat for _, lat in producer.latencies]) * 1000
+    print(f"\nswitch: appends held {max(held):.1f} ms at most (p50 {np.median(held):.1f}), "
+          f"switch to serving {[round(s) for s in switches]} ms; "
+          f"produce latency during moves p99 {p99:.1f} ms over {len(during)} calls; every "
+          f"produce p50 {np.median(every):.1f} p99 {np.percentile(every, 99):.1f} ms over "
+          f"{len(every)}; moves took {[round((b - a) * 1000) for a, b in windows]} ms")
     assert max(held) < 2000
 
 
