@@ -411,8 +411,11 @@ class Cluster:
                 f"{target_dir} is not a log directory of this cluster (namespace "
                 f"{self.namespace}: {', '.join(sorted(self._nodes))})", topic=topic,
                 partition=partition, target_dir=target_dir, reason="unknown-dir")
-        self._routes.pop(topic, None)
-        source = self.partition_dir(topic, partition)
+        routes = self._coordinator.call("routes", topic, timeout=60)[topic]   # not the cache
+        if partition not in routes:
+            raise UnknownTopicError(f"the cluster has no partition {topic}-{partition}",
+                                    topic=topic, partition=partition)
+        source = routes[partition]
         if source == target:
             raise MoveRefusedError(f"partition {topic}-{partition} is already in {target}",
                                    topic=topic, partition=partition, target_dir=target,
@@ -438,6 +441,14 @@ class Cluster:
             except (ActorUnavailableError, StorageError):
                 continue
         return found
+
+    def refresh_route(self, topic: str, partition: int,
+                      error: StorageError | None = None) -> None:
+        """Forget the cached route of ``topic``-``partition`` after a node refused a call
+        (``error``): a ``PartitionMovedError`` names where it went; otherwise the coordinator
+        asks every node. For callers that talk to node actors themselves (the drills)."""
+        self._reroute(topic, partition, error or UnknownPartitionError(
+            f"route of {topic}-{partition} refreshed", topic=topic, partition=partition))
 
     def _routed_call(self, topic: str, partition: int, method: str, *args: Any,
                      timeout: float = 60, deadline_s: float = MOVED_RETRY_S) -> Any:

@@ -213,7 +213,7 @@ def run_drain(args: argparse.Namespace) -> int:
         rows = cluster.stats()
         parts = [(r["topic"], r["partition"], r["size_bytes"]) for r in rows
                  if r["kind"] == "partition" and r["log_dir"] == log_dir]
-        moves = plan_drain(log_dir, parts, _rooms(rows))
+        moves = plan_drain(log_dir, parts, rooms_of(rows))
         return _execute(cluster, moves, args.json)
     finally:
         disconnect()
@@ -237,7 +237,7 @@ def run_rebalance(args: argparse.Namespace) -> int:
         disconnect()
 
 
-def _rooms(rows: list[dict[str, Any]]) -> list[Any]:
+def rooms_of(rows: list[dict[str, Any]]) -> list[Any]:
     from cluster.placement import DirRoom
 
     return [DirRoom(r["log_dir"], r.get("disk_free_bytes", 0), r.get("log_bytes", 0),
