@@ -42,13 +42,14 @@ def dir_key(log_dir: Path | str) -> Path:
 @dataclass(frozen=True)
 class CheckpointChange:
     """One change of a cleaner checkpoint, applied by the file's owner in one step: drop
-    ``remove``, set ``offsets``, lower each entry of ``lower`` to its offset if it is above it
+    ``remove``, set ``offsets``, set ``defaults`` where a partition has no entry, lower each entry of ``lower`` to its offset if it is above it
     (never raising one), then, when ``live_partitions`` is given, drop every entry not in it."""
 
     offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
     remove: frozenset[TopicPartition] = frozenset()
     live_partitions: frozenset[TopicPartition] | None = None
     lower: Mapping[TopicPartition, int] = field(default_factory=dict)
+    defaults: Mapping[TopicPartition, int] = field(default_factory=dict)
 
     def apply(self, current: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """The checkpoint after this change (``current`` is left as it is)."""
@@ -56,6 +57,8 @@ class CheckpointChange:
         for tp in self.remove:
             result.pop(tp, None)
         result.update(self.offsets)
+        for tp, offset in self.defaults.items():
+            result.setdefault(tp, offset)
         for tp, offset in self.lower.items():
             if result.get(tp, 0) > offset:
                 result[tp] = offset

@@ -48,7 +48,7 @@ from cluster.worker import CleanerWorker
 NO_RETRY, RETRY = 0, 3
 NODE_METRICS_INTERVAL_S = 5.0
 
-NODE_GROUPS = {"io": 4, "clean": 2, "admin": 2}
+NODE_GROUPS = {"io": 4, "clean": 2, "admin": 2, "move": 4}
 NODE_METHODS: dict[str, tuple[str | None, int]] = {
     "append_batch": ("io", NO_RETRY), "append_batches": ("io", NO_RETRY),
     "read_raw": ("io", RETRY), "flush": ("io", NO_RETRY), "offsets": ("io", RETRY),
@@ -65,6 +65,9 @@ NODE_METHODS: dict[str, tuple[str | None, int]] = {
     "topic_configs": (None, RETRY), "info": (None, RETRY), "ping": (None, RETRY),
     "create_partitions": ("admin", NO_RETRY), "delete_partitions": ("admin", NO_RETRY),
     "mark_topic_deleting": ("admin", NO_RETRY), "topic_deletions": (None, RETRY),
+    "append_batches_or_moved": ("io", NO_RETRY),
+    "move_in": ("move", NO_RETRY), "move_switch_out": ("move", NO_RETRY),
+    "move_source": ("move", RETRY), "move_status": (None, RETRY),
 }
 WORKER_GROUPS = {"clean": 1, "control": 4}
 WORKER_METHODS: dict[str, tuple[str | None, int]] = {
@@ -75,6 +78,8 @@ COORDINATOR_GROUPS = {"pause": 16}
 COORDINATOR_METHODS: dict[str, tuple[str | None, int]] = {
     "abort_and_pause": ("pause", NO_RETRY), "resume": ("pause", NO_RETRY),
     "pause_internal": ("pause", NO_RETRY), "resume_internal": ("pause", NO_RETRY),
+    "pause_reasons": (None, RETRY), "refresh_routes": (None, RETRY),
+    "partition_moved": (None, NO_RETRY),
     "pauses": (None, RETRY),
     "create_topic": (None, NO_RETRY), "delete_topic": (None, NO_RETRY),
     "alter_topic_config": (None, NO_RETRY), "add_partitions": (None, NO_RETRY),
@@ -122,7 +127,8 @@ class _Node(NodeService):
                          log_dir_properties=log_dir_properties,
                          pause_link=CoordinatorLink(COORDINATOR_NAME, namespace),
                          metrics=RayMetrics(), host=host,
-                         metrics_interval_s=NODE_METRICS_INTERVAL_S)
+                         metrics_interval_s=NODE_METRICS_INTERVAL_S,
+                         peer=lambda d: NamedHandle(node_actor_name(d), namespace))
 
     def info(self) -> dict[str, Any]:
         return {**super().info(), "node_id": self.node_id, "host_declared": self.host_declared}

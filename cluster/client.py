@@ -37,8 +37,11 @@ from cluster.handles import RayHandle, RayPending, lookup
 from cluster.metadata import TopicInfo
 from cluster.naming import COORDINATOR_NAME, DEFAULT_NAMESPACE, abs_dir
 from cluster.status import CleanerStatus
+from node.errors import (MoveRefusedError, PartitionMovedError, UnknownPartitionError)
+from node.mover import MoveResult, MoveStatus
 from node.stats import LoadProgress, PartitionDescription
 from storage import files
+from storage.errors import StorageError
 from storage.config import LogConfig
 from storage.log import LogAppendInfo
 from storage.records import HEADER_SIZE, Record, build_batch, max_record_size
@@ -47,6 +50,7 @@ DEFAULT_BATCH_BYTES = 1 << 20
 EARLIEST_TIMESTAMP = -2     # list_offset: the log start offset (Kafka's OffsetSpec.earliest)
 LATEST_TIMESTAMP = -1       # list_offset: the high watermark (Kafka's OffsetSpec.latest)
 DEFAULT_WINDOW = 4
+MOVED_RETRY_S = 60.0    # how long a call follows a moving partition before giving up
 _BATCH_OVERHEAD = HEADER_SIZE    # the v2 batch header (storage.batch_layout)
 
 
@@ -290,12 +294,23 @@ class Cluster:
         calls of about ``batch_bytes``, up to ``window`` calls per directory in flight. Order is
         kept per partition: a node may run calls concurrently, so a call never overtakes an
         earlier one holding the same partition (it waits for it). The first error raises
-        (earlier calls may be stored)."""
+        (earlier calls may be stored). Batches a node did not take because their partition
+        moved (or is not there yet) are sent again, in order, where the partition now lives
+        (``_resend_moved``)."""
         packing: dict[str, list[tuple[str, int, bytes]]] = {}
         sizes: dict[str, int] = {}
         flights: dict[str, list[tuple[frozenset[tuple[str, int]], RayPending]]] = {}
         infos: list[LogAppendInfo] = []
+        moved: list[tuple[tuple[str, int, bytes], StorageError]] = []
+        sent: dict[int, list[tuple[str, int, bytes]]] = {}
         calls = 0
+
+        def take(pending: RayPending) -> None:
+            for item, result in zip(sent.pop(id(pending)), pending.result()):
+                if isinstance(result, StorageError):
+                    moved.append((item, result))
+                else:
+                    infos.append(result)
 
         def send(log_dir: str) -> None:
             nonlocal calls
@@ -306,8 +321,10 @@ class Cluster:
             held = frozenset((t, p) for t, p, _ in batch)
             flight = flights.setdefault(log_dir, [])
             while flight and (len(flight) >= window or any(held & h for h, _ in flight)):
-                infos.extend(flight.pop(0)[1].result())
-            flight.append((held, self._nodes[log_dir].submit("append_batches", batch, flush)))
+                take(flight.pop(0)[1])
+            pending = self._nodes[log_dir].submit("append_batches_or_moved", batch, flush)
+            sent[id(pending)] = batch
+            flight.append((held, pending))
             calls += 1
 
         try:
@@ -321,7 +338,11 @@ class Cluster:
                 send(log_dir)
             for flight in flights.values():
                 while flight:
-                    infos.extend(flight.pop(0)[1].result())
+                    take(flight.pop(0)[1])
+            if moved:
+                resent = self._resend_moved(moved, flush=flush)
+                infos.extend(resent[0])
+                calls += resent[1]
         except BaseException:
             # settle every call still in flight before raising, so none is left unawaited
             for flight in flights.values():
@@ -351,12 +372,12 @@ class Cluster:
         if max_offset is not None:
             max_offset = files.validate_offset(max_offset, "max_offset",
                                                partition=f"{topic}-{partition}")
-        node = self._node_of(topic, partition)
-        start, end = node.call("offsets", topic, partition, timeout=60)
+        start, end = self._routed_call(topic, partition, "offsets", topic, partition)
         stop = end if max_offset is None else min(end, max_offset)
         offset = max(from_offset, start)
         while offset < stop:
-            fetch = node.call("read_raw", topic, partition, offset, max_bytes, timeout=60)
+            fetch = self._routed_call(topic, partition, "read_raw", topic, partition, offset,
+                                      max_bytes)
             if fetch is None:
                 return
             progressed = False
@@ -370,10 +391,132 @@ class Cluster:
                 max_bytes *= 2
 
     def flush(self, topic: str, partition: int) -> int:
-        return self._node_of(topic, partition).call("flush", topic, partition, timeout=120)
+        return self._routed_call(topic, partition, "flush", topic, partition, timeout=120)
 
     def offsets(self, topic: str, partition: int) -> tuple[int, int]:
-        return self._node_of(topic, partition).call("offsets", topic, partition, timeout=60)
+        return self._routed_call(topic, partition, "offsets", topic, partition)
+
+    # ---- moves between log directories (KIP-113) ---------------------------------------------
+    def move_partition(self, topic: str, partition: int, target_dir: str, *,
+                       timeout_s: float | None = None) -> MoveResult:
+        """Move ``topic``-``partition`` to the log directory ``target_dir`` while it serves
+        (Kafka's alterReplicaLogDirs); returns when ``target_dir`` serves it. Producers and
+        readers of this client (and of any other, whose old node answers "moved") follow it.
+
+        Refused, with nothing changed (``MoveRefusedError``, its ``reason``): a directory the
+        cluster does not have (``unknown-dir``), the partition's own directory (``same-dir``),
+        a target without room (``no-room``), a partition being deleted (``being-deleted``);
+        an offline target raises its ``LogDirOfflineError``. ``MoveAbortedError``: the move
+        started and was abandoned, the source serves every record."""
+        partition = files.validate_partition(partition, topic)
+        target = abs_dir(target_dir)
+        if target not in self._nodes:
+            raise MoveRefusedError(
+                f"{target_dir} is not a log directory of this cluster (namespace "
+                f"{self.namespace}: {', '.join(sorted(self._nodes))})", topic=topic,
+                partition=partition, target_dir=target_dir, reason="unknown-dir")
+        routes = self._coordinator.call("routes", topic, timeout=60)[topic]   # not the cache
+        if partition not in routes:
+            raise UnknownTopicError(f"the cluster has no partition {topic}-{partition}",
+                                    topic=topic, partition=partition)
+        source = routes[partition]
+        if source == target:
+            raise MoveRefusedError(f"partition {topic}-{partition} is already in {target}",
+                                   topic=topic, partition=partition, target_dir=target,
+                                   reason="same-dir")
+        result = self._nodes[target].call("move_in", topic, partition, source,
+                                          timeout=timeout_s)
+        self._routes.setdefault(topic, {})[partition] = target
+        try:
+            self._coordinator.call("partition_moved", topic, partition, target, timeout=60)
+        except ActorUnavailableError:
+            pass   # a restarted coordinator asks the nodes, which know where it is
+        return result
+
+    def move_status(self) -> list[MoveStatus]:
+        """Moves in progress (Kafka's DescribeLogDirs future replicas): for each, the source and
+        target directory, bytes copied of the total, and the offset lag of the copy. A node
+        that cannot answer is left out."""
+        pendings = [h.submit("move_status") for _, h in sorted(self._nodes.items())]
+        found: list[MoveStatus] = []
+        for pending in pendings:
+            try:
+                found.extend(pending.result(60))
+            except (ActorUnavailableError, StorageError):
+                continue
+        return found
+
+    def refresh_route(self, topic: str, partition: int,
+                      error: StorageError | None = None) -> None:
+        """Forget the cached route of ``topic``-``partition`` after a node refused a call
+        (``error``): a ``PartitionMovedError`` names where it went; otherwise the coordinator
+        asks every node. For callers that talk to node actors themselves (the drills)."""
+        self._reroute(topic, partition, error or UnknownPartitionError(
+            f"route of {topic}-{partition} refreshed", topic=topic, partition=partition))
+
+    def _routed_call(self, topic: str, partition: int, method: str, *args: Any,
+                     timeout: float = 60, deadline_s: float = MOVED_RETRY_S) -> Any:
+        """``method`` on the node of ``topic``-``partition``, following the partition when the
+        node answers that it moved (``PartitionMovedError``) or does not hold it: the route is
+        asked again and the call retried until ``deadline_s``."""
+        give_up = time.monotonic() + deadline_s
+        backoff = 0.005
+        while True:
+            try:
+                return self._node_of(topic, partition).call(method, *args, timeout=timeout)
+            except (PartitionMovedError, UnknownPartitionError) as err:
+                if time.monotonic() > give_up:
+                    raise
+                self._reroute(topic, partition, err)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 0.05)
+
+    def _reroute(self, topic: str, partition: int, err: StorageError) -> None:
+        """Forget the route a node refused: to the directory it moved to when the node says,
+        else as the coordinator finds it by asking every node."""
+        target = getattr(err, "target_dir", None)
+        if target is not None and abs_dir(target) in self._nodes:
+            self._routes.setdefault(topic, {})[partition] = abs_dir(target)
+            return
+        try:
+            routes = self._coordinator.call("refresh_routes", topic, timeout=60)[topic]
+        except (UnknownTopicError, ActorUnavailableError):
+            return   # no node lists it this moment (between a move's commit and its
+            #          promotion), or the coordinator is restarting: ask again next try
+        self._routes[topic] = routes
+
+    def _resend_moved(self, moved: list[tuple[tuple[str, int, bytes], StorageError]], *,
+                      flush: bool) -> tuple[list[LogAppendInfo], int]:
+        """Send again, in order, the batches nodes did not take (see ``produce_batches``),
+        asking the route again between tries, until ``MOVED_RETRY_S``."""
+        give_up = time.monotonic() + MOVED_RETRY_S
+        backoff = 0.005
+        infos: list[LogAppendInfo] = []
+        calls = 0
+        while moved:
+            for (topic, partition, _data), err in moved:
+                self._reroute(topic, partition, err)
+            if time.monotonic() > give_up:
+                raise moved[0][1]
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 0.05)
+            items = [item for item, _ in moved]
+            moved = []
+            by_dir: dict[str, list[tuple[str, int, bytes]]] = {}
+            for item in items:
+                try:
+                    by_dir.setdefault(self.partition_dir(item[0], item[1]), []).append(item)
+                except UnknownTopicError as err:
+                    moved.append((item, err))
+            for log_dir, batch in by_dir.items():
+                for item, result in zip(batch, self._nodes[log_dir].call(
+                        "append_batches_or_moved", batch, flush, timeout=120)):
+                    if isinstance(result, StorageError):
+                        moved.append((item, result))
+                    else:
+                        infos.append(result)
+                calls += 1
+        return infos, calls
 
     # ---- monitoring --------------------------------------------------------------------------
     def stats(self) -> list[dict[str, Any]]:

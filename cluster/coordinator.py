@@ -32,7 +32,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -108,6 +108,7 @@ class Coordinator:
         self._dir_of: dict[TopicPartition, str] = {}
         self._offline: dict[str, str] = {}
         self._operator_pauses: dict[TopicPartition, int] = {}    # taken by abort_and_pause
+        self._reasons: dict[TopicPartition, Counter[str]] = {}   # node pauses with a reason
         self._unreachable: set[str] = set()
         self._needs_startup: set[str] = set(self._nodes)
         self._workers_reset = False
@@ -449,6 +450,30 @@ class Coordinator:
                 self._operator_pauses.pop(tp, None)
             return False
         return True
+
+    def pause_for(self, topic: str, partition: int, reason: str,
+                  timeout_s: float | None = None) -> None:
+        """A node's pause (``operator=False``) held for a named ``reason`` (``move``: the
+        partition is moving between directories), reported by ``pause_reasons``."""
+        self.abort_and_pause(topic, partition, timeout_s, operator=False)
+        with self._lock:
+            self._reasons.setdefault(TopicPartition(topic, partition), Counter())[reason] += 1
+
+    def resume_for(self, topic: str, partition: int, reason: str) -> bool:
+        """Release a pause ``pause_for`` took for ``reason``."""
+        tp = TopicPartition(topic, partition)
+        with self._lock:
+            held = self._reasons.get(tp)
+            if held is not None and held[reason] > 0:
+                held[reason] -= 1
+                if not +held:
+                    del self._reasons[tp]
+        return self.resume(topic, partition, operator=False)
+
+    def pause_reasons(self, topic: str, partition: int) -> dict[str, int]:
+        """The named reasons of the node pauses held on the partition, with their counts."""
+        with self._lock:
+            return dict(+self._reasons.get(TopicPartition(topic, partition), Counter()))
 
     def pauses(self, topic: str, partition: int) -> tuple[int, int]:
         """(pauses an operator holds, all pauses held) of the partition's cleaning."""

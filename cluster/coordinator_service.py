@@ -149,6 +149,17 @@ class CoordinatorService:
             meta.refresh()
             return meta.routes(topic)
 
+    def refresh_routes(self, topic: str | None = None) -> dict[str, dict[int, str]]:
+        """``routes`` after asking every node again (a client whose node said the partition is
+        not there: it moved, or the table is stale)."""
+        meta = self._meta()
+        meta.refresh()
+        return meta.routes(topic)
+
+    def partition_moved(self, topic: str, partition: int, log_dir: str) -> None:
+        """A move finished: route ``topic``-``partition`` to ``log_dir`` from now on."""
+        self._meta().set_route(topic, files.validate_partition(partition, topic), log_dir)
+
     def _rooms(self) -> list[DirRoom]:
         pendings = {d: h.submit("stats") for d, h in self._nodes.items()}
         rooms = []
@@ -182,16 +193,27 @@ class CoordinatorService:
         partition = self._held(topic, partition)
         return self.coordinator.resume(topic, partition)
 
-    def pause_internal(self, topic: str, partition: int, timeout_s: float | None = None) -> bool:
+    def pause_internal(self, topic: str, partition: int, timeout_s: float | None = None,
+                       reason: str = "") -> bool:
         """``abort_and_pause`` for the node's own work (truncation, deletion, a directory move,
-        retention): not an operator's pause, so ``strata cleaner resume`` cannot release it."""
+        retention): not an operator's pause, so ``strata cleaner resume`` cannot release it.
+        A ``reason`` (``move``) is reported by ``pause_reasons``."""
         partition = files.validate_partition(partition, topic)
-        self.coordinator.abort_and_pause(topic, partition, timeout_s, operator=False)
+        if reason:
+            self.coordinator.pause_for(topic, partition, reason, timeout_s)
+        else:
+            self.coordinator.abort_and_pause(topic, partition, timeout_s, operator=False)
         return True
 
-    def resume_internal(self, topic: str, partition: int) -> bool:
+    def resume_internal(self, topic: str, partition: int, reason: str = "") -> bool:
         partition = files.validate_partition(partition, topic)
+        if reason:
+            return self.coordinator.resume_for(topic, partition, reason)
         return self.coordinator.resume(topic, partition, operator=False)
+
+    def pause_reasons(self, topic: str, partition: int) -> dict[str, int]:
+        partition = files.validate_partition(partition, topic)
+        return self.coordinator.pause_reasons(topic, partition)
 
     def pauses(self, topic: str, partition: int) -> tuple[int, int]:
         partition = files.validate_partition(partition, topic)

@@ -160,13 +160,16 @@ class CoordinatorLink:
         self.namespace = namespace
         self.timeout_s = timeout_s
 
-    def abort_and_pause(self, topic: str, partition: int) -> bool:
+    def abort_and_pause(self, topic: str, partition: int, reason: str = "") -> bool:
+        extra = {"reason": reason} if reason else {}
         return bool(lookup(self.name, self.namespace).call(
-            "pause_internal", topic, partition, self.timeout_s, timeout=self.timeout_s + 5))
+            "pause_internal", topic, partition, self.timeout_s, timeout=self.timeout_s + 5,
+            **extra))
 
-    def resume(self, topic: str, partition: int) -> None:
+    def resume(self, topic: str, partition: int, reason: str = "") -> None:
+        extra = {"reason": reason} if reason else {}
         lookup(self.name, self.namespace).call("resume_internal", topic, partition,
-                                               timeout=self.timeout_s)
+                                               timeout=self.timeout_s, **extra)
 
 
 def lookup(name: str, namespace: str, host: str = "") -> RayHandle:

@@ -106,6 +106,11 @@ class TopicMetadata:
                                     topic=topic, partition=partition)
         return found
 
+    def set_route(self, topic: str, partition: int, log_dir: str) -> None:
+        """Route ``topic``-``partition`` to ``log_dir`` (it moved there)."""
+        with self._lock:
+            self._routes.setdefault(topic, {})[partition] = log_dir
+
     def routes(self, topic: str | None = None) -> dict[str, dict[int, str]]:
         with self._lock:
             if topic is None:

@@ -17,13 +17,16 @@ import logging
 import os
 import socket
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
+from cluster.handles import Handle
 from cluster.loop import ControlLoop
 from cluster.metrics import MetricsSink, NullMetrics
 from node.config import LogDirConfig
+from node.move import CopyRecord, SourceSnapshot
+from node.mover import MoveSource, SwitchResult
 from node.server import LogDirServer
 from node.stats import LoadProgress, LogDirStats
 from storage import files
@@ -39,11 +42,12 @@ logger = logging.getLogger(__name__)
 class PauseLink(Protocol):
     """The coordinator's pause API as a node sees it."""
 
-    def abort_and_pause(self, topic: str, partition: int) -> bool:
-        """True when the pause is held (and must be released with ``resume``)."""
+    def abort_and_pause(self, topic: str, partition: int, reason: str = "") -> bool:
+        """True when the pause is held (and must be released with ``resume``). ``reason``
+        names the node's work holding it (``move``); empty for truncation, deletion, retention."""
         ...
 
-    def resume(self, topic: str, partition: int) -> None: ...
+    def resume(self, topic: str, partition: int, reason: str = "") -> None: ...
 
 
 class NodeService(LogDirServer):
@@ -53,9 +57,11 @@ class NodeService(LogDirServer):
                  log_dir_properties: Mapping[str, str] | None = None,
                  pause_link: PauseLink | None = None, metrics: MetricsSink | None = None,
                  host: str = "", load_in_background: bool = True,
-                 start_tasks: bool = True, metrics_interval_s: float | None = None) -> None:
+                 start_tasks: bool = True, metrics_interval_s: float | None = None,
+                 peer: Callable[[str], Handle] | None = None) -> None:
         self._metrics = metrics or NullMetrics()
         self._link = pause_link
+        self._peer = peer
         self.host = host or socket.gethostname()
         self._tags = {"directory": os.path.abspath(path)}
         super().__init__(path, load_in_background=load_in_background,
@@ -115,6 +121,24 @@ class NodeService(LogDirServer):
             self._count(topic, partition, len(data), info.records_count)
         return infos
 
+    def append_batches_or_moved(self, items: Iterable[tuple[str, int, bytes]],
+                                flush: bool = False) -> list[LogAppendInfo | StorageError]:
+        items = list(items)
+        results = super().append_batches_or_moved(items, flush)
+        for (topic, partition, data), info in zip(items, results):
+            if isinstance(info, LogAppendInfo):
+                self._count(topic, partition, len(data), info.records_count)
+        return results
+
+    # ---- moves: the source node is another actor ----------------------------------------------
+    def _move_source(self, source_dir: str) -> MoveSource:
+        if self._peer is None:
+            return super()._move_source(source_dir)
+        return RemoteMoveSource(self._peer(source_dir))
+
+    def _move_pause(self, tp: TopicPartition) -> AbstractContextManager[object]:
+        return self._pause(tp, reason="move")
+
     def _count(self, topic: str, partition: int, size: int, records: int) -> None:
         tags = {**self._tags, "topic": topic, "partition": partition}
         self._metrics.inc("strata_appended_bytes", size, tags)
@@ -144,14 +168,15 @@ class NodeService(LogDirServer):
 
     # ---- cleaning pauses ---------------------------------------------------------------------
     @contextmanager
-    def _pause(self, tp: TopicPartition) -> Iterator[None]:
+    def _pause(self, tp: TopicPartition, reason: str = "") -> Iterator[None]:
         link = self._link
         loaded = self._dir_or_none
         compact = loaded is not None and loaded.config_for(tp.topic).compact
         held = False
         if link is not None and compact:
             try:
-                held = link.abort_and_pause(tp.topic, tp.partition)
+                held = (link.abort_and_pause(tp.topic, tp.partition, reason) if reason
+                        else link.abort_and_pause(tp.topic, tp.partition))
             except Exception:  # noqa: BLE001 - see below
                 # No coordinator: no clean can be running. A clean started by a coordinator that
                 # is now unreachable fails at its swap (the owner checks the segments), never
@@ -162,9 +187,30 @@ class NodeService(LogDirServer):
         finally:
             if held and link is not None:
                 try:
-                    link.resume(tp.topic, tp.partition)
+                    if reason:
+                        link.resume(tp.topic, tp.partition, reason)
+                    else:
+                        link.resume(tp.topic, tp.partition)
                 except Exception:  # noqa: BLE001 - a restarted coordinator holds no pause
                     logger.warning("cannot resume cleaning of %s", tp, exc_info=True)
+
+
+class RemoteMoveSource:
+    """``node.mover.MoveSource`` over the node actor of the source directory. The switch may
+    wait for the coordinator to pause cleaning and holds appends while it copies; a dead
+    source surfaces as ``ActorUnavailableError`` and the target settles the move."""
+
+    def __init__(self, handle: Handle, timeout_s: float = 600.0) -> None:
+        self._handle = handle
+        self._timeout = timeout_s
+
+    def move_source(self, topic: str, partition: int) -> SourceSnapshot:
+        return self._handle.call("move_source", topic, partition, timeout=60)
+
+    def move_switch_out(self, topic: str, partition: int, future_dir: str, unique: str,
+                        target_dir: str, record: CopyRecord) -> SwitchResult:
+        return self._handle.call("move_switch_out", topic, partition, future_dir, unique,
+                                 target_dir, record, timeout=self._timeout)
 
 
 def _partition_dirs_on_disk(directory: Path) -> list[tuple[str, int]] | None:

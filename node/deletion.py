@@ -53,6 +53,11 @@ class DeleteQueue:
             self._entries = [e for e in self._entries if e.due_ms > now_ms]
             return due
 
+    def holds(self, tp: TopicPartition) -> bool:
+        """True when a deleted log of ``tp`` waits in the queue."""
+        with self._lock:
+            return any(e.topic_partition == tp for e in self._entries)
+
     def due_times(self) -> list[int]:
         with self._lock:
             return [e.due_ms for e in self._entries]

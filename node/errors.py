@@ -14,6 +14,9 @@ __all__ = [
     "LogDirClosedError",
     "LogDirLockedError",
     "LogDirOfflineError",
+    "MoveAbortedError",
+    "MoveRefusedError",
+    "PartitionMovedError",
     "PartitionSkippedError",
     "PolicyViolationError",
     "UnknownPartitionError",
@@ -56,3 +59,22 @@ class PolicyViolationError(StorageError):
     """A request the partition's config forbids (Kafka's ``PolicyViolationException``): deleting
     records of a log whose ``cleanup.policy`` does not include delete (``topic``, ``partition``,
     ``cleanup_policy``). Unlike ``UnknownPartitionError`` the partition exists; nothing changed."""
+
+
+class PartitionMovedError(StorageError):
+    """A call names a partition this directory gave away to another log directory by a move
+    (``topic``, ``partition``, ``target_dir``). Unlike ``UnknownPartitionError`` the caller's
+    route is stale, not wrong: ask again where the partition lives (``target_dir`` is where it
+    went) and retry; nothing was appended here."""
+
+
+class MoveRefusedError(StorageError):
+    """A move of ``topic``-``partition`` to ``target_dir`` refused before anything was copied
+    (``reason``: ``no-room``, ``same-dir``, ``unknown-dir``, ``being-deleted``, ``already-there``,
+    ``in-progress``). Unlike ``MoveAbortedError`` nothing was started; the source serves on."""
+
+
+class MoveAbortedError(StorageError):
+    """A move of ``topic``-``partition`` that started and was abandoned (``reason``): its
+    ``-future`` copy was removed and the source still serves every record. Unlike
+    ``MoveRefusedError`` work was done and thrown away; the move may be tried again."""

@@ -11,8 +11,8 @@ What ``scan`` does with each entry of the directory:
   write): then the partition is skipped — reported as a ``PartitionProblem``, neither loaded nor
   changed — and the rest of the directory loads;
 * ``<topic>-<partition>.<uuid>-delete``: queued for deletion, not loaded;
-* anything else — a name that does not parse, a ``-future``/``-stray`` directory (no replica
-  movement here), a partition under a name that is not its own (``t-01`` for ``t-1``): reported
+* anything else — a name that does not parse, a ``-stray`` directory, a ``-future`` directory
+  left after ``node.move.resolve_futures`` (its move could not be settled), a partition under a name that is not its own (``t-01`` for ``t-1``): reported
   as an ``InvalidDir`` and left alone, neither loaded nor deleted.
 
 ``RecoveryPool.run`` skips a partition whose load raises a typed ``StorageError`` (damage the
@@ -112,8 +112,8 @@ def scan(directory: Path) -> DirScan:
         if parsed.is_delete:
             to_delete.append((tp, path))
         elif parsed.kind:
-            invalid.append(InvalidDir(name, f"{parsed.kind} directories are not supported "
-                                            "(no replica movement); left alone"))
+            invalid.append(InvalidDir(name, f"a {parsed.kind} directory whose move could not "
+                                            "be settled (node.move); left alone, not loaded"))
         elif name != str(tp):
             invalid.append(InvalidDir(name, f"not the canonical name {str(tp)!r} of partition "
                                             f"{tp.partition} of topic {tp.topic!r}"))

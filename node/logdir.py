@@ -33,6 +33,7 @@ import dataclasses
 import logging
 import os
 import threading
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
@@ -42,7 +43,9 @@ from cleaner.checkpoints import CheckpointChange
 from node.checkpoints import DirCheckpoints
 from node.config import LogDirConfig
 from node.deletion import DeleteQueue, QueuedDelete
-from node.errors import LogDirClosedError, PartitionSkippedError, UnknownPartitionError
+from node import move
+from node.errors import (LogDirClosedError, MoveAbortedError, PartitionMovedError,
+                         PartitionSkippedError, UnknownPartitionError)
 from node.health import DirHealth, DirLog
 from node.keys import LogMap, PartitionId
 from node.loading import PartitionToLoad, RecoveryPool, create_and_validate, scan
@@ -119,6 +122,7 @@ class LogDir:
         self.problems: tuple[PartitionProblem, ...] = ()        # partitions skipped at load
         self.quarantined: tuple[QuarantinedFile, ...] = ()      # what recovery cut at load
         self._skipped: dict[TopicPartition, PartitionProblem] = {}
+        self._moved: dict[TopicPartition, str] = {}     # moved away -> the directory they went to
         self.load_time_ms = 0.0
 
     # ---- opening -----------------------------------------------------------------------------
@@ -179,6 +183,11 @@ class LogDir:
             marker.delete()
         recovery_points = self._checkpoints.read(self._checkpoints.recovery_points)
         log_start_offsets = self._checkpoints.read(self._checkpoints.log_start_offsets)
+        move.resolve_futures(self.path)     # before the scan: a promoted future loads as live
+        seeds = move.seeded_states(self.path)
+        for tp, seed in seeds.items():
+            recovery_points.setdefault(tp, seed.recovery_point)
+            log_start_offsets.setdefault(tp, seed.log_start_offset)
         found = scan(self.path)
         self.invalid_dirs = found.invalid
 
@@ -213,6 +222,7 @@ class LogDir:
         for tp, path in found.to_delete:
             delay = self.config_for(tp.topic).file_delete_delay_ms
             self._queued.add(QueuedDelete(tp, path, now + delay, None))
+        self._settle_seeds({tp: seed for tp, seed in seeds.items() if tp in loaded})
         self._loaded = True
         progress = self._pool.progress()
         self.load_time_ms = progress.elapsed_ms
@@ -320,6 +330,7 @@ class LogDir:
         """The log of ``topic``-``partition``; ``UnknownPartitionError`` if there is none."""
         found = self.get_log(topic, partition)
         if found is None:
+            self.raise_if_moved(topic, partition)
             raise UnknownPartitionError(f"log directory {self.path} has no partition "
                                         f"{topic}-{partition}", topic=topic, partition=partition)
         return found
@@ -342,6 +353,7 @@ class LogDir:
                     directory=str(self.path), reason=skipped.reason)
             path = self.path / files.partition_dir_name(tp.topic, tp.partition)
             path.mkdir(exist_ok=True)
+            self._moved.pop(tp, None)
             fsync_dir(self.path)
             created = DirLog.open(path, self.config_for(topic), recovery_point=0, clock=self.clock,
                                   scheduler=self._scheduler,
@@ -411,6 +423,99 @@ class LogDir:
         if self._tasks_started:
             delay = max(0, due_ms - self.clock.milliseconds())
             self._scheduler.schedule("kafka-delete-logs", self.delete_queued_logs, delay)
+
+    # ---- moves between directories (node.move) ------------------------------------------------
+    def raise_if_moved(self, topic: str, partition: int) -> None:
+        """``PartitionMovedError`` when ``topic``-``partition`` was moved away from here."""
+        target = self._moved.get(TopicPartition(topic, partition))
+        if target is not None:
+            raise PartitionMovedError(
+                f"partition {topic}-{partition} moved from {self.path} to {target}",
+                topic=topic, partition=partition, target_dir=target)
+
+    def io_guard(self, action: str) -> AbstractContextManager[None]:
+        """Work on this directory's files done outside its methods (a move's copy): fails fast
+        when offline or closed, and an ``OSError`` inside takes the directory offline."""
+        return self._io(action)
+
+    def being_deleted(self, topic: str, partition: int) -> bool:
+        """True when ``topic``-``partition`` waits in the delete queue and is not live here."""
+        tp = TopicPartition(topic, partition)
+        with self._lock:
+            return tp not in self._logs and self._queued.holds(tp)
+
+    def begin_move_in(self, topic: str, partition: int, source_dir: str) -> Path:
+        """Create ``<topic>-<partition>.<uuid>-future`` with its (incomplete) move state;
+        returns its path."""
+        tp = _checked(topic, partition)
+        with self._io(f"start moving {tp} in"):
+            unique = uuid.uuid4().hex
+            future = self.path / files.future_dir_name(tp.topic, tp.partition, unique)
+            future.mkdir()
+            move.MoveState(tp.topic, tp.partition, os.path.abspath(source_dir), unique).write(
+                future)
+            fsync_dir(self.path)
+            return future
+
+    def settle_move_in(self, future: Path) -> Log:
+        """After the source's switch (or a failure): promote ``future`` and serve it when the
+        source committed, else remove it and raise ``MoveAbortedError``."""
+        with self._io(f"settle move {future.name}"):
+            action, state, why = move.settle(self.path, future)
+            if action != move.PROMOTE or state is None:
+                raise MoveAbortedError(f"move into {future} abandoned: {why}",
+                                       path=str(future), reason=why)
+            tp = state.topic_partition
+            live = self.path / files.partition_dir_name(tp.topic, tp.partition)
+            opened = DirLog.open(live, self.config_for(tp.topic),
+                                 recovery_point=state.recovery_point,
+                                 log_start_offset=state.log_start_offset, clock=self.clock,
+                                 scheduler=self._scheduler,
+                                 producer_id_expiration_ms=self.config.producer_id_expiration_ms)
+            opened.health = self._health
+            with self._lock:
+                self._logs[tp] = opened
+                self._moved.pop(tp, None)
+            self._settle_seeds({tp: state})
+            log.info("partition %s moved in from %s (log end %d)", tp, state.source_dir,
+                     opened.log_end_offset)
+            return opened
+
+    def _settle_seeds(self, seeds: Mapping[TopicPartition, move.MoveState]) -> None:
+        """Write the checkpoints of partitions promoted from a move (their recovery point, log
+        start and cleaner offset), then remove their move states."""
+        if not seeds:
+            return
+        logs = self._snapshot()
+        self._checkpoints.write_recovery_points(logs)
+        self._checkpoints.write_log_start_offsets(logs)
+        offsets = {tp: s.cleaner_offset for tp, s in seeds.items()
+                   if s.cleaner_offset is not None}
+        if offsets:
+            self._checkpoints.update_cleaner_offsets(CheckpointChange(defaults=offsets))
+        for tp in seeds:
+            move.clear_state(self.path / files.partition_dir_name(tp.topic, tp.partition))
+
+    def finish_move_out(self, tp: TopicPartition, removed: Log, target_dir: str) -> None:
+        """After the commit (``removed`` renamed ``-delete`` by the switch): stop serving it,
+        answer ``PartitionMovedError`` for it from now on, rewrite the checkpoints without it
+        and delete its files ``file.delete.delay.ms`` later."""
+        with self._lock:
+            if self._logs.get(tp) is removed:
+                del self._logs[tp]
+            self._moved[tp] = target_dir
+        due = self.clock.milliseconds() + removed.config.file_delete_delay_ms
+        self._queued.add(QueuedDelete(tp, removed.dir, due, removed))
+        logs = self._snapshot()
+        self._checkpoints.write_recovery_points(logs)
+        self._checkpoints.write_log_start_offsets(logs)
+        self._checkpoints.drop_cleaner_offset(tp)
+        log.info("partition %s moved to %s; %s goes in %d ms", tp, target_dir, removed.dir.name,
+                 removed.config.file_delete_delay_ms)
+        self._arm_delete(due)
+
+    def cleaner_offset(self, tp: TopicPartition) -> int | None:
+        return self._checkpoints.read_cleaner_offsets().get(tp)
 
     # ---- the periodic tasks' bodies (callable directly too) ----------------------------------
     def delete_queued_logs(self) -> int:

@@ -23,13 +23,18 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
 from cleaner.checkpoints import CheckpointChange
-from node.errors import PolicyViolationError, UnknownPartitionError
+from node.errors import (MoveRefusedError, PartitionMovedError, PolicyViolationError,
+                         UnknownPartitionError)
 from node.logdir import LogDir
+from node.move import CopyRecord, SourceSnapshot
+from node.mover import MoveResult, MoveSource, MoveStatus, Mover, SwitchResult, \
+    source_snapshot_of, switch_out
 from node.snapshot import LogSnapshot, snapshot_log
 from node.stats import (LoadProgress, LogDirStats, PartitionDescription, PartitionStats,
                         describe_partition, partition_stats)
@@ -97,6 +102,7 @@ class LogDirServer:
                 self._loaded.set()
 
         self._overrides: dict[str, dict[str, str]] = {}
+        self._mover = Mover(lambda: self._dir, pause=lambda tp: self._move_pause(tp))
         self._loader: threading.Thread | None = None
         if load_in_background:
             self._loader = threading.Thread(target=load, name=f"load-{self.path.name}",
@@ -245,7 +251,8 @@ class LogDirServer:
     # ---- data --------------------------------------------------------------------------------
     def append_batch(self, topic: str, partition: int, data: bytes) -> LogAppendInfo:
         """Append producer-encoded v2 batches to an existing partition."""
-        return self._dir.log(topic, partition).append_batch(data)
+        with self._served(topic, partition):
+            return self._dir.log(topic, partition).append_batch(data)
 
     def append_batches(self, items: Iterable[tuple[str, int, bytes]],
                        flush: bool = False) -> list[LogAppendInfo]:
@@ -256,8 +263,9 @@ class LogDirServer:
         infos = []
         written = {}
         for topic, partition, data in items:
-            target = d.log(topic, partition)
-            infos.append(target.append_batch(data))
+            with self._served(topic, partition):
+                target = d.log(topic, partition)
+                infos.append(target.append_batch(data))
             written[(topic, partition)] = target
         if flush:
             for target in written.values():
@@ -266,7 +274,8 @@ class LogDirServer:
 
     def read_raw(self, topic: str, partition: int, offset: int,
                  max_bytes: int = DEFAULT_FETCH_BYTES) -> FetchData | None:
-        return self._dir.log(topic, partition).read_raw(offset, max_bytes)
+        with self._served(topic, partition):
+            return self._dir.log(topic, partition).read_raw(offset, max_bytes)
 
     def flush(self, topic: str, partition: int) -> int:
         """Flush one partition; returns its recovery point."""
@@ -403,6 +412,90 @@ class LogDirServer:
             if target is not None:
                 deleted += target.delete_old_segments()
         return deleted
+
+    # ---- moves between directories (node.move, node.mover) ------------------------------------
+    @contextmanager
+    def _served(self, topic: str, partition: int) -> Iterator[None]:
+        """A call that raced a move of its partition away (the log was renamed under it)
+        fails with ``PartitionMovedError``, never with the closed log's error."""
+        try:
+            yield
+        except PartitionMovedError:
+            raise
+        except StorageError:
+            d = self._dir_or_none
+            if d is not None:
+                d.raise_if_moved(topic, partition)
+            raise
+
+    def append_batches_or_moved(self, items: Iterable[tuple[str, int, bytes]],
+                                flush: bool = False) -> list[LogAppendInfo | StorageError]:
+        """``append_batches`` for a client that follows moves: an item whose partition this
+        directory does not serve (``PartitionMovedError``: moved away; ``UnknownPartitionError``:
+        not here, e.g. still moving in) is not appended, and its error stands in its place in
+        the result; so does every later item of that partition in the call, so a partition's
+        batches never land out of order. Other errors raise as in ``append_batches``."""
+        d = self._dir
+        results: list[LogAppendInfo | StorageError] = []
+        skipped: dict[tuple[str, int], StorageError] = {}
+        written = {}
+        for topic, partition, data in items:
+            key = (topic, partition)
+            if key in skipped:
+                results.append(skipped[key])
+                continue
+            try:
+                with self._served(topic, partition):
+                    target = d.log(topic, partition)
+                    results.append(target.append_batch(data))
+                written[key] = target
+            except (PartitionMovedError, UnknownPartitionError) as err:
+                if isinstance(err, UnknownPartitionError) and self._mover.moving_in(
+                        topic, partition):
+                    err = PartitionMovedError(
+                        f"partition {topic}-{partition} is moving into {self.path} and is "
+                        "not served yet: try again", topic=topic, partition=partition,
+                        target_dir=str(self.path))
+                skipped[key] = err
+                results.append(err)
+        if flush:
+            for target in written.values():
+                target.flush()
+        return results
+
+    def move_source(self, topic: str, partition: int) -> SourceSnapshot:
+        """The source end of a move: where the partition's files are and how far they reach."""
+        return source_snapshot_of(self._dir, topic, partition)
+
+    def move_switch_out(self, topic: str, partition: int, future_dir: str, unique: str,
+                        target_dir: str, record: CopyRecord) -> SwitchResult:
+        """The source end's switch (``node.mover.switch_out``): after it this directory
+        answers ``PartitionMovedError`` for the partition."""
+        return switch_out(self._dir, topic, partition, Path(future_dir), unique, target_dir,
+                          record)
+
+    def move_in(self, topic: str, partition: int, source_dir: str,
+                source: MoveSource | None = None) -> MoveResult:
+        """Move ``topic``-``partition`` from ``source_dir`` into this directory; returns when
+        this directory serves it (``node.mover.Mover.move_in``). Without ``source`` the source
+        node is found by ``_move_source``."""
+        self._dir
+        return self._mover.move_in(topic, partition, source_dir,
+                                   source or self._move_source(source_dir))
+
+    def _move_pause(self, tp: TopicPartition) -> AbstractContextManager[object]:
+        """Held for a whole move into this directory; a cluster pauses cleaning of the
+        partition through the coordinator with the reason ``move`` (``NodeService``)."""
+        return self._dir.pause_cleaning(tp)
+
+    def _move_source(self, source_dir: str) -> MoveSource:
+        """The node of ``source_dir``; a cluster overrides this (``NodeService``)."""
+        raise MoveRefusedError(f"{self.path} knows no node serving {source_dir}",
+                               source_dir=source_dir, reason="unknown-dir")
+
+    def move_status(self) -> list[MoveStatus]:
+        """The moves into this directory in progress."""
+        return self._mover.status()
 
     # ---- directory ---------------------------------------------------------------------------
     def stats(self) -> LogDirStats:

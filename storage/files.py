@@ -58,6 +58,8 @@ TOPIC_CONFIGS_FILE = "topic-configs.json"   # ours: the topic overrides a node k
 LOCK_FILE = ".lock"
 META_PROPERTIES = "meta.properties"
 QUARANTINE_DIR = "quarantine"   # ours: bytes a recovery cut (storage.quarantine)
+MOVE_STATE_FILE = "move-state.json"   # ours: a -future directory's record of its move (node.move)
+MOVE_LOCK_FILE = "move.lock"          # ours: flock taken by both ends of a move (node.move)
 
 MAX_TOPIC_LENGTH = 249
 MAX_DIR_NAME_LENGTH = 255
@@ -332,6 +334,10 @@ class PartitionDir:
     @property
     def is_delete(self) -> bool:
         return self.kind == DELETE_DIR_SUFFIX
+
+    @property
+    def is_future(self) -> bool:
+        return self.kind == FUTURE_DIR_SUFFIX
 
 
 def partition_dir_name(topic: str, partition: int) -> str:

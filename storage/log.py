@@ -847,6 +847,12 @@ class Log:
                 self._segments[base].release()
             self._indexed.clear()
 
+    def appends_held(self) -> threading.RLock:
+        """The log's lock, for a caller that must see the log still (a directory move's switch):
+        appends, rolls, flushes' bookkeeping, truncation, retention and swaps wait while it is
+        held; reads do not."""
+        return self._lock
+
     def rename_dir(self, name: str) -> None:
         """Rename the partition directory (used for the ``-delete`` rename)."""
         with self._lock:

@@ -22,16 +22,20 @@ directories, one of partitions, and one of problems and quarantined files when t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 from ops.cli import add_common_args, connect, disconnect, write
+from ops.cli.log_dir_moves import register_actions
 from ops.tools import EXIT_OK
 
 STORAGE_ERROR = "org.apache.kafka.common.errors.KafkaStorageException"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("log-dirs", help="describe the log directories",
+    parser = subparsers.add_parser("log-dirs",
+                                   help="describe the log directories, move partitions "
+                                        "between them",
                                    description="Kafka's kafka-log-dirs.sh for a Strata cluster.")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     describe = actions.add_parser(
@@ -42,6 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     describe.add_argument("--topic-list", default=None,
                           help="comma-separated topics to show (default: all)")
     describe.set_defaults(handler=run)
+    register_actions(actions)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,11 +54,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         rows = cluster.stats()
         hosts = cluster.description.node_hosts
+        moves = [dataclasses.asdict(m) for m in cluster.move_status()]
     finally:
         disconnect()
     topics = None if not args.topic_list else {t.strip() for t in args.topic_list.split(",")
                                                 if t.strip()}
-    document = describe(rows, hosts, topics)
+    document = describe(rows, hosts, topics, moves)
     if args.json:
         write(document)
     else:
@@ -62,9 +68,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def describe(rows: list[dict[str, Any]], hosts: dict[str, str],
-             topics: set[str] | None = None) -> dict[str, Any]:
+             topics: set[str] | None = None,
+             moves: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Kafka's log-dirs document from ``Cluster.stats()`` rows and the host of every
-    directory."""
+    directory. ``moves`` (``Cluster.move_status()`` as dicts) add the future logs of moves in
+    progress to their target directory, as Kafka lists a future replica: ``isFuture`` true,
+    ``offsetLag`` how far the copy is behind the source, ``size`` the bytes copied so far."""
     host_ids = {h: i for i, h in enumerate(sorted(set(hosts.values())))}
     partitions: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
@@ -76,6 +85,13 @@ def describe(rows: list[dict[str, Any]], hosts: dict[str, str],
             if stable is not None and end is not None and stable < end:
                 entry["lastStableOffset"] = stable      # an open transaction holds it back
             partitions.setdefault(r["log_dir"], []).append(entry)
+    for m in moves or ():
+        if topics is None or m["topic"] in topics:
+            partitions.setdefault(m["target_dir"], []).append(
+                {"partition": f"{m['topic']}-{m['partition']}", "size": m["bytes_copied"],
+                 "offsetLag": m["offset_lag"], "isFuture": True, "dirtyRatio": 0.0,
+                 "logStartOffset": None, "logEndOffset": m["copied_log_end_offset"],
+                 "sourceDir": m["source_dir"]})
     brokers: dict[int, list[dict[str, Any]]] = {}
     for r in sorted((r for r in rows if r["kind"] == "log_dir"), key=lambda r: r["log_dir"]):
         online = bool(r.get("online"))
@@ -115,7 +131,12 @@ def _print(document: dict[str, Any]) -> None:
                 ["partition", "log dir", "log start", "log end", "size", "dirty ratio"],
                 [(p["partition"], d["logDir"], p["logStartOffset"], p["logEndOffset"],
                   human_bytes(p["size"]), f"{p['dirtyRatio']:.3f}")
-                 for _, d in dirs for p in d["partitions"]])
+                 for _, d in dirs for p in d["partitions"] if not p["isFuture"]])
+    futures = [(p["partition"], d["logDir"], p["sourceDir"], "true", p["offsetLag"],
+                human_bytes(p["size"])) for _, d in dirs for p in d["partitions"] if p["isFuture"]]
+    if futures:
+        print_table(out, "moves in progress (future logs)",
+                    ["partition", "log dir", "from", "isFuture", "offsetLag", "copied"], futures)
     problems = [(p["partition"], d["logDir"], p["action"], f"{p['error']}: {p['reason']}")
                 for _, d in dirs for p in d.get("problems", [])]
     if problems:

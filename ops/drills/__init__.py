@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ops.drills.base import Drill, DrillOptions, run_drill
 from ops.drills.disks import corrupt, disk_fail, disk_full, torn_write
+from ops.drills.moves import move
 from ops.drills.processes import kill_cleaner, kill_coordinator, kill_node, restart_all
 
 DRILLS: dict[str, Drill] = {
@@ -22,6 +23,7 @@ DRILLS: dict[str, Drill] = {
     "torn-write": torn_write,
     "corrupt": corrupt,
     "restart-all": restart_all,
+    "move": move,
 }
 
 __all__ = ["DRILLS", "DrillOptions", "run_drill"]

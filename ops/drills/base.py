@@ -148,6 +148,7 @@ class DrillContext:
             self.producers.append(DrillProducer(
                 PRODUCER_ID_BASE + 100 * o.seed + i, targets, self.ledger,
                 handle_for=env.node_for, on_unavailable=env.forget_partition,
+                on_moved=env.follow_partition,
                 records_per_batch=o.records_per_batch, keys=o.keys, value_bytes=o.value_bytes))
         self.stack.callback(self.stop_producers, 5.0)
 

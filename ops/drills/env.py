@@ -173,7 +173,16 @@ class DrillEnv:
         return self.node(self.dir_of(topic, partition))
 
     def forget_partition(self, topic: str, partition: int) -> None:
-        self.forget(self.dir_of(topic, partition))
+        from cluster.errors import ActorUnavailableError
+
+        try:
+            self.forget(self.dir_of(topic, partition))
+        except ActorUnavailableError:
+            pass   # no route to be had now (the coordinator restarting): the next send asks
+
+    def follow_partition(self, topic: str, partition: int, error: Exception) -> None:
+        """A node said the partition is not there (it moved): ask where it is now."""
+        self.cluster.refresh_route(topic, partition, error)
 
     def in_actor(self, handle: Any, fn: Callable[..., Any], *args: Any,
                  timeout: float | None = 60.0) -> Any:

@@ -36,8 +36,10 @@ class DrillProducer:
     def __init__(self, producer_id: int, targets: Sequence[tuple[str, int]], ledger: Ledger,
                  handle_for: HandleFor, on_unavailable: Callable[[str, int], None], *,
                  records_per_batch: int = 20, keys: int = 40, value_bytes: int = 64,
-                 call_timeout_s: float = 30.0, pace_s: float = 0.005) -> None:
+                 call_timeout_s: float = 30.0, pace_s: float = 0.005,
+                 on_moved: Callable[[str, int, Exception], None] | None = None) -> None:
         self.producer_id = producer_id
+        self._on_moved = on_moved
         self.targets = list(targets)
         self._ledger = ledger
         self._handle_for = handle_for
@@ -138,6 +140,7 @@ class DrillProducer:
         may have stored it keeps it in hand for the target's next turn (other targets go on
         meanwhile), with a growing backoff."""
         from cluster.errors import ActorUnavailableError
+        from node.errors import PartitionMovedError, UnknownPartitionError
         from storage.errors import InvalidRecordError
         from storage.records import Record, build_batch
 
@@ -176,6 +179,9 @@ class DrillProducer:
                 self.last_error = f"{type(err).__name__}: {err}"[:500]
             if isinstance(err, ActorUnavailableError):
                 self._on_unavailable(topic, partition)
+            elif self._on_moved is not None and isinstance(err, (PartitionMovedError,
+                                                                 UnknownPartitionError)):
+                self._on_moved(topic, partition, err)   # the partition moved: follow it
             self._pending[target] = (records, data, min(backoff * 2, 0.5), True)
             self._retry_at[target] = time.monotonic() + backoff
             return
