@@ -60,6 +60,8 @@ NODE_METHODS: dict[str, tuple[str | None, int]] = {
     "truncate_to": ("admin", NO_RETRY), "roll": ("admin", NO_RETRY),
     "alter_topic_config": ("admin", NO_RETRY), "delete_records": ("admin", NO_RETRY),
     "list_offset": ("io", RETRY), "describe_partitions": (None, RETRY),
+    "write_txn_markers": ("io", NO_RETRY), "last_stable_offset": ("io", RETRY),
+    "read_records": ("io", RETRY),
     "close": ("admin", NO_RETRY), "checkpoint": ("admin", NO_RETRY),
     "stats": (None, RETRY), "load_progress": (None, RETRY), "partitions": (None, RETRY),
     "topic_configs": (None, RETRY), "info": (None, RETRY), "ping": (None, RETRY),
@@ -88,6 +90,9 @@ COORDINATOR_METHODS: dict[str, tuple[str | None, int]] = {
     "request_clean": (None, NO_RETRY), "clean_request_done": (None, RETRY),
     "status": (None, RETRY), "explain": (None, RETRY), "reset_uncleanable": (None, NO_RETRY),
     "stop": (None, NO_RETRY), "ping": (None, RETRY), "topic_progress": (None, RETRY),
+    "begin_transaction": (None, NO_RETRY), "add_txn_partitions": (None, NO_RETRY),
+    "end_transaction": (None, NO_RETRY), "describe_transaction": (None, RETRY),
+    "list_transactions": (None, RETRY), "abort_expired_transactions": (None, NO_RETRY),
 }
 
 

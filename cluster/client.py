@@ -39,11 +39,14 @@ from cluster.naming import COORDINATOR_NAME, DEFAULT_NAMESPACE, abs_dir
 from cluster.status import CleanerStatus
 from node.errors import (MoveRefusedError, PartitionMovedError, UnknownPartitionError)
 from node.mover import MoveResult, MoveStatus
+from cluster.transactions import TxnOutcome
+from cluster.txn_client import TxnHandle
+from cluster.txn_state import TxnMetadata
 from node.stats import LoadProgress, PartitionDescription
 from storage import files
 from storage.errors import StorageError
 from storage.config import LogConfig
-from storage.log import LogAppendInfo
+from storage.log import READ_UNCOMMITTED, LogAppendInfo
 from storage.records import HEADER_SIZE, Record, build_batch, max_record_size
 
 DEFAULT_BATCH_BYTES = 1 << 20
@@ -360,9 +363,12 @@ class Cluster:
 
     def consume(self, topic: str, partition: int, from_offset: int = 0,
                 max_offset: int | None = None, *,
-                max_bytes: int = DEFAULT_BATCH_BYTES) -> Iterator[Record]:
+                max_bytes: int = DEFAULT_BATCH_BYTES,
+                isolation: str = READ_UNCOMMITTED) -> Iterator[Record]:
         """Records from ``from_offset`` up to the log end as of the call (or ``max_offset``,
-        exclusive); each has ``.offset .key .value .timestamp .headers``. Offsets are integers
+        exclusive); each has ``.offset .key .value .timestamp .headers``. With
+        ``isolation="read_committed"`` (Kafka's isolation.level) up to the last stable offset,
+        without the records of aborted transactions or transaction markers. Offsets are integers
         >= 0 (``InvalidOffsetError``). A ``from_offset`` below the log start (after retention or
         ``delete_records``) reads from the log start, as a consumer with
         ``auto.offset.reset=earliest``; the node's fetch itself (``read_raw``) refuses such an
@@ -372,6 +378,10 @@ class Cluster:
         if max_offset is not None:
             max_offset = files.validate_offset(max_offset, "max_offset",
                                                partition=f"{topic}-{partition}")
+        if isolation != READ_UNCOMMITTED:
+            yield from self._consume_isolated(topic, partition, from_offset, max_offset,
+                                              isolation)
+            return
         start, end = self._routed_call(topic, partition, "offsets", topic, partition)
         stop = end if max_offset is None else min(end, max_offset)
         offset = max(from_offset, start)
@@ -383,8 +393,8 @@ class Cluster:
             progressed = False
             for batch in fetch.batches():
                 for record in batch.records():          # checks the batch's CRC
-                    if offset <= record.offset < stop:
-                        yield record
+                    if offset <= record.offset < stop and not batch.is_control:
+                        yield record                    # markers are no records to a consumer
                 offset = max(offset, batch.next_offset)
                 progressed = True
             if not progressed:
@@ -517,6 +527,45 @@ class Cluster:
                         infos.append(result)
                 calls += 1
         return infos, calls
+
+    # ---- transactions (cluster.txn_client states the contract) --------------------------------
+    def begin_transaction(self, transactional_id: str, timeout_ms: int | None = None, *,
+                          tag: str = "", join: bool = False) -> TxnHandle:
+        """Begin a transaction of ``transactional_id`` (default timeout: the cluster's
+        ``transaction.timeout.ms``); an open transaction of that id is aborted and fenced,
+        unless ``join`` and it has the same ``tag`` (then it is returned)."""
+        info = self._coordinator.call("begin_transaction", transactional_id, timeout_ms, tag,
+                                      join, timeout=300)
+        return TxnHandle(self, info)
+
+    def describe_transaction(self, transactional_id: str) -> TxnMetadata:
+        """The coordinator's state of ``transactional_id`` (``UnknownTransactionError``)."""
+        return self._coordinator.call("describe_transaction", transactional_id, timeout=60)
+
+    def list_transactions(self) -> list[TxnMetadata]:
+        return self._coordinator.call("list_transactions", timeout=60)
+
+    def abort_expired_transactions(self) -> list[TxnOutcome]:
+        """Run the coordinator's periodic round now: complete decided transactions, abort the
+        ones past their timeout. Returns what it ended."""
+        return self._coordinator.call("abort_expired_transactions", timeout=300)
+
+    def last_stable_offset(self, topic: str, partition: int) -> int:
+        """Kafka's LSO of one partition: a ``read_committed`` reader reads below it only."""
+        return self._node_of(topic, partition).call("last_stable_offset", topic, partition,
+                                                    timeout=60)
+
+    def _consume_isolated(self, topic: str, partition: int, from_offset: int,
+                          max_offset: int | None, isolation: str,
+                          chunk: int = 10_000) -> Iterator[Record]:
+        offset = from_offset
+        while True:
+            records = self._routed_call(topic, partition, "read_records", topic, partition,
+                                        offset, max_offset, isolation, chunk)
+            yield from records
+            if len(records) < chunk:
+                return
+            offset = records[-1].offset + 1
 
     # ---- monitoring --------------------------------------------------------------------------
     def stats(self) -> list[dict[str, Any]]:
@@ -698,24 +747,26 @@ def _sample_process(_actor: object, interval_s: float) -> dict[str, Any]:
             "cpu_seconds": after.user + after.system, "threads": process.num_threads()}
 
 
-def encode_batches(records: Iterable[Record | bytes], batch_bytes: int) -> Iterator[bytes]:
+def encode_batches(records: Iterable[Record | bytes], batch_bytes: int, *,
+                   build: Callable[[list[Record]], bytes] = build_batch) -> Iterator[bytes]:
     """Encoded v2 batches of at most about ``batch_bytes`` (a batch closes before a record that
     would take it past the limit; a single larger record makes a batch of its own, which the log
-    refuses with a clear error); pre-encoded batches pass through."""
+    refuses with a clear error); pre-encoded batches pass through. ``build`` encodes one batch
+    (a transactional producer stamps its id and sequences there)."""
     pending: list[Record] = []
     size = _BATCH_OVERHEAD
     for item in records:
         if isinstance(item, (bytes, bytearray, memoryview)):
             if pending:
-                yield build_batch(pending)
+                yield build(pending)
                 pending, size = [], _BATCH_OVERHEAD
             yield bytes(item)
             continue
         record_size = max_record_size(item)
         if pending and size + record_size > batch_bytes:
-            yield build_batch(pending)
+            yield build(pending)
             pending, size = [], _BATCH_OVERHEAD
         pending.append(item)
         size += record_size
     if pending:
-        yield build_batch(pending)
+        yield build(pending)

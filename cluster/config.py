@@ -6,7 +6,10 @@ that own them (STYLE.md P8):
   ``log.retention.hours``, ``log.cleaner.min.cleanable.ratio``, ``message.max.bytes``, ...), the
   defaults of every topic;
 * ``CleanerConfig`` (cleaner): ``log.cleaner.*`` and ``message.max.bytes``;
-* ``LogDirConfig`` (node): ``num.recovery.threads.per.data.dir`` and the periodic-task intervals.
+* ``LogDirConfig`` (node): ``num.recovery.threads.per.data.dir`` and the periodic-task intervals;
+* ``TransactionConfig`` (the transaction coordinator): ``transaction.timeout.ms`` (the default
+  timeout of a transaction), ``transaction.max.timeout.ms`` and
+  ``transaction.abort.timed.out.transaction.cleanup.interval.ms``.
 
 A key that belongs to none of them is refused when it looks like ours (``log.*``) or is no key of
 Kafka's broker (``cluster.kafka_keys``), and otherwise kept in ``ignored`` (a real
@@ -24,6 +27,8 @@ from typing import Any
 
 from cleaner.config import KEYS as CLEANER_KEYS
 from cleaner.config import CleanerConfig
+from cluster.txn_state import KEYS as TXN_KEYS
+from cluster.txn_state import TransactionConfig
 from node.config import KEYS as LOG_DIR_KEYS
 from node.config import LogDirConfig
 from storage.config import BROKER_SYNONYMS, TOPIC_KEYS, LogConfig
@@ -40,6 +45,7 @@ class BrokerConfig:
     log: LogConfig = field(default_factory=LogConfig)
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)
     log_dir: LogDirConfig = field(default_factory=LogDirConfig)
+    transactions: TransactionConfig = field(default_factory=TransactionConfig)
     properties: Mapping[str, str] = field(default_factory=dict)
     """The keys that built this config, as strings (sent to actors, which rebuild it)."""
     ignored: tuple[str, ...] = ()
@@ -50,6 +56,7 @@ class BrokerConfig:
         log_keys: dict[str, str] = {}
         cleaner_keys: dict[str, str] = {}
         dir_keys: dict[str, str] = {}
+        txn_keys: dict[str, str] = {}
         ignored: list[str] = []
         dirs: tuple[str, ...] = ()
         for key, value in text.items():
@@ -66,6 +73,9 @@ class BrokerConfig:
             if key in LOG_DIR_KEYS:
                 dir_keys[key] = value
                 known = True
+            if key in TXN_KEYS:
+                txn_keys[key] = value
+                known = True
             if not known:
                 if key.startswith("log.") or not _known_key(key):
                     raise InvalidConfigError(f"unknown broker config key {key!r}", key=key,
@@ -73,7 +83,8 @@ class BrokerConfig:
                 ignored.append(key)
         return cls(log_dirs=dirs, log=LogConfig.from_properties(log_keys),
                    cleaner=CleanerConfig.from_properties(cleaner_keys),
-                   log_dir=LogDirConfig.from_properties(dir_keys), properties=text,
+                   log_dir=LogDirConfig.from_properties(dir_keys),
+                   transactions=TransactionConfig.from_properties(txn_keys), properties=text,
                    ignored=tuple(sorted(ignored)))
 
     def with_overrides(self, properties: Mapping[str, Any]) -> BrokerConfig:
@@ -186,7 +197,8 @@ def _known_key(key: str) -> bool:
     from cluster.kafka_keys import is_kafka_broker_key
 
     return (key in LOG_DIRS_KEYS or key in BROKER_SYNONYMS or key in TOPIC_KEYS
-            or key in CLEANER_KEYS or key in LOG_DIR_KEYS or is_kafka_broker_key(key))
+            or key in CLEANER_KEYS or key in LOG_DIR_KEYS or key in TXN_KEYS
+            or is_kafka_broker_key(key))
 
 
 def _text(value: object) -> str:

@@ -1,7 +1,9 @@
-"""``CoordinatorService``: the body of the coordinator actor — the ``Coordinator`` (cleaning) and
-the ``TopicMetadata`` (routing) of one cluster, built from names only so that Ray can rerun the
-constructor after a restart: it looks the node and worker actors up again, starts the control
-loop, and rebuilds its tables from the directories.
+"""``CoordinatorService``: the body of the coordinator actor — the ``Coordinator`` (cleaning),
+the ``TopicMetadata`` (routing) and the ``TransactionCoordinator`` (``cluster.transactions``; its
+state log is the internal topic ``__strata_transactions``) of one cluster, built from names only
+so that Ray can rerun the constructor after a restart: it looks the node and worker actors up
+again, starts the control loops, and rebuilds its tables from the directories (the transaction
+loop loads the state log, completes decided transactions and aborts expired ones).
 """
 
 from __future__ import annotations
@@ -15,12 +17,17 @@ from typing import Any, Callable
 from cleaner.config import CleanerConfig
 from cluster.config import BrokerConfig
 from cluster.coordinator import Coordinator
+from cluster.errors import UnknownTopicError
 from cluster.handles import Handle
+from cluster.loop import ControlLoop
 from cluster.metadata import TopicInfo, TopicMetadata
 from cluster.metrics import MetricsSink
 from cluster.placement import DirRoom
 from cleaner.explain import Explanation
 from cluster.status import CleanerStatus
+from cluster.transactions import TransactionCoordinator, TxnInfo, TxnOutcome
+from cluster.txn_state import TxnMetadata
+from cluster.txn_store import NodeMarkerWriter, NodeStateStore
 from storage import files
 
 logger = logging.getLogger(__name__)
@@ -56,8 +63,15 @@ class CoordinatorService:
         self._metadata_loaded = False
         self._load_lock = threading.Lock()
         self._progress: dict[str, tuple[str, int, int]] = {}
+        self.transactions = TransactionCoordinator(
+            NodeStateStore(self.metadata, nodes, self._rooms),
+            NodeMarkerWriter(nodes, self._route_or_none), broker.transactions)
+        interval_s = broker.transactions.transaction_abort_timed_out_transaction_cleanup_interval_ms
+        self.txn_loop = ControlLoop("strata-transactions",
+                                    lambda: self._txn_round(interval_s / 1000.0))
         if start_loop:
             self.coordinator.start()
+            self.txn_loop.start()
             threading.Thread(target=self._load_quietly, name="strata-metadata-load",
                              daemon=True).start()
 
@@ -243,8 +257,51 @@ class CoordinatorService:
         return self.coordinator.reset_uncleanable(topic, partition)
 
     def stop(self) -> None:
-        """Stop the loop and the cleans in flight (before the nodes shut down)."""
+        """Stop the loops and the cleans in flight (before the nodes shut down)."""
+        self.txn_loop.stop()
         self.coordinator.stop(abort_running=True)
+
+    # ---- transactions (cluster.transactions; the client's side is cluster.txn_client) --------
+    def _txn(self) -> TransactionCoordinator:
+        """The transaction coordinator, its state log loaded (at the first call after a start,
+        if the loop has not loaded it yet)."""
+        if not self.transactions.loaded:
+            self._meta()
+            self.transactions.load()
+        return self.transactions
+
+    def _txn_round(self, interval_s: float) -> float:
+        self._txn().tick()
+        return interval_s
+
+    def _route_or_none(self, topic: str, partition: int) -> str | None:
+        try:
+            return self._meta().route(topic, partition)
+        except UnknownTopicError:
+            return None
+
+    def begin_transaction(self, transactional_id: str, timeout_ms: int | None = None,
+                          tag: str = "", join: bool = False) -> TxnInfo:
+        return self._txn().begin(transactional_id, timeout_ms, tag, join=join)
+
+    def add_txn_partitions(self, transactional_id: str, epoch: int, producer_id: int,
+                           partitions: Sequence[tuple[str, int]]) -> bool:
+        self._txn().add_partitions(transactional_id, epoch, producer_id, partitions)
+        return True
+
+    def end_transaction(self, transactional_id: str, epoch: int, commit: bool,
+                        producer_ids: Sequence[int] | None = None,
+                        sink_batch: int | None = None) -> TxnOutcome:
+        return self._txn().end(transactional_id, epoch, commit, producer_ids, sink_batch)
+
+    def describe_transaction(self, transactional_id: str) -> TxnMetadata:
+        return self._txn().describe(transactional_id)
+
+    def list_transactions(self) -> list[TxnMetadata]:
+        return self._txn().transactions()
+
+    def abort_expired_transactions(self) -> list[TxnOutcome]:
+        return self._txn().tick()
 
 
 def description_dict(description: ClusterDescription) -> dict[str, Any]:

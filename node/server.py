@@ -20,6 +20,7 @@ What it adds to ``LogDir`` for a cluster:
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import threading
@@ -44,7 +45,8 @@ from storage import files
 from storage.config import LogConfig
 from storage.errors import CheckpointError, OffsetOutOfRangeError, StorageError
 from storage.files import TopicPartition
-from storage.log import DEFAULT_FETCH_BYTES, FetchData, LogAppendInfo
+from storage.log import DEFAULT_FETCH_BYTES, READ_UNCOMMITTED, FetchData, LogAppendInfo
+from storage.records import ControlType, Record
 from storage.segment import SegmentIdentity
 
 log = logging.getLogger(__name__)
@@ -352,6 +354,43 @@ class LogDirServer:
             except CheckpointError as err:   # unreadable: left as it is, as at load
                 log.warning("could not lower the cleaner checkpoint of %s: %s", tp, err)
         return changed
+
+    # ---- transactions (the coordinator's markers, read_committed) ----------------------------
+    def write_txn_markers(self, markers: Iterable[tuple[str, int, int, int, int, int]]
+                          ) -> list[tuple[str, int]]:
+        """Append end-of-transaction markers as the transaction coordinator (Kafka's
+        WriteTxnMarkers, ``origin="coordinator"``): each item is ``(topic, partition, producer
+        id, producer epoch, control type (0 abort, 1 commit), coordinator epoch)``; then flush
+        every partition written, so a marker acknowledged is durable. A partition this directory
+        no longer holds is skipped (deleted meanwhile). Returns the partitions written."""
+        d = self._dir
+        written: dict[tuple[str, int], Any] = {}
+        for topic, partition, producer_id, epoch, control, coordinator_epoch in markers:
+            target = d.get_log(topic, partition)
+            if target is None:
+                log.info("no partition %s-%d for a marker of producer %d: skipped", topic,
+                         partition, producer_id)
+                continue
+            target.append_end_txn_marker(ControlType(control), producer_id=producer_id,
+                                         producer_epoch=epoch,
+                                         coordinator_epoch=coordinator_epoch)
+            written[(topic, partition)] = target
+        for target in written.values():
+            target.flush()
+        return sorted(written)
+
+    def last_stable_offset(self, topic: str, partition: int) -> int:
+        """Kafka's LSO: the first offset of the earliest open transaction, else the log end."""
+        return self._dir.log(topic, partition).last_stable_offset
+
+    def read_records(self, topic: str, partition: int, offset: int, max_offset: int | None = None,
+                     isolation: str = READ_UNCOMMITTED, max_records: int = 10_000
+                     ) -> list[Record]:
+        """Up to ``max_records`` data records from ``offset`` (``Log.read``: control records
+        skipped; with ``isolation="read_committed"`` up to the LSO, aborted batches skipped)."""
+        target = self._dir.log(topic, partition)
+        return list(itertools.islice(target.read(max(offset, target.log_start_offset),
+                                                 max_offset, isolation=isolation), max_records))
 
     # ---- cleaning by another process ---------------------------------------------------------
     def cleaning_snapshots(self) -> list[LogSnapshot]:

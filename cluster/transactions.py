@@ -1,0 +1,402 @@
+"""``TransactionCoordinator``: the cluster's transactions (Kafka's TransactionCoordinator and
+TransactionStateManager, one for the whole cluster, hosted by the coordinator actor).
+
+    begin(id, timeout_ms, tag)            -> TxnInfo (the id's epoch + 1; an open one is aborted)
+    add_partitions(id, epoch, pid, parts)    durable before it returns; then the producer appends
+    end(id, epoch, commit, producer_ids, sink_batch) -> TxnOutcome
+    abort_expired()                          Ongoing for longer than its timeout -> aborted
+    load()                                   after a restart: complete what was decided
+
+Every decision is a record of the *state log* (``StateStore``), durable before anything acts on
+it: a member's partitions before it appends (so an abort can always reach them), the end's
+decision (PrepareCommit / PrepareAbort, naming per member commit or abort, and for a streaming
+sink the micro-batch id it commits) before any marker is written, then CompleteCommit /
+CompleteAbort once every marker is written and flushed. ``load`` re-sends the markers of every
+Prepare* (a marker written twice only adds an empty control batch: idempotent) and aborts the
+Ongoing transactions that timed out while no coordinator ran.
+
+Where the state log lives: in the cluster, an internal compacted topic ``__strata_transactions``
+(``cluster.txn_store``), written through the node actors with ``flush=True``. The coordinator
+actor has no directory of its own and Ray may restart it on another host; the nodes' directories
+survive a kill -9 of the coordinator, and the log directories are already what a cluster restart
+recovers. Unit tests and embedded users give a ``storage.log.Log`` (``LogStateStore``).
+
+Markers carry producer epoch ``MARKER_EPOCH`` (members append with ``DATA_EPOCH``), so a member
+still appending when its transaction ended (a zombie Spark task attempt) is fenced by the log
+(``InvalidProducerEpochError``) and can never reopen a transaction on that partition; a member
+registering after the end is refused here (``TransactionStateError``/``ProducerFencedError``).
+
+Thread-safe: one lock per transactional id, held across its durable writes (so two ends of one
+transaction serialize); the table has its own lock, never held across a write.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from cluster.txn_state import (
+    COORDINATOR_EPOCH_KEY,
+    MARKER_EPOCH,
+    TXN_KEY_PREFIX,
+    ProducerFencedError,
+    TransactionConfig,
+    TransactionStateError,
+    TxnMetadata,
+    TxnState,
+    UnknownTransactionError,
+    coordinator_epoch_value,
+    parse_coordinator_epoch,
+)
+from storage.clock import SYSTEM_CLOCK, Clock
+from storage.errors import InvalidConfigError, StorageError
+from storage.log import Log
+from storage.records import ControlType, Record
+
+logger = logging.getLogger(__name__)
+
+
+class StateStore(Protocol):
+    """The durable, keyed state log."""
+
+    def append(self, key: bytes, value: bytes) -> None:
+        """Append one record; durable (flushed) when it returns."""
+        ...
+
+    def read_all(self) -> Iterator[tuple[bytes, bytes | None]]:
+        """Every record, oldest first."""
+        ...
+
+
+@dataclass(frozen=True)
+class Marker:
+    topic: str
+    partition: int
+    producer_id: int
+    control_type: ControlType
+    coordinator_epoch: int
+
+
+class MarkerWriter(Protocol):
+    def write_markers(self, markers: Sequence[Marker]) -> None:
+        """Append every marker (producer epoch ``MARKER_EPOCH``) and flush the partitions; a
+        partition that no longer exists is skipped. Raises when one could not be written."""
+        ...
+
+
+@dataclass(frozen=True)
+class TxnInfo:
+    """What a participant needs: the id and the epoch of the transaction it joins."""
+
+    transactional_id: str
+    epoch: int
+    tag: str
+    timeout_ms: int
+
+
+@dataclass(frozen=True)
+class TxnOutcome:
+    """The end of one transaction."""
+
+    transactional_id: str
+    epoch: int
+    committed: bool
+    committed_producers: tuple[int, ...]
+    aborted_producers: tuple[int, ...]
+    markers: int
+    replayed_batch: bool = False     # the sink batch was committed before: everything aborted
+
+
+class TransactionCoordinator:
+    def __init__(self, store: StateStore, markers: MarkerWriter,
+                 config: TransactionConfig | None = None, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.config = config or TransactionConfig()
+        self._store = store
+        self._markers = markers
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._txns: dict[str, TxnMetadata] = {}
+        self._id_locks: dict[str, threading.Lock] = {}
+        self._loaded = False
+        self._epoch_written = False
+        self.coordinator_epoch = 0
+
+    # ---- loading -----------------------------------------------------------------------------
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
+    def load(self) -> list[TxnOutcome]:
+        """Read the state log, take the next coordinator epoch (written before this coordinator's
+        first record, so a cluster that never uses transactions writes nothing), complete every
+        Prepare* transaction and abort the Ongoing ones past their timeout. Returns what it ended.
+        Idempotent: a second call only runs ``abort_expired``."""
+        with self._lock:
+            if not self._loaded:
+                txns: dict[str, TxnMetadata] = {}
+                epoch = 0
+                for key, value in self._store.read_all():
+                    if key == COORDINATOR_EPOCH_KEY and value is not None:
+                        epoch = max(epoch, parse_coordinator_epoch(value))
+                    elif key.startswith(TXN_KEY_PREFIX):
+                        tid = key[len(TXN_KEY_PREFIX):].decode()
+                        if value is None:
+                            txns.pop(tid, None)
+                        else:
+                            txns[tid] = TxnMetadata.from_record(key, value)
+                self.coordinator_epoch = epoch + 1
+                self._epoch_written = False     # written before this incarnation's first record
+                self._txns = txns
+                self._loaded = True
+        return self.tick()
+
+    def tick(self) -> list[TxnOutcome]:
+        """The periodic work: complete the decided transactions whose markers are not all
+        written yet (after a restart, or a node that failed a marker), then ``abort_expired``."""
+        if not self._loaded:
+            return []
+        with self._lock:
+            pending = [t.transactional_id for t in self._txns.values() if t.state.preparing]
+        done = []
+        for tid in pending:
+            with self._id_lock(tid):
+                meta = self._txns[tid]
+                if meta.state.preparing:
+                    done.append(self._complete(meta))
+        return done + self.abort_expired()
+
+    def _check_loaded(self) -> None:
+        if not self._loaded:
+            raise StorageError("the transaction coordinator is still loading its state log",
+                               loaded=False)
+
+    # ---- the API -----------------------------------------------------------------------------
+    def begin(self, transactional_id: str, timeout_ms: int | None = None, tag: str = "", *,
+              join: bool = False) -> TxnInfo:
+        """Start a transaction of ``transactional_id`` (Kafka's InitProducerId): a new epoch,
+        state Empty. An open transaction of the id is aborted first (the previous producer is
+        fenced), unless ``join`` and its ``tag`` equals ``tag``: then it is returned as it is
+        (how the tasks of one streaming micro-batch find the transaction of that batch)."""
+        self._check_loaded()
+        if not transactional_id:
+            raise InvalidConfigError("a transactional id must not be empty",
+                                     key="transactional.id")
+        timeout = self.config.transaction_timeout_ms if timeout_ms is None else timeout_ms
+        if not isinstance(timeout, int) or isinstance(timeout, bool) or not \
+                0 < timeout <= self.config.transaction_max_timeout_ms:
+            raise InvalidConfigError(
+                f"transaction timeout {timeout!r} ms of {transactional_id} is not in 1.."
+                f"transaction.max.timeout.ms={self.config.transaction_max_timeout_ms}",
+                key="transaction.timeout.ms", value=timeout)
+        with self._id_lock(transactional_id):
+            meta = self._txns.get(transactional_id)
+            if meta is not None and meta.state.open:
+                if join and meta.tag == tag:
+                    return _info(meta)
+                self._end(meta, commit=False, producer_ids=None, sink_batch=None, bump=True)
+                meta = self._txns[transactional_id]
+            now = self._clock.milliseconds()
+            if meta is None:
+                fresh = TxnMetadata(transactional_id, 0, TxnState.EMPTY, timeout, update_ms=now,
+                                    tag=tag)
+            else:
+                fresh = meta.transition(TxnState.EMPTY, now, epoch=meta.epoch + 1, tag=tag,
+                                        timeout_ms=timeout, start_ms=-1, members={},
+                                        commit=frozenset())
+            self._write(fresh)
+            return _info(fresh)
+
+    def add_partitions(self, transactional_id: str, epoch: int, producer_id: int,
+                       partitions: Iterable[tuple[str, int]]) -> None:
+        """Register ``partitions`` of member ``producer_id`` (Kafka's AddPartitionsToTxn),
+        durably; only then may the member append transactional batches there (with
+        ``DATA_EPOCH``). ``ProducerFencedError`` for an epoch that is not the current one,
+        ``TransactionStateError`` when the transaction is ending or ended."""
+        self._check_loaded()
+        parts = frozenset((str(t), int(p)) for t, p in partitions)
+        if not isinstance(producer_id, int) or producer_id < 0:
+            raise InvalidConfigError(f"producer id {producer_id!r} is not an int >= 0",
+                                     key="producer_id", value=producer_id)
+        with self._id_lock(transactional_id):
+            meta = self._current(transactional_id, epoch)
+            if not meta.state.open:
+                raise TransactionStateError(
+                    f"transaction {transactional_id} (epoch {epoch}) is {meta.state.value}: "
+                    f"producer {producer_id} cannot add partitions", state=meta.state.value,
+                    transactional_id=transactional_id, epoch=epoch, producer_id=producer_id)
+            known = meta.members.get(producer_id, frozenset())
+            if parts <= known:
+                return
+            now = self._clock.milliseconds()
+            members = {**meta.members, producer_id: known | parts}
+            start = meta.start_ms if meta.state == TxnState.ONGOING else now
+            self._write(meta.transition(TxnState.ONGOING, now, members=members, start_ms=start))
+
+    def end(self, transactional_id: str, epoch: int, commit: bool,
+            producer_ids: Iterable[int] | None = None,
+            sink_batch: int | None = None) -> TxnOutcome:
+        """Commit or abort (Kafka's EndTxn). With ``commit``, the members in ``producer_ids``
+        (all when None) are committed and every other member aborted, in one durable decision;
+        ``sink_batch`` (a streaming sink's micro-batch id) is recorded in it, and when it is not
+        above the last one committed under this id the batch is a replay: every member is
+        aborted (``replayed_batch``). A retried end of a completed transaction returns its
+        outcome again; ``TransactionStateError`` when it ended the other way,
+        ``ProducerFencedError`` for an old epoch (the coordinator aborted it on timeout, or a
+        later ``begin`` took the id over)."""
+        self._check_loaded()
+        with self._id_lock(transactional_id):
+            meta = self._current(transactional_id, epoch)
+            if meta.state.preparing:      # decided, markers not all written: finish it
+                self._complete(meta)
+                meta = self._txns[transactional_id]
+            if meta.state.complete:
+                done = meta.state == TxnState.COMPLETE_COMMIT
+                if done != commit:
+                    raise TransactionStateError(
+                        f"transaction {transactional_id} (epoch {epoch}) already ended with "
+                        f"{meta.state.value}", transactional_id=transactional_id,
+                        state=meta.state.value, epoch=epoch)
+                return _outcome(meta)
+            return self._end(meta, commit, producer_ids, sink_batch, bump=False)
+
+    def abort_expired(self) -> list[TxnOutcome]:
+        """Abort every Ongoing transaction older than its timeout, bumping its epoch so that
+        its owner is fenced (Kafka's abortTimedOutTransactions)."""
+        if not self._loaded:
+            return []
+        now = self._clock.milliseconds()
+        with self._lock:
+            expired = [t.transactional_id for t in self._txns.values() if t.expired(now)]
+        done = []
+        for tid in expired:
+            with self._id_lock(tid):
+                meta = self._txns.get(tid)
+                if meta is None or not meta.expired(self._clock.milliseconds()):
+                    continue
+                logger.info("aborting transaction %s (epoch %d): open for more than %d ms",
+                            tid, meta.epoch, meta.timeout_ms)
+                done.append(self._end(meta, commit=False, producer_ids=None, sink_batch=None,
+                                      bump=True))
+        return done
+
+    def describe(self, transactional_id: str) -> TxnMetadata:
+        self._check_loaded()
+        with self._lock:
+            meta = self._txns.get(transactional_id)
+        if meta is None:
+            raise UnknownTransactionError(f"no transaction {transactional_id!r}",
+                                          transactional_id=transactional_id)
+        return meta
+
+    def transactions(self) -> list[TxnMetadata]:
+        self._check_loaded()
+        with self._lock:
+            return sorted(self._txns.values(), key=lambda t: t.transactional_id)
+
+    # ---- internals (the id's lock held) ------------------------------------------------------
+    def _id_lock(self, transactional_id: str) -> threading.Lock:
+        with self._lock:
+            return self._id_locks.setdefault(transactional_id, threading.Lock())
+
+    def _current(self, transactional_id: str, epoch: int) -> TxnMetadata:
+        with self._lock:
+            meta = self._txns.get(transactional_id)
+        if meta is None:
+            raise UnknownTransactionError(f"no transaction {transactional_id!r}; begin it first",
+                                          transactional_id=transactional_id)
+        if epoch != meta.epoch:
+            raise ProducerFencedError(
+                f"transaction {transactional_id}: epoch {epoch} is fenced, the current epoch is "
+                f"{meta.epoch} ({meta.state.value}; it was aborted after its timeout of "
+                f"{meta.timeout_ms} ms, or begun again)", transactional_id=transactional_id,
+                epoch=epoch, current_epoch=meta.epoch)
+        return meta
+
+    def _end(self, meta: TxnMetadata, commit: bool, producer_ids: Iterable[int] | None,
+             sink_batch: int | None, bump: bool) -> TxnOutcome:
+        now = self._clock.milliseconds()
+        chosen = set(meta.members) if producer_ids is None else set(producer_ids)
+        replayed = commit and sink_batch is not None and sink_batch <= meta.sink_batch
+        if commit and not replayed:
+            prepared = meta.transition(
+                TxnState.PREPARE_COMMIT, now, commit=frozenset(chosen & set(meta.members)),
+                sink_batch=meta.sink_batch if sink_batch is None else sink_batch)
+        else:
+            prepared = meta.transition(TxnState.PREPARE_ABORT, now, commit=frozenset())
+        if bump:
+            prepared = replace(prepared, epoch=meta.epoch + 1)
+        self._write(prepared)
+        outcome = self._complete(prepared)
+        return replace(outcome, replayed_batch=replayed) if replayed else outcome
+
+    def _complete(self, prepared: TxnMetadata) -> TxnOutcome:
+        self._markers.write_markers([
+            Marker(topic, partition, pid, ControlType.COMMIT if commit else ControlType.ABORT,
+                   self.coordinator_epoch)
+            for topic, partition, pid, commit in prepared.markers()])
+        target = (TxnState.COMPLETE_COMMIT if prepared.state == TxnState.PREPARE_COMMIT
+                  else TxnState.COMPLETE_ABORT)
+        done = prepared.transition(target, self._clock.milliseconds())
+        self._write(done)
+        return _outcome(done)
+
+    def _write(self, meta: TxnMetadata) -> None:
+        if not self._epoch_written:
+            self._store.append(COORDINATOR_EPOCH_KEY,
+                               coordinator_epoch_value(self.coordinator_epoch))
+            self._epoch_written = True
+        self._store.append(meta.key(), meta.value())
+        with self._lock:
+            self._txns[meta.transactional_id] = meta
+
+
+def _info(meta: TxnMetadata) -> TxnInfo:
+    return TxnInfo(meta.transactional_id, meta.epoch, meta.tag, meta.timeout_ms)
+
+
+def _outcome(meta: TxnMetadata) -> TxnOutcome:
+    committed = meta.state in (TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT)
+    members = sorted(meta.members)
+    yes = tuple(p for p in members if committed and p in meta.commit)
+    return TxnOutcome(meta.transactional_id, meta.epoch, committed, yes,
+                      tuple(p for p in members if p not in yes),
+                      sum(len(parts) for parts in meta.members.values()))
+
+
+# ---- a state log and markers on local Logs (tests, embedded use) ------------------------------
+class LogStateStore:
+    """``StateStore`` on one ``storage.log.Log`` (compacted or not)."""
+
+    def __init__(self, log: Log, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.log = log
+        self._clock = clock
+
+    def append(self, key: bytes, value: bytes) -> None:
+        self.log.append([Record(key=key, value=value, timestamp=self._clock.milliseconds())])
+        self.log.flush()
+
+    def read_all(self) -> Iterator[tuple[bytes, bytes | None]]:
+        for record in self.log.read():
+            if record.key is not None:
+                yield record.key, record.value
+
+
+class LogMarkerWriter:
+    """``MarkerWriter`` on local ``Log``s: ``logs(topic, partition)`` gives one, or None when the
+    partition is gone."""
+
+    def __init__(self, logs: Callable[[str, int], Log | None]) -> None:
+        self._logs = logs
+
+    def write_markers(self, markers: Sequence[Marker]) -> None:
+        for marker in markers:
+            target = self._logs(marker.topic, marker.partition)
+            if target is None:
+                continue
+            target.append_end_txn_marker(marker.control_type, producer_id=marker.producer_id,
+                                         producer_epoch=MARKER_EPOCH,
+                                         coordinator_epoch=marker.coordinator_epoch)
+            target.flush()

@@ -1,0 +1,224 @@
+"""The state of one transaction of the cluster's transaction coordinator, its settings, and the
+records that make it durable (Kafka's TransactionMetadata, TransactionState and
+TransactionLog, read for behaviour).
+
+A *transaction* is named by its ``transactional_id`` and the producer epoch the coordinator gave
+it at ``begin``; unlike Kafka, where one producer id belongs to one transactional id, a Strata
+transaction has *members*: every producer id that registered partitions in it (one per Spark task
+attempt). Its end decides, per member, commit or abort, in one durable record.
+
+States and their allowed previous states (Kafka's ``TransactionState.validPreviousStates``; an
+Empty transaction may also be ended, which Kafka refuses, so that a Spark job that wrote no rows
+commits):
+
+    Empty           <- Empty, CompleteCommit, CompleteAbort          (begin: epoch + 1)
+    Ongoing         <- Empty, Ongoing                                (add_partitions)
+    PrepareCommit   <- Empty, Ongoing                                (end, commit)
+    PrepareAbort    <- Empty, Ongoing                                (end, abort; timeout)
+    CompleteCommit  <- PrepareCommit                                 (every marker written)
+    CompleteAbort   <- PrepareAbort
+
+Record layout of the state log (a compacted log; each record is the whole state of one key, so
+compaction keeps exactly what a restart needs):
+
+    key   b"txn:" + transactional_id (UTF-8)
+    value JSON object {"v": 1, "id": str, "epoch": int, "state": str (the names above),
+          "timeout_ms": int, "start_ms": int (-1 while Empty), "update_ms": int, "tag": str,
+          "members": {str(producer id): [[topic, partition], ...]},
+          "commit": [producer ids committed (Prepare/CompleteCommit only)],
+          "sink_batch": int (the last micro-batch id committed under this id, -1 none)}
+
+    key   b"coordinator-epoch"
+    value JSON object {"v": 1, "epoch": int}: raised by every coordinator that loads the log, and
+          stamped on the markers it writes (Kafka's coordinatorEpoch)
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from storage.config import INT, check_integer, parse_integer
+from storage.errors import InvalidConfigError, StorageError
+
+TXN_KEY_PREFIX = b"txn:"
+COORDINATOR_EPOCH_KEY = b"coordinator-epoch"
+RECORD_VERSION = 1
+DATA_EPOCH = 0       # the producer epoch of every data batch of a member
+MARKER_EPOCH = 1     # the producer epoch of every marker: fences a member still appending after it
+
+KEYS: dict[str, str] = {
+    "transaction.timeout.ms": "transaction_timeout_ms",
+    "transaction.max.timeout.ms": "transaction_max_timeout_ms",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms":
+        "transaction_abort_timed_out_transaction_cleanup_interval_ms",
+}
+_KINDS = {"transaction.timeout.ms": INT, "transaction.max.timeout.ms": INT,
+          "transaction.abort.timed.out.transaction.cleanup.interval.ms": INT}
+
+
+class TxnState(enum.Enum):
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    PREPARE_COMMIT = "PrepareCommit"
+    PREPARE_ABORT = "PrepareAbort"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+
+    @property
+    def open(self) -> bool:
+        """Partitions may still be added (Empty or Ongoing)."""
+        return self in (TxnState.EMPTY, TxnState.ONGOING)
+
+    @property
+    def preparing(self) -> bool:
+        return self in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+
+    @property
+    def complete(self) -> bool:
+        return self in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+
+
+VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
+    TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT,
+                               TxnState.COMPLETE_ABORT}),
+    TxnState.ONGOING: frozenset({TxnState.EMPTY, TxnState.ONGOING}),
+    TxnState.PREPARE_COMMIT: frozenset({TxnState.EMPTY, TxnState.ONGOING}),
+    TxnState.PREPARE_ABORT: frozenset({TxnState.EMPTY, TxnState.ONGOING}),
+    TxnState.COMPLETE_COMMIT: frozenset({TxnState.PREPARE_COMMIT}),
+    TxnState.COMPLETE_ABORT: frozenset({TxnState.PREPARE_ABORT}),
+}
+
+
+class TransactionStateError(StorageError):
+    """A transaction operation its state does not allow (Kafka's INVALID_TXN_STATE): adding
+    partitions to a transaction that is ending or ended, committing one that was aborted."""
+
+
+class ProducerFencedError(StorageError):
+    """The caller's epoch of ``transactional_id`` is not the current one: a later ``begin`` (or
+    the coordinator, aborting it after ``transaction.timeout.ms``) took over (Kafka's
+    PRODUCER_FENCED)."""
+
+
+class UnknownTransactionError(StorageError):
+    """The coordinator has no transaction ``transactional_id``."""
+
+
+@dataclass(frozen=True)
+class TransactionConfig:
+    """Kafka's transaction settings (broker keys; ``transaction.timeout.ms`` is Kafka's producer
+    key, here the default timeout of a transaction that does not give one)."""
+
+    transaction_timeout_ms: int = 60_000
+    transaction_max_timeout_ms: int = 900_000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+
+    def __post_init__(self) -> None:
+        for key, name in KEYS.items():
+            check_integer(key, getattr(self, name), _KINDS[key], 1)
+        if self.transaction_timeout_ms > self.transaction_max_timeout_ms:
+            raise InvalidConfigError(
+                f"transaction.timeout.ms={self.transaction_timeout_ms} is above "
+                f"transaction.max.timeout.ms={self.transaction_max_timeout_ms}",
+                key="transaction.timeout.ms", value=self.transaction_timeout_ms)
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, Any]) -> TransactionConfig:
+        """Build from the dotted keys of ``KEYS``; unknown keys are refused."""
+        fields: dict[str, int] = {}
+        for key, raw in properties.items():
+            if key not in KEYS:
+                raise InvalidConfigError(f"unknown transaction config key {key!r}", key=key,
+                                         value=raw)
+            fields[KEYS[key]] = parse_integer(key, raw)
+        return cls(**fields)
+
+
+Member = tuple[str, int]   # (topic, partition)
+
+
+@dataclass(frozen=True)
+class TxnMetadata:
+    """One transactional id's state; transitions make new values (``transition``)."""
+
+    transactional_id: str
+    epoch: int
+    state: TxnState
+    timeout_ms: int
+    start_ms: int = -1
+    update_ms: int = -1
+    tag: str = ""
+    members: Mapping[int, frozenset[Member]] = field(default_factory=dict)
+    commit: frozenset[int] = frozenset()
+    sink_batch: int = -1
+
+    def transition(self, state: TxnState, now_ms: int, **changes: Any) -> TxnMetadata:
+        if self.state not in VALID_PREVIOUS[state]:
+            raise TransactionStateError(
+                f"transaction {self.transactional_id} (epoch {self.epoch}) cannot go from "
+                f"{self.state.value} to {state.value}", transactional_id=self.transactional_id,
+                state=self.state.value, target=state.value)
+        return replace(self, state=state, update_ms=now_ms, **changes)
+
+    def expired(self, now_ms: int) -> bool:
+        """Ongoing for longer than its timeout (Kafka's timedOutTransactions)."""
+        return self.state == TxnState.ONGOING and now_ms > self.start_ms + self.timeout_ms
+
+    def markers(self) -> list[tuple[str, int, int, bool]]:
+        """``(topic, partition, producer id, commit)`` of every member partition, sorted."""
+        committing = self.state in (TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT)
+        return sorted((topic, partition, pid, committing and pid in self.commit)
+                      for pid, parts in self.members.items() for topic, partition in parts)
+
+    # ---- records -----------------------------------------------------------------------------
+    def key(self) -> bytes:
+        return TXN_KEY_PREFIX + self.transactional_id.encode()
+
+    def value(self) -> bytes:
+        return json.dumps({
+            "v": RECORD_VERSION, "id": self.transactional_id, "epoch": self.epoch,
+            "state": self.state.value, "timeout_ms": self.timeout_ms,
+            "start_ms": self.start_ms, "update_ms": self.update_ms, "tag": self.tag,
+            "members": {str(pid): sorted([t, p] for t, p in parts)
+                        for pid, parts in sorted(self.members.items())},
+            "commit": sorted(self.commit), "sink_batch": self.sink_batch,
+        }, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_record(cls, key: bytes, value: bytes) -> TxnMetadata:
+        try:
+            raw = json.loads(value)
+            if raw.get("v") != RECORD_VERSION:
+                raise ValueError(f"record version {raw.get('v')!r}")
+            found = cls(
+                transactional_id=str(raw["id"]), epoch=int(raw["epoch"]),
+                state=TxnState(raw["state"]), timeout_ms=int(raw["timeout_ms"]),
+                start_ms=int(raw["start_ms"]), update_ms=int(raw["update_ms"]),
+                tag=str(raw["tag"]),
+                members={int(pid): frozenset((str(t), int(p)) for t, p in parts)
+                         for pid, parts in raw["members"].items()},
+                commit=frozenset(int(p) for p in raw["commit"]),
+                sink_batch=int(raw["sink_batch"]))
+        except (ValueError, KeyError, TypeError) as err:
+            raise StorageError(f"transaction state record {key!r} is unreadable: {err}",
+                               key=key.decode(errors="replace")) from None
+        if found.key() != key:
+            raise StorageError(f"transaction state record {key!r} holds transaction "
+                               f"{found.transactional_id!r}", key=key.decode(errors="replace"))
+        return found
+
+
+def coordinator_epoch_value(epoch: int) -> bytes:
+    return json.dumps({"v": RECORD_VERSION, "epoch": epoch}).encode()
+
+
+def parse_coordinator_epoch(value: bytes) -> int:
+    try:
+        return int(json.loads(value)["epoch"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise StorageError(f"coordinator epoch record is unreadable: {err}",
+                           key=COORDINATOR_EPOCH_KEY.decode()) from None
