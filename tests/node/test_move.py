@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from cleaner.checkpoints import CheckpointChange
 from node import move
 from node.errors import (LogDirOfflineError, MoveAbortedError, MoveRefusedError,
                          PartitionMovedError, UnknownPartitionError)
@@ -64,7 +65,7 @@ def fill(s: LogDirServer, batches: int = 60) -> None:
     for i in range(batches, batches + 5):
         s.append_batch("t", 0, batch(i, pid=PID, seq=4 * i))
     s.delete_records("t", 0, 6)
-    s.write_cleaner_checkpoint({TopicPartition("t", 0): 40})
+    s.update_cleaner_checkpoint(CheckpointChange(offsets={TopicPartition("t", 0): 40}))
     assert lg.number_of_segments >= 3 or batches < 60
 
 
