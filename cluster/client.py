@@ -37,15 +37,15 @@ from cluster.handles import RayHandle, RayPending, lookup
 from cluster.metadata import TopicInfo
 from cluster.naming import COORDINATOR_NAME, DEFAULT_NAMESPACE, abs_dir
 from cluster.status import CleanerStatus
-from node.errors import (MoveRefusedError, PartitionMovedError, UnknownPartitionError)
-from node.mover import MoveResult, MoveStatus
 from cluster.transactions import TxnOutcome
 from cluster.txn_client import TxnHandle
 from cluster.txn_state import TxnMetadata
+from node.errors import MoveRefusedError, PartitionMovedError, UnknownPartitionError
+from node.mover import MoveResult, MoveStatus
 from node.stats import LoadProgress, PartitionDescription
 from storage import files
-from storage.errors import StorageError
 from storage.config import LogConfig
+from storage.errors import StorageError
 from storage.log import READ_UNCOMMITTED, LogAppendInfo
 from storage.records import HEADER_SIZE, Record, build_batch, max_record_size
 
@@ -67,6 +67,22 @@ class ProduceResult:
 
 
 class Cluster:
+    """A client of one running Strata cluster (one Ray namespace).
+
+    Contract:
+    * Build it with ``Cluster.start`` (deploys the actors, returns when every directory has
+      loaded) or ``Cluster.connect`` (attaches; ``ClusterNotRunningError`` when nothing runs).
+      ``stop`` shuts the cluster down cleanly; ``close`` only detaches this client.
+    * Every call names a topic and partition; a bad name or number is refused before anything is
+      sent (``storage.files.validate_*``), an unknown topic or partition is ``UnknownTopicError``.
+    * Routes (partition -> directory) are cached; a node that no longer holds a partition (moved,
+      re-created) answers so, and the call is routed again and retried, so nothing is appended to
+      a stale copy.
+    * Errors are the typed errors of the layer that raised them (storage, node, cluster), never
+      Ray's wrappers; an actor that is down is ``ActorUnavailableError``.
+    * An acknowledged produce is in the log, and on disk with ``flush=True``.
+    """
+
     def __init__(self, description: ClusterDescription, *, owns_ray: bool = False) -> None:
         self.description = description
         self.namespace = description.namespace
@@ -75,6 +91,7 @@ class Cluster:
         self._nodes = {d: lookup(name, self.namespace, description.node_hosts.get(d, ""))
                        for d, name in description.node_names.items()}
         self._routes: dict[str, dict[int, str]] = {}
+        self._batch_limits: dict[str, int] = {}       # topic -> largest batch it accepts
         self._stopped = False
 
     # ---- starting and attaching --------------------------------------------------------------
@@ -192,7 +209,7 @@ class Cluster:
         files.validate_topic(name)
         info = self._coordinator.call("alter_topic_config", name, dict(config or {}),
                                       list(delete), timeout=120)
-        self.__dict__.get("_batch_limits", {}).pop(name, None)
+        self._batch_limits.pop(name, None)
         return info
 
     def add_partitions(self, name: str, total: int) -> TopicInfo:
@@ -284,11 +301,10 @@ class Cluster:
     def batch_limit(self, topic: str) -> int:
         """The largest batch ``topic`` accepts: ``min(segment.bytes, max.message.bytes)`` of its
         effective config (cached per client)."""
-        cache = self.__dict__.setdefault("_batch_limits", {})
-        if topic not in cache:
+        if topic not in self._batch_limits:
             config = self.topic_layout(topic).config
-            cache[topic] = min(config.segment_bytes, config.max_message_bytes)
-        return cache[topic]
+            self._batch_limits[topic] = min(config.segment_bytes, config.max_message_bytes)
+        return self._batch_limits[topic]
 
     def produce_batches(self, items: Iterable[tuple[str, int, bytes]], *, flush: bool = False,
                         batch_bytes: int = DEFAULT_BATCH_BYTES,
