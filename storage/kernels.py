@@ -9,6 +9,9 @@ Every kernel is ``@numba.njit(cache=True, nogil=True)`` and works on 1-D ``uint8
 * ``encode_records``      write the record bodies of one v2 batch from columns (build)
 * ``read_varint`` / ``read_varlong`` / ``write_varint`` / ``write_varlong``  zig-zag varints
 
+(``encode_records`` lives in ``storage.kernel_encode``, the primitives in
+``storage.kernel_primitives``; this module re-exports both.)
+
 Conventions, so that each kernel compiles once and the on-disk cache is reused:
 
 * input byte buffers are C-contiguous, **read-only** ``uint8`` arrays (``as_input`` makes one from
@@ -41,6 +44,20 @@ from storage.batch_layout import (
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     MAX_RECORD_OVERHEAD,
+)
+from storage.kernel_encode import encode_records
+from storage.kernel_primitives import (  # noqa: F401 - re-exported: callers use kernels.<name>
+    _u8,
+    read_int16,
+    read_int32,
+    read_int64,
+    read_uint32,
+    read_varint,
+    read_varlong,
+    size_of_varint,
+    size_of_varlong,
+    write_varint,
+    write_varlong,
 )
 
 # ---- byte layout: storage.batch_layout's (the one definition), under the kernels' names -------
@@ -94,137 +111,6 @@ ERR_APPEND_COUNT_RANGE = 32  # recordsCount != lastOffsetDelta + 1
 ERR_APPEND_SEQUENCE = 33     # a producer id without a base sequence
 ERR_APPEND_COUNT_FIT = 34    # more records than the records' bytes can hold
 COMPRESSED = 35              # validate_batch: header valid, records compressed: decompress them
-
-# ---- primitive readers -------------------------------------------------------------------------
-@numba.njit(inline="always", cache=True, nogil=True)
-def _u8(buf, pos):
-    # an unsigned index: numba then skips its negative-index wraparound (callers check bounds)
-    return np.int64(buf[np.uint64(pos)])
-
-
-@numba.njit(cache=True, nogil=True)
-def read_int16(buf, pos):
-    """Big-endian signed int16 at ``pos`` (caller checks bounds)."""
-    v = (_u8(buf, pos) << 8) | _u8(buf, pos + 1)
-    return v - 65536 if v >= 32768 else v
-
-
-@numba.njit(cache=True, nogil=True)
-def read_int32(buf, pos):
-    """Big-endian signed int32 at ``pos`` (caller checks bounds)."""
-    v = ((_u8(buf, pos) << 24) | (_u8(buf, pos + 1) << 16) | (_u8(buf, pos + 2) << 8)
-         | _u8(buf, pos + 3))
-    return v - 4294967296 if v >= 2147483648 else v
-
-
-@numba.njit(cache=True, nogil=True)
-def read_uint32(buf, pos):
-    """Big-endian uint32 at ``pos`` (caller checks bounds)."""
-    return ((_u8(buf, pos) << 24) | (_u8(buf, pos + 1) << 16) | (_u8(buf, pos + 2) << 8)
-            | _u8(buf, pos + 3))
-
-
-@numba.njit(cache=True, nogil=True)
-def read_int64(buf, pos):
-    """Big-endian int64 at ``pos`` (caller checks bounds); wraps like Java's ``getLong``."""
-    v = np.int64(0)
-    for i in range(8):
-        v = (v << 8) | _u8(buf, pos + i)
-    return v
-
-
-@numba.njit(inline="always", cache=True, nogil=True)
-def _read_unsigned_varint(buf, pos, end, max_shift):
-    """The 7-bit groups of a varint at ``pos``, least significant first: ``(raw, next_pos)``,
-    ``next_pos == -1`` when the bytes end first or a group would shift past ``max_shift``."""
-    if pos + 1 < end:                              # fast path: one or two bytes
-        b = _u8(buf, pos)
-        if b < 0x80:
-            return b, np.int64(pos + 1)
-        c = _u8(buf, pos + 1)
-        if c < 0x80:
-            return (b & 0x7F) | (c << 7), np.int64(pos + 2)
-    raw = np.int64(0)
-    shift = 0
-    while True:
-        if pos >= end:
-            return np.int64(0), np.int64(-1)
-        b = _u8(buf, pos)
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            return raw, np.int64(pos)
-        shift += 7
-        if shift > max_shift:
-            return np.int64(0), np.int64(-1)
-
-
-@numba.njit(inline="always", cache=True, nogil=True)
-def read_varint(buf, pos, end):
-    """Zig-zag varint (int32) at ``pos``: ``(value, next_pos)``, ``next_pos == -1`` when the bytes
-    end before the varint does or it is longer than 5 bytes (Kafka's ``ByteUtils.readVarint``:
-    bits beyond 32 of the fifth byte are dropped, as Java's int arithmetic drops them)."""
-    raw, nxt = _read_unsigned_varint(buf, pos, end, 28)
-    raw &= 0xFFFFFFFF
-    return (raw >> 1) ^ -(raw & 1), nxt
-
-
-@numba.njit(inline="always", cache=True, nogil=True)
-def read_varlong(buf, pos, end):
-    """Zig-zag varlong (int64) at ``pos``: ``(value, next_pos)``, ``next_pos == -1`` when the
-    bytes end first or it is longer than 10 bytes (Kafka's ``ByteUtils.readVarlong``)."""
-    raw, nxt = _read_unsigned_varint(buf, pos, end, 63)
-    # logical shift right by one: arithmetic shift, then clear the sign bit
-    return ((raw >> 1) & 0x7FFFFFFFFFFFFFFF) ^ -(raw & 1), nxt
-
-
-# ---- primitive writers -------------------------------------------------------------------------
-@numba.njit(cache=True, nogil=True)
-def size_of_varint(value):
-    """Bytes taken by ``value`` (an int32) as a zig-zag varint."""
-    z = ((value << 1) ^ (value >> 31)) & 0xFFFFFFFF
-    n = 1
-    while z >= 0x80:
-        z >>= 7
-        n += 1
-    return n
-
-
-@numba.njit(cache=True, nogil=True)
-def size_of_varlong(value):
-    """Bytes taken by ``value`` (an int64) as a zig-zag varlong."""
-    z = (value << 1) ^ (value >> 63)
-    n = 1
-    while (z & ~0x7F) != 0:
-        z = (z >> 7) & 0x01FFFFFFFFFFFFFF
-        n += 1
-    return n
-
-
-@numba.njit(cache=True, nogil=True)
-def write_varint(out, pos, value):
-    """Write ``value`` (an int32) as a zig-zag varint at ``pos``; returns the next position.
-    The caller has made room (at most 5 bytes)."""
-    z = ((value << 1) ^ (value >> 31)) & 0xFFFFFFFF
-    while z >= 0x80:
-        out[pos] = (z & 0x7F) | 0x80
-        pos += 1
-        z >>= 7
-    out[pos] = z
-    return pos + 1
-
-
-@numba.njit(cache=True, nogil=True)
-def write_varlong(out, pos, value):
-    """Write ``value`` (an int64) as a zig-zag varlong at ``pos``; returns the next position.
-    The caller has made room (at most 10 bytes)."""
-    z = (value << 1) ^ (value >> 63)
-    while (z & ~0x7F) != 0:
-        out[pos] = (z & 0x7F) | 0x80
-        pos += 1
-        z = (z >> 7) & 0x01FFFFFFFFFFFFFF
-    out[pos] = z
-    return pos + 1
 
 
 # ---- batch header scan -------------------------------------------------------------------------
@@ -504,63 +390,6 @@ def validate_batch(buf, computed_crc, max_message_bytes, require_keys, from_clie
         return ERR_APPEND_COUNT_FIT, z, z, z, no_max, no_offset, False
     return _walk(buf, V2_HEADER_SIZE, size, count, np.empty((RECORD_ROWS, 0), dtype=np.int64),
                  True, require_keys)
-
-
-# ---- columnar encoding -------------------------------------------------------------------------
-@numba.njit(inline="always", cache=True, nogil=True)
-def _copy(dst, dst_pos, src, src_pos, n):
-    # unsigned indices: numba then skips its negative-index wraparound and vectorises the loop
-    # (about 6x faster than slice assignment for 100-byte values)
-    for j in range(n):
-        dst[np.uint64(dst_pos + j)] = src[np.uint64(src_pos + j)]
-
-
-@numba.njit(cache=True, nogil=True)
-def encode_records(out, pos, key_data, key_lens, value_data, value_lens, header_data, header_lens,
-                   timestamp_deltas, offset_deltas):
-    """Write ``len(key_lens)`` v2 records at ``out[pos:]``; returns the end position.
-
-    Keys (values, header blocks) are concatenated in ``key_data`` (...) in record order;
-    ``key_lens[i] == -1`` writes a null key. ``header_lens[i] == 0`` writes headerCount 0; otherwise
-    ``header_lens[i]`` bytes of ``header_data`` are copied as they are (an encoded headerCount and
-    headers). The caller sizes ``out`` to at least ``pos + MAX_RECORD_OVERHEAD * n`` plus the key,
-    value and header bytes.
-    """
-    key_cursor = 0
-    value_cursor = 0
-    header_cursor = 0
-    for i in range(key_lens.shape[0]):
-        key_len = key_lens[i]
-        value_len = value_lens[i]
-        header_len = header_lens[i]
-        ts_delta = timestamp_deltas[i]
-        offset_delta = offset_deltas[i]
-        body = (1 + size_of_varlong(ts_delta) + size_of_varint(offset_delta)
-                + size_of_varint(key_len) + max(key_len, 0)
-                + size_of_varint(value_len) + max(value_len, 0)
-                + (header_len if header_len > 0 else 1))
-        pos = write_varint(out, pos, body)
-        out[pos] = 0                                   # attributes
-        pos = write_varlong(out, pos + 1, ts_delta)
-        pos = write_varint(out, pos, offset_delta)
-        pos = write_varint(out, pos, key_len)
-        if key_len > 0:
-            _copy(out, pos, key_data, key_cursor, key_len)
-            pos += key_len
-            key_cursor += key_len
-        pos = write_varint(out, pos, value_len)
-        if value_len > 0:
-            _copy(out, pos, value_data, value_cursor, value_len)
-            pos += value_len
-            value_cursor += value_len
-        if header_len > 0:
-            _copy(out, pos, header_data, header_cursor, header_len)
-            pos += header_len
-            header_cursor += header_len
-        else:
-            out[pos] = 0
-            pos += 1
-    return pos
 
 
 # ---- helpers for callers -----------------------------------------------------------------------

@@ -30,17 +30,25 @@ from pathlib import Path
 from typing import Callable
 
 from storage import compression
+from storage.batch_layout import (
+    LEGACY_CRC_OFFSET,
+    LEGACY_FIELDS,
+    LEGACY_RECORD_OVERHEAD_V0,
+    LEGACY_RECORD_OVERHEAD_V1,
+    LEGACY_OFFSETS,
+    LOG_OVERHEAD,
+    SIZE_OFFSET,
+)
 from storage.errors import CorruptRecordError
 
-HEADER_V0 = struct.Struct(">qiIbb")     # offset, message size, crc, magic, attributes
-HEADER_V1 = struct.Struct(">qiIbbq")    # offset, message size, crc, magic, attributes, timestamp
+# the layout of a legacy message is storage.batch_layout's (LEGACY_FIELDS); the names used here
+HEADER_V0 = struct.Struct(">" + "".join(code for _, code in LEGACY_FIELDS[:-1]))   # no timestamp
+HEADER_V1 = struct.Struct(">" + "".join(code for _, code in LEGACY_FIELDS))
 LENGTH = struct.Struct(">i")            # key or value length, -1 = null
-LOG_OVERHEAD = struct.calcsize(">qi")
-SIZE_OFFSET = struct.calcsize(">q")
-CRC_OFFSET = struct.calcsize(">qi")
-MAGIC_OFFSET = struct.calcsize(">qiI")
-RECORD_OVERHEAD_V0 = struct.calcsize(">Ibbii")    # crc, magic, attributes, key length, value length
-RECORD_OVERHEAD_V1 = struct.calcsize(">Ibbqii")   # ... and the timestamp
+CRC_OFFSET = LEGACY_CRC_OFFSET
+MAGIC_OFFSET = LEGACY_OFFSETS["magic"]
+RECORD_OVERHEAD_V0 = LEGACY_RECORD_OVERHEAD_V0    # crc, magic, attributes, key length, value length
+RECORD_OVERHEAD_V1 = LEGACY_RECORD_OVERHEAD_V1    # ... and the timestamp
 CODEC_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 LOG_APPEND_TIME = 1

@@ -12,35 +12,17 @@ from typing import TextIO
 
 
 INT32_MAX = 2**31 - 1
-
-
 KAFKA_MAX_MESSAGE_SIZE = 5 * 1024 * 1024       # Kafka's --max-message-size default (index check)
-
-
 MAX_PROBLEMS_PER_FILE = 20
-
-
 DECODERS = ("string", "hex", "msgpack", "none")
-
-
 TOPIC_DECODERS = {"offsets": "ops.tools.group_records",
                   "transaction-log": "ops.tools.transaction_records"}
-
-
 CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER",
                  4: "SNAPSHOT_FOOTER", 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
-
-
 OFFSET_CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
                       "cleaner-offset-checkpoint", "replication-offset-checkpoint")
-
-
 EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
-
-
 BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"
-
-
 KINDS = {".log": "log", ".checkpoint": "kraft-snapshot", ".index": "offset-index",
          ".timeindex": "time-index", ".snapshot": "producer-snapshot", ".txnindex": "txn-index"}
 

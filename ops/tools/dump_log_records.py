@@ -438,6 +438,4 @@ def _voters(value: bytes) -> dict[str, Any]:
 
 _KRAFT_DECODERS: dict[int, Callable[[bytes], dict[str, Any]]] = {
     3: _snapshot_header, 4: _snapshot_footer, 5: _kraft_version, 6: _voters}
-
-
 _KRAFT_LABELS = {3: "SnapshotHeader", 4: "SnapshotFooter", 5: "KRaftVersion", 6: "KRaftVoters"}

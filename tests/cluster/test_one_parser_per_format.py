@@ -13,7 +13,7 @@ import pytest
 
 from cluster.client import encode_batches
 from ops.cli.main import main
-from storage import batch_layout, kernels
+from storage import batch_layout, kernels, legacy
 from storage.errors import CorruptRecordError
 from storage.producer_state import read_snapshot
 from storage.records import BATCH_HEADER, HEADER_SIZE, Record, build_batch, max_record_size
@@ -61,6 +61,8 @@ def test_every_header_offset_comes_from_the_one_layout() -> None:
         at = batch_layout.V2_OFFSETS[name]
         assert struct.unpack_from(">" + code, batch, at)[0] == \
             values[batch_layout.V2_FIELD_INDEX[name]], name
+    assert legacy.HEADER_V1.format == ">qiIbbq" and legacy.HEADER_V0.format == ">qiIbb"
+    assert (legacy.CRC_OFFSET, legacy.MAGIC_OFFSET, kernels.LEGACY_TIMESTAMP_OFFSET) == (12, 16, 18)
 
 
 @pytest.mark.parametrize("headers", [

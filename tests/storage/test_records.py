@@ -15,7 +15,7 @@ import crc32c
 import numpy as np
 import pytest
 
-from storage import kernels, records
+from storage import kernels, record_reader, records
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.records import (
     ATTRIBUTES_OFFSET,
@@ -451,7 +451,7 @@ def test_scan_batches_with_check_crc_stops_at_the_first_bad_crc() -> None:
 
 def test_scan_batches_walks_more_batches_than_one_kernel_call_holds(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(records, "_SCAN_CHUNK", 3)
+    monkeypatch.setattr(record_reader, "_SCAN_CHUNK", 3)   # the reader owns the scan
     data = b"".join(build_batch(_records(1), base_offset=i) for i in range(10))
     scan = scan_batches(data, check_crc=True)
     assert scan.base_offsets.tolist() == list(range(10)) and scan.valid_bytes == len(data)
