@@ -15,29 +15,16 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
-import pytest
 
-from tests.cluster.test_cli_cluster import ROOT, Strata
+from tests.cluster.test_cli_cluster import ROOT, Strata, strata  # noqa: F401 - the fixture
 from tests.cluster.test_cli_cluster_mistakes import one_line
 
 NAMESPACE = "strata-scale"
 CREATE_DELETE_LIMIT_S = 60.0   # was: minutes (5 partitions/s for the delete)
-
-
-@pytest.fixture
-def strata() -> Iterator[Strata]:
-    temp_dir = tempfile.mkdtemp(prefix="strata-scale-", dir="/tmp")   # short: Ray's socket paths
-    runner = Strata(temp_dir)
-    try:
-        yield runner
-    finally:
-        runner.kill_head()
-        subprocess.run(["rm", "-rf", temp_dir], check=False)
 
 
 def _start(strata: Strata, *dirs: Path) -> subprocess.CompletedProcess[str]:

@@ -9,7 +9,6 @@ on disk). One series per fact: each directory's offline gauge comes from one pro
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
