@@ -84,7 +84,10 @@ def test_a_topic_delete_cut_short_by_a_crash_is_finished_by_the_next_start(
         deleting.kill()
         deleting.communicate()
     strata.address = None
-    _start(strata, logs)
+    restarted = _start(strata, logs)
+    # stderr is no terminal here: the load says what it did instead of staying silent
+    assert re.search(rf"loaded log directory {re.escape(str(logs))} \(\d+ partitions, \d+ "
+                     r"segments\)", restarted.stderr), restarted.stderr
     topics = json.loads(strata("topic", "list", f"--namespace={NAMESPACE}", "--json").stdout)
     assert [t["name"] for t in topics["topics"]] == ["kept"]      # never routed again
     deadline = time.monotonic() + CREATE_DELETE_LIMIT_S           # the coordinator finishes it
