@@ -7,7 +7,9 @@
 * produce throughput through the actors: producer-encoded v2 batches (16-byte keys, 100-byte
   values) to 3 partitions, one per directory, packed into calls of ``CALL_BYTES`` and pipelined
   (``Cluster.produce_batches``), beside ``Log.append_batch`` of the same batches into 3 logs in
-  this process (the baseline: the storage work alone, no Ray).
+  this process (the baseline: the storage work alone, no Ray);
+* creating and deleting a topic of 10,000 partitions (2,000 with ``--quick``), beside the same
+  work by a ``LogDirServer`` in this process.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ VALUE_BYTES = 100
 CALL_BYTES = 1 << 20                   # one actor call carries ~1 MiB (4 batches)
 TARGET_RECORDS_PER_S = 500_000
 PINGS = 300
+SCALE_PARTITIONS = 10_000
+SCALE_TARGET_PER_S = 1_000             # 10,000 partitions in 10 s ("seconds, not minutes")
 
 
 def run(quick: bool = False) -> list[Figure]:
@@ -81,6 +85,7 @@ def _cluster_figures(root: Path, batches: list[bytes], rounds: int) -> list[Figu
                        head_s + actors_s, "s"),
                 *_call_cost(cluster),
                 *_produce(cluster, root, batches, rounds),
+                *_topic_scale(cluster, root, 2_000 if rounds <= 2 else SCALE_PARTITIONS),
             ]
         finally:
             cluster.stop()
@@ -125,6 +130,41 @@ def _produce(cluster, root: Path, batches: list[bytes], rounds: int) -> list[Fig
                     f"~{CALL_BYTES // 1024} KiB calls"),
         Figure(f"produce through actors, {DIRS} dirs, MB/s", size / best / MB, "MB/s",
                baseline=size / baseline / MB, baseline_name="Log.append_batch in process"),
+    ]
+
+
+def _topic_scale(cluster, root: Path, partitions: int) -> list[Figure]:
+    """Create then delete a topic of ``partitions`` partitions through the coordinator (one
+    batched call per directory and 2,000 partitions), beside the same creates and deletes by a
+    ``LogDirServer`` in this process (the directory work alone, no Ray)."""
+    from node.server import LogDirServer
+
+    began = time.perf_counter()
+    cluster.create_topic("scale", partitions=partitions)
+    create_s = time.perf_counter() - began
+    began = time.perf_counter()
+    deleted = cluster.delete_topic("scale")
+    delete_s = time.perf_counter() - began
+    assert deleted == partitions
+    server = LogDirServer(root / "scale-baseline", start_tasks=False)
+    try:
+        began = time.perf_counter()
+        server.create_partitions("scale", range(partitions), {})
+        local_create_s = time.perf_counter() - began
+        began = time.perf_counter()
+        server.delete_partitions("scale", range(partitions))
+        local_delete_s = time.perf_counter() - began
+    finally:
+        server.close()
+    return [
+        Figure(f"topic create, {partitions:,} partitions over {DIRS} dirs", partitions / create_s,
+               "partitions/s", target=SCALE_TARGET_PER_S, baseline=partitions / local_create_s,
+               baseline_name="LogDirServer.create_partitions in process, 1 dir",
+               note=f"{create_s:.1f} s"),
+        Figure(f"topic delete, {partitions:,} partitions over {DIRS} dirs", partitions / delete_s,
+               "partitions/s", target=SCALE_TARGET_PER_S, baseline=partitions / local_delete_s,
+               baseline_name="LogDirServer.delete_partitions in process, 1 dir",
+               note=f"{delete_s:.1f} s"),
     ]
 
 

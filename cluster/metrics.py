@@ -9,6 +9,7 @@ is declared once in ``METRICS`` with its kind, help text and tag keys.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -73,12 +74,33 @@ class RecordingMetrics:
         return self.values.get(_key(name, tags))
 
 
-class RayMetrics:
-    """``ray.util.metrics`` objects, made on first use. Thread-safe."""
+GAUGE_REFRESH_S = 5.0
 
-    def __init__(self) -> None:
+
+class RayMetrics:
+    """``ray.util.metrics`` objects, made on first use. Thread-safe.
+
+    Ray's metrics agent drops a gauge value that was not set again within two report intervals
+    (``_gauge_metric_ttl_s`` of ``ray._private.telemetry.open_telemetry_metric_recorder``: 20 s
+    with the default ``metrics_report_interval_ms`` of 10 s), so a gauge set once (a cleaner's
+    last throughput, a directory's recovery progress) would vanish from Prometheus and from
+    every dashboard panel soon after. Every gauge's last value per tag set is therefore set
+    again every ``refresh_s`` seconds by a thread of this object, for as long as the process
+    lives.
+
+    A counter is exported as a gauge named ``<name>_total`` holding this process's running total
+    (Prometheus sees the same ``ray_<name>_total`` series; ``rate``/``increase`` work on it as on
+    a counter, a restart being a reset): Ray's own counters send increments to the metrics agent,
+    which adds them up (``set_metric_value``), so an export that is sent twice counts twice (seen
+    here: one produce of 300 records counted twice in one run of tests/ops/test_prometheus.py).
+    A total sent twice is still the total."""
+
+    def __init__(self, refresh_s: float = GAUGE_REFRESH_S) -> None:
         self._lock = threading.Lock()
         self._made: dict[str, Any] = {}
+        self._gauges: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+        self._refresh_s = refresh_s
+        self._refresher: threading.Thread | None = None
 
     def _metric(self, name: str) -> Any:
         with self._lock:
@@ -87,17 +109,43 @@ class RayMetrics:
                 from ray.util import metrics
 
                 kind, help_text, tag_keys = METRICS[name]
-                cls = metrics.Counter if kind == COUNTER else metrics.Gauge
-                made = cls(name, description=help_text, tag_keys=tag_keys)
+                # a counter is exported as the gauge of its running total (see the class doc)
+                made = metrics.Gauge(name + "_total" if kind == COUNTER else name,
+                                     description=help_text, tag_keys=tag_keys)
                 self._made[name] = made
             return made
 
     def inc(self, name: str, value: float = 1.0, tags: Mapping[str, Any] | None = None) -> None:
         if value > 0:
-            self._metric(name).inc(value, tags=_tags(tags))
+            self._record(name, tags, lambda old: (old or 0.0) + value)
 
     def set(self, name: str, value: float, tags: Mapping[str, Any] | None = None) -> None:
-        self._metric(name).set(value, tags=_tags(tags))
+        self._record(name, tags, lambda _old: value)
+
+    def _record(self, name: str, tags: Mapping[str, Any] | None,
+                update: Any) -> None:
+        """The new value (``update(old value or None)``) kept and handed to Ray under one lock,
+        so concurrent increments never hand Ray an older total after a newer one."""
+        metric = self._metric(name)
+        key = _key(name, tags)
+        with self._lock:
+            value = update(self._gauges.get(key))
+            self._gauges[key] = value
+            metric.set(value, tags=_tags(tags))
+            if self._refresher is None:
+                self._refresher = threading.Thread(target=self._refresh, daemon=True,
+                                                   name="strata-gauge-refresh")
+                self._refresher.start()
+
+    def _refresh(self) -> None:
+        while True:
+            time.sleep(self._refresh_s)
+            with self._lock:
+                for (name, tags), value in self._gauges.items():
+                    try:
+                        self._made[name].set(value, tags=dict(tags) or None)
+                    except Exception:  # noqa: BLE001 - a metric must never stop its process
+                        pass
 
 
 def _tags(tags: Mapping[str, Any] | None) -> dict[str, str] | None:

@@ -205,9 +205,7 @@ class LogDirServer:
         numbers = [files.validate_partition(p, topic) for p in partitions]
         if config is not None:
             self._set_topic_overrides(d, topic, config)
-        for partition in numbers:
-            d.get_or_create_log(topic, partition)
-        return len(numbers)
+        return d.create_logs(topic, numbers)
 
     def delete_partitions(self, topic: str, partitions: Iterable[int]) -> int:
         """``delete_partition`` of many partitions, the checkpoints rewritten once; returns how

@@ -853,14 +853,16 @@ class Log:
         held; reads do not."""
         return self._lock
 
-    def rename_dir(self, name: str) -> None:
-        """Rename the partition directory (used for the ``-delete`` rename)."""
+    def rename_dir(self, name: str, *, sync: bool = True) -> None:
+        """Rename the partition directory (used for the ``-delete`` rename). ``sync=False``
+        leaves the fsync of the parent directory to the caller (one for a batch of renames)."""
         with self._lock:
             for segment in self.segments():
                 segment.close()
             target = self.dir.parent / name
             os.replace(self.dir, target)
-            fsync_dir(self.dir.parent)
+            if sync:
+                fsync_dir(self.dir.parent)
             self.dir = target
             for segment in self.segments():
                 segment.rename_dir(target)

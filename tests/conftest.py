@@ -153,6 +153,8 @@ SLOW_MODULES = frozenset({
     "tests/cluster/test_cli_cluster.py",
     "tests/cluster/test_cli_cluster_mistakes.py",
     "tests/cluster/test_topic_verbs.py",
+    "tests/cluster/test_cli_scale.py",
+    "tests/ops/test_prometheus.py",
     "tests/storage/test_crash.py",
     "tests/storage/test_transactions_model.py",
     "tests/storage/test_log_model.py",

@@ -50,10 +50,23 @@ def connect(args: argparse.Namespace) -> Cluster:
 
     global _driver_started
     _driver_started = _driver_started or not ray.is_initialized()
+    if _driver_started:
+        _lean_serialization()
     try:
         return Cluster.connect(args.address or "auto", namespace=args.namespace)
     except ClusterNotRunningError as err:
         raise UsageError(f"{err} (start one with `strata cluster start`)") from None
+
+
+def _lean_serialization() -> None:
+    """Skip, in this command's own Ray driver, Ray's registration of serializers for pydantic
+    models, Starlette state and Arrow tables (``ray.util.serialization_addons.apply``, run at
+    the driver's first remote call): it imports pydantic and pyarrow, about half a second of
+    every command, and the CLI sends and receives none of them (only Strata's dataclasses, bytes
+    and builtins). Actors and other drivers keep Ray's full set."""
+    from ray.util import serialization_addons
+
+    serialization_addons.apply = lambda context: None
 
 
 def topic_partition(text: str) -> tuple[str, int]:

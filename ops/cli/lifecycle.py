@@ -296,9 +296,15 @@ def _recovered(row: dict[str, Any], new_dirs: set[str]) -> str:
 
 
 def metrics_listen(port: int) -> str:
-    """Where the head's Prometheus endpoint listens: Ray's metrics agent binds every interface
-    (it binds loopback only when the node's IP is a loopback address, and ``ray start`` replaces
-    ``--node-ip-address=127.0.0.1`` with the host's address), so that is what is printed."""
+    """Where the head's Prometheus endpoint listens: Ray's metrics agent binds every interface,
+    so that is what is printed. Checked in Ray 2.60's source: the reporter agent
+    (``ray/dashboard/modules/reporter/reporter_agent.py``) starts its Prometheus exporter with
+    ``address=get_localhost_ip() if is_localhost(self._ip) else ""``, i.e. loopback only when the
+    node's IP is a loopback address, and ``ray start`` passes ``--node-ip-address`` through
+    ``services.resolve_ip_for_localhost``, which turns 127.0.0.1, localhost and ::1 into the
+    host's routable address; there is no option for the exporter's bind address. So Strata cannot
+    make it listen on loopback only: firewall the port, or keep the host off untrusted
+    networks (ops/README.md says so)."""
     return f"0.0.0.0:{port}"
 
 

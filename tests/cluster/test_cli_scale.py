@@ -15,29 +15,16 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
-import pytest
 
-from tests.cluster.test_cli_cluster import ROOT, Strata
+from tests.cluster.test_cli_cluster import ROOT, Strata, strata  # noqa: F401 - the fixture
 from tests.cluster.test_cli_cluster_mistakes import one_line
 
 NAMESPACE = "strata-scale"
 CREATE_DELETE_LIMIT_S = 60.0   # was: minutes (5 partitions/s for the delete)
-
-
-@pytest.fixture
-def strata() -> Iterator[Strata]:
-    temp_dir = tempfile.mkdtemp(prefix="strata-scale-", dir="/tmp")   # short: Ray's socket paths
-    runner = Strata(temp_dir)
-    try:
-        yield runner
-    finally:
-        runner.kill_head()
-        subprocess.run(["rm", "-rf", temp_dir], check=False)
 
 
 def _start(strata: Strata, *dirs: Path) -> subprocess.CompletedProcess[str]:
@@ -97,7 +84,10 @@ def test_a_topic_delete_cut_short_by_a_crash_is_finished_by_the_next_start(
         deleting.kill()
         deleting.communicate()
     strata.address = None
-    _start(strata, logs)
+    restarted = _start(strata, logs)
+    # stderr is no terminal here: the load says what it did instead of staying silent
+    assert re.search(rf"loaded log directory {re.escape(str(logs))} \(\d+ partitions, \d+ "
+                     r"segments\)", restarted.stderr), restarted.stderr
     topics = json.loads(strata("topic", "list", f"--namespace={NAMESPACE}", "--json").stdout)
     assert [t["name"] for t in topics["topics"]] == ["kept"]      # never routed again
     deadline = time.monotonic() + CREATE_DELETE_LIMIT_S           # the coordinator finishes it
