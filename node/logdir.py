@@ -444,9 +444,12 @@ class LogDir:
                                        path=str(future), reason=why)
             tp = state.topic_partition
             live = self.path / files.partition_dir_name(tp.topic, tp.partition)
+            # the source's switch left every file consistent and the data synced: open it as
+            # after a clean shutdown (no segment re-read); a load after a crash recovers it
             opened = DirLog.open(live, self.config_for(tp.topic),
                                  recovery_point=state.recovery_point,
-                                 log_start_offset=state.log_start_offset, clock=self.clock,
+                                 log_start_offset=state.log_start_offset,
+                                 had_clean_shutdown=True, clock=self.clock,
                                  scheduler=self._scheduler,
                                  producer_id_expiration_ms=self.config.producer_id_expiration_ms)
             opened.health = self._health

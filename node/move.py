@@ -10,8 +10,8 @@ A move of ``<topic>-<partition>`` from directory A (the source, owned by one nod
        .index/.timeindex/.txnindex, the active segment's .log by the bytes appended since the
        last round; a segment A dropped (retention) is dropped here too
     A  switch (A's log lock held, so appends wait), under move.lock: the last round, the
-       producer-state snapshot at the log end and the active .txnindex copied, every file
-       fsynced, move-state.json rewritten complete (log start offset, recovery point, cleaner
+       producer-state snapshot at the log end and the active segment's indexes copied, the
+       data fsynced, move-state.json rewritten complete (log start offset, recovery point, cleaner
        offset), then A renames <topic>-<partition> to <topic>-<partition>.<uuid>-delete
        ---- the commit point: from here the future log is the partition ----
     B  rename the future to <topic>-<partition>, open it, seed its checkpoints from
@@ -35,6 +35,7 @@ move-state.json::
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -189,7 +190,7 @@ def copy_round(source_dir: Path, future_dir: Path, segments: Sequence[SourceSegm
                     _copy_whole(source_dir / name, future_dir / name, sync=True)
             elif final:
                 name = f"{files.offset_name(base)}{files.TXN_INDEX_SUFFIX}"
-                _copy_whole(source_dir / name, future_dir / name, sync=True)
+                _copy_whole(source_dir / name, future_dir / name, sync=False)
         except FileNotFoundError:
             if final:
                 raise
@@ -210,13 +211,12 @@ def _copy_range(source: Path, target: Path, start: int, end: int, *, sync: bool)
             position = start
             while position < end:
                 count = min(COPY_CHUNK, end - position)
-                data = os.pread(src, count, position)
-                if not data:
+                done = _copy_chunk(src, dst, count, position)
+                if not done:
                     raise MoveAbortedError(f"{source}: ends at {position}, expected {end} bytes",
                                            path=str(source), position=position,
                                            reason="source shorter than its log says")
-                os.pwrite(dst, data, position)
-                position += len(data)
+                position += done
             os.ftruncate(dst, end)
             if sync:
                 os.fsync(dst)
@@ -225,6 +225,18 @@ def _copy_range(source: Path, target: Path, start: int, end: int, *, sync: bool)
     finally:
         os.close(src)
     return end - start
+
+
+def _copy_chunk(src: int, dst: int, count: int, position: int) -> int:
+    """Copy up to ``count`` bytes at ``position`` of one file to the same position of another,
+    in the kernel where it can (``copy_file_range``); returns how many (0 at the source's end)."""
+    try:
+        return os.copy_file_range(src, dst, count, position, position)
+    except OSError as err:
+        if err.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+    data = os.pread(src, count, position)
+    return os.pwrite(dst, data, position) if data else 0
 
 
 def _copy_whole(source: Path, target: Path, *, sync: bool) -> None:
@@ -237,12 +249,26 @@ def _copy_whole(source: Path, target: Path, *, sync: bool) -> None:
     atomic_write(target, data, sync=sync)
 
 
+def copy_active_indexes(lg: Log, future_dir: Path) -> None:
+    """Copy the entries of the active segment's offset and time indexes (call under the log's
+    lock, after the final round: they then describe exactly the copied bytes), so the promoted
+    log need not rebuild them by reading the whole active segment. Not synced: an index lost
+    or torn by a power failure is found and rebuilt at the next load."""
+    segment = lg.active_segment
+    for index in (segment.offset_index, segment.time_index):
+        if not index.exists():
+            continue
+        with open(index.path, "rb") as f:
+            data = f.read(index.size_in_bytes)
+        atomic_write(future_dir / index.path.name, data, sync=False)
+
+
 def copy_producer_snapshot(lg: Log, future_dir: Path) -> None:
     """Snapshot ``lg``'s producer state at its log end (call under its lock) into
     ``future_dir``, so the moved log starts with the same producers, sequences and open
     transactions without replaying anything."""
     written = lg.producer_state.take_snapshot(lg.log_end_offset)
-    atomic_write(future_dir / written.name, written.read_bytes())
+    atomic_write(future_dir / written.name, written.read_bytes(), sync=False)
 
 
 @contextmanager

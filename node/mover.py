@@ -23,7 +23,8 @@ from typing import Callable, Protocol
 from node.errors import MoveAbortedError, MoveRefusedError
 from node.logdir import LogDir
 from node.move import (CopyRecord, MoveState, SourceSnapshot, complete_state,
-                       copy_producer_snapshot, copy_round, move_lock, source_snapshot)
+                       copy_active_indexes, copy_producer_snapshot, copy_round, move_lock,
+                       source_snapshot)
 from node.stats import disk_usage
 from storage import files, kernels
 from storage.errors import LogDirOfflineError, StorageError
@@ -117,15 +118,17 @@ def switch_out(d: LogDir, topic: str, partition: int, future_dir: Path, unique: 
                 or Path(state.source_dir) != d.path):
             raise MoveAbortedError(f"{future_dir} belongs to another move ({state})",
                                    topic=topic, partition=partition, reason="not this move")
-        started = time.perf_counter()
+        cleaner_offset = d.cleaner_offset(tp)   # cleaning is paused: it stays as read
         with lg.appends_held():
+            started = time.perf_counter()     # appends wait from here (not for our turn)
             if lg.is_closed:
                 raise MoveAbortedError(f"{lg.dir} was closed meanwhile", topic=topic,
                                        partition=partition, reason="source log closed")
             snapshot = source_snapshot(lg)
             copy_round(lg.dir, future_dir, snapshot.segments, record, final=True)
+            copy_active_indexes(lg, future_dir)
             copy_producer_snapshot(lg, future_dir)
-            state = complete_state(state, lg, d.cleaner_offset(tp))
+            state = complete_state(state, lg, cleaner_offset)
             state.write(future_dir)
             lg.rename_dir(files.delete_dir_name(topic, partition, unique))   # the commit
         held_ms = (time.perf_counter() - started) * 1000

@@ -100,6 +100,11 @@ def test_move_carries_every_record_and_the_partition_state(tmp_path: Path) -> No
     assert (result.log_end_offset, result.target_dir) == (end, str(tmp_path / "b"))
     assert result.bytes_copied >= lg.size_in_bytes and result.held_ms >= 0
     moved = b.log_dir.log("t", 0)
+    assert moved.load_result.recovered_segments == 0        # every index came with the files
+    assert moved.load_result.rebuilt_indexes == 0
+    middle = before[len(before) // 2][0]
+    first = next(b.read_raw("t", 0, middle).batches())
+    assert first.base_offset <= middle <= first.last_offset            # found by the index
     assert records(b) == before and records(b, isolation="read_committed") == committed
     assert (moved.log_start_offset, moved.log_end_offset) == (start, end)
     assert moved.recovery_point >= min(rp, moved.active_segment.base_offset)
