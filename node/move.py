@@ -126,6 +126,7 @@ class SourceSnapshot:
     segments: tuple[SourceSegment, ...]
     log_start_offset: int
     log_end_offset: int
+    topic_config: dict[str, str] = field(default_factory=dict)   # the topic's overrides
 
     @property
     def size_bytes(self) -> int:

@@ -141,10 +141,11 @@ class Mover:
     move per partition at a time), ``status`` from any thread."""
 
     def __init__(self, log_dir: Callable[[], LogDir],
-                 pause: Callable[[TopicPartition], AbstractContextManager[object]] | None = None
-                 ) -> None:
+                 pause: Callable[[TopicPartition], AbstractContextManager[object]] | None = None,
+                 adopt_config: Callable[[str, dict[str, str]], None] | None = None) -> None:
         self._log_dir = log_dir
         self._pause = pause or (lambda _tp: nullcontext())
+        self._adopt_config = adopt_config or (lambda _topic, _config: None)
         self._lock = threading.Lock()
         self._moves: dict[TopicPartition, dict[str, object]] = {}
 
@@ -196,6 +197,7 @@ class Mover:
                 f"and {MOVE_RESERVE_FRACTION:.0%} of the file system must stay free",
                 topic=tp.topic, partition=tp.partition, reason="no-room", free_bytes=free,
                 needed_bytes=snapshot.size_bytes)
+        self._adopt_config(tp.topic, snapshot.topic_config)   # persisted before any copy
         kernels.warm_up()   # before the switch: the promotion's recovery must not compile
         future = d.begin_move_in(tp.topic, tp.partition, source_dir)
         unique = future.name.rsplit(".", 1)[1][: -len(files.FUTURE_DIR_SUFFIX)]

@@ -109,6 +109,8 @@ def test_move_carries_every_record_and_the_partition_state(tmp_path: Path) -> No
     assert (moved.log_start_offset, moved.log_end_offset) == (start, end)
     assert moved.recovery_point >= min(rp, moved.active_segment.base_offset)
     assert b.partitions() == [("t", 0)] and a.partitions() == []
+    # the topic's overrides moved with it (kept in b's topic-configs.json)
+    assert moved.config.segment_bytes == 4096 and b.topic_configs()["t"] == SMALL
     # cleaner offset moved from one checkpoint to the other
     assert b.read_cleaner_checkpoint() == {TopicPartition("t", 0): 40}
     assert TopicPartition("t", 0) not in a.read_cleaner_checkpoint()
@@ -132,6 +134,7 @@ def test_move_carries_every_record_and_the_partition_state(tmp_path: Path) -> No
     assert a.partitions() == [] and b.partitions() == [("t", 0)]
     assert records(b)[: len(before)] == before
     assert b.log_dir.log("t", 0).log_start_offset == start
+    assert b.log_dir.log("t", 0).config.segment_bytes == 4096
     a.close(), b.close()
 
 
