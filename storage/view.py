@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import time
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -113,7 +114,9 @@ class LogView:
 
 def read_partition_batches(directory: Path | str, config: LogConfig, start_offset: int,
                            end_offset: int, *, fetch_bytes: int = 1 << 20,
-                           attempts: int = 10) -> Iterator[RecordBatch]:
+                           attempts: int = 10,
+                           relocate: Callable[[], Path | str | None] | None = None
+                           ) -> Iterator[RecordBatch]:
     """Every batch holding offsets in ``[start_offset, end_offset)``, read straight from the segment
     files of a partition directory that another process owns (bulk reads, e.g. Spark).
 
@@ -124,6 +127,11 @@ def read_partition_batches(directory: Path | str, config: LogConfig, start_offse
     Every batch walked is verified (CRC and offsets, ``LogSegment.batches(verify=True)``). A
     ``CorruptRecordError`` is raised when the same batch fails twice in a row; a failure that does
     not repeat was a file swapped under the read (new bytes at old positions) and is retried.
+
+    A partition moved to another log directory under the read (its directory gone): with
+    ``relocate`` (it returns where the partition lives now, or None while nobody serves it) the
+    read goes on there from the next offset; without it ``FileNotFoundError`` is raised, never a
+    short read.
     """
     directory = Path(directory)
     offset = start_offset
@@ -134,6 +142,10 @@ def read_partition_batches(directory: Path | str, config: LogConfig, start_offse
             view = LogView.open(directory, config, _no_swap)
         except StorageError:
             return
+        except FileNotFoundError:
+            failures += 1
+            directory = _relocated(directory, relocate, failures, attempts)
+            continue
         try:
             progressed = False
             for segment in view.segments_in_range(offset, end_offset):
@@ -164,6 +176,8 @@ def read_partition_batches(directory: Path | str, config: LogConfig, start_offse
             failures += 1
             if failures > attempts:
                 raise
+            if not directory.is_dir():
+                directory = _relocated(directory, relocate, failures, attempts)
         except CorruptRecordError as err:
             failures += 1
             where = (getattr(err, "path", None), getattr(err, "position", None))
@@ -172,6 +186,20 @@ def read_partition_batches(directory: Path | str, config: LogConfig, start_offse
             last_corruption = where
         finally:
             view.close()
+
+
+def _relocated(directory: Path, relocate: Callable[[], Path | str | None] | None,
+               failures: int, attempts: int) -> Path:
+    """Where a partition whose ``directory`` is gone lives now (``relocate``), after a short
+    wait while nobody serves it; ``FileNotFoundError`` without ``relocate`` or after
+    ``attempts``."""
+    if relocate is None or failures > attempts:
+        raise FileNotFoundError(f"partition directory {directory} is gone")
+    found = relocate()
+    if found is None or Path(found) == directory:
+        time.sleep(min(0.01 * 2 ** failures, 1.0))   # between a move's commit and promotion
+        return directory
+    return Path(found)
 
 
 def _next_base(view: LogView, segment: LogSegment) -> int:

@@ -15,7 +15,7 @@ yields Arrow batches. Options: ``cluster.spark.options``.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -203,6 +203,15 @@ class StrataReader(DataSourceReader):
                                      layout.config, start, log_end))
         return out
 
+    def _relocate(self, partition: ReadPartition) -> Callable[[], str | None]:
+        """Where ``partition`` lives now: a partition moved to another log directory during
+        the read is followed there (None while no directory serves it)."""
+        def where() -> str | None:
+            conn = opts.connection(self.options)
+            return connect(conn.address, conn.namespace).topic_layout(
+                partition.topic).paths.get(partition.partition)
+        return where
+
     def read(self, partition: ReadPartition) -> Iterator[pa.RecordBatch]:
         if partition.start >= partition.end:
             return
@@ -215,7 +224,7 @@ class StrataReader(DataSourceReader):
                                     for f in self.schema.fields if f.name not in FIXED_COLUMNS])
         names = self.schema.names
         batches = read_partition_batches(partition.path, partition.config, partition.start,
-                                         partition.end)
+                                         partition.end, relocate=self._relocate(partition))
         for batch in arrow_batches(batches, partition.topic, partition.partition,
                                    partition.start, partition.end, values=values,
                                    rows_per_batch=self.rows_per_batch):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -371,4 +372,32 @@ def test_a_target_failing_mid_move_abandons_it_and_the_source_serves(tmp_path: P
         b.move_in("t", 0, str(tmp_path / "a"), Failing(a))
     assert records(a) == before and a.partitions() == [("t", 0)]
     a.append_batch("t", 0, batch(300))
+    a.close(), b.close()
+
+
+def test_a_bulk_read_of_the_files_follows_a_partition_moved_under_it(tmp_path: Path) -> None:
+    """A reader of the segment files (Spark's) whose partition moves mid-read goes on in the new
+    directory from its next offset: every batch once, in order."""
+    from storage.view import read_partition_batches
+
+    a, b = server(tmp_path / "a"), server(tmp_path / "b")
+    fill(a)
+    lg = a.log_dir.log("t", 0)
+    start, end, config = lg.log_start_offset, lg.log_end_offset, lg.config
+    where = {"dir": tmp_path / "a" / "t-0"}
+    reader = read_partition_batches(tmp_path / "a" / "t-0", config, start, end,
+                                    relocate=lambda: where["dir"])
+    seen = [next(reader).base_offset]
+    b.move_in("t", 0, str(tmp_path / "a"), Link(a))
+    for name in os.listdir(tmp_path / "a"):          # the source's copy deleted meanwhile
+        if name.endswith("-delete"):
+            shutil.rmtree(tmp_path / "a" / name)
+    where["dir"] = tmp_path / "b" / "t-0"
+    seen += [batch.base_offset for batch in reader]
+    assert seen == sorted(set(seen))
+    expected = [batch.base_offset for batch in read_partition_batches(
+        tmp_path / "b" / "t-0", config, start, end)]
+    assert seen == expected
+    with pytest.raises(FileNotFoundError):     # without relocate: an error, never a short read
+        list(read_partition_batches(tmp_path / "a" / "t-0", config, start, end))
     a.close(), b.close()
