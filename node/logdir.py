@@ -385,16 +385,22 @@ class LogDir:
                         with self._lock:
                             self._logs[tp] = removed
                     raise
-            due = self.clock.milliseconds() + removed.config.file_delete_delay_ms
-            self._queued.add(QueuedDelete(tp, removed.dir, due, removed))
-            logs = self._snapshot()
-            self._checkpoints.write_recovery_points(logs)
-            self._checkpoints.write_log_start_offsets(logs)
-            self._checkpoints.drop_cleaner_offset(tp)
+            due = self._queue_delete(tp, removed)
             log.info("log %s renamed to %s; its files go in %d ms", tp, removed.dir.name,
                      removed.config.file_delete_delay_ms)
         self._arm_delete(due)
         return removed
+
+    def _queue_delete(self, tp: TopicPartition, removed: Log) -> int:
+        """After ``removed`` (no longer listed) was renamed ``-delete``: queue its files for the
+        delete task and rewrite the checkpoints without it. Returns when its files are due."""
+        due = self.clock.milliseconds() + removed.config.file_delete_delay_ms
+        self._queued.add(QueuedDelete(tp, removed.dir, due, removed))
+        logs = self._snapshot()
+        self._checkpoints.write_recovery_points(logs)
+        self._checkpoints.write_log_start_offsets(logs)
+        self._checkpoints.drop_cleaner_offset(tp)
+        return due
 
     def _arm_delete(self, due_ms: int) -> None:
         if self._tasks_started:
@@ -485,12 +491,7 @@ class LogDir:
             if self._logs.get(tp) is removed:
                 del self._logs[tp]
             self._moved[tp] = target_dir
-        due = self.clock.milliseconds() + removed.config.file_delete_delay_ms
-        self._queued.add(QueuedDelete(tp, removed.dir, due, removed))
-        logs = self._snapshot()
-        self._checkpoints.write_recovery_points(logs)
-        self._checkpoints.write_log_start_offsets(logs)
-        self._checkpoints.drop_cleaner_offset(tp)
+        due = self._queue_delete(tp, removed)
         log.info("partition %s moved to %s; %s goes in %d ms", tp, target_dir, removed.dir.name,
                  removed.config.file_delete_delay_ms)
         self._arm_delete(due)
