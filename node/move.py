@@ -105,6 +105,12 @@ class MoveState:
             raise CheckpointError(f"{path}: not a move state: {err}", path=str(path)) from None
 
 
+class SourceChangedError(MoveAbortedError):
+    """A source segment is shorter than the snapshot said: a cleaner swap (or a truncation)
+    replaced it after the snapshot. A copy round leaves it to the next round; in the final round
+    (under the source's lock, where it cannot happen) it aborts the move."""
+
+
 @dataclass(frozen=True, slots=True)
 class SourceSegment:
     """One segment of the source log as its owner saw it: ``size`` bytes of batches (never the
@@ -163,7 +169,8 @@ def copy_round(source_dir: Path, future_dir: Path, segments: Sequence[SourceSegm
 
     A segment gone from the source is dropped here; a closed segment whose ``.log`` changed
     since it was copied (a cleaner swap the pause did not stop) is copied again from its start;
-    the active segment grows by what was appended. Closed segments take their index files whole.
+    the active segment grows by what was appended; a segment deleted or replaced after the
+    snapshot is left to the next round. Closed segments take their index files whole.
     Every file written is fsynced before it returns (so the final round, under the source's
     lock, syncs only its own few bytes); ``final`` also copies the active segment's
     ``.txnindex``. ``FileNotFoundError`` of a source segment deleted meanwhile is left to
@@ -192,10 +199,11 @@ def copy_round(source_dir: Path, future_dir: Path, segments: Sequence[SourceSegm
             elif final:
                 name = f"{files.offset_name(base)}{files.TXN_INDEX_SUFFIX}"
                 _copy_whole(source_dir / name, future_dir / name, sync=False)
-        except FileNotFoundError:
+        except (FileNotFoundError, SourceChangedError):
             if final:
                 raise
-            continue
+            record.segments.pop(base, None)   # deleted or replaced since the snapshot: the
+            continue                          # next round's snapshot copies it afresh
         record.segments[base] = (segment.size, segment.mtime_ns if segment.closed else None)
     record.bytes_copied += copied
     fsync_dir(future_dir)
@@ -214,9 +222,10 @@ def _copy_range(source: Path, target: Path, start: int, end: int, *, sync: bool)
                 count = min(COPY_CHUNK, end - position)
                 done = _copy_chunk(src, dst, count, position)
                 if not done:
-                    raise MoveAbortedError(f"{source}: ends at {position}, expected {end} bytes",
-                                           path=str(source), position=position,
-                                           reason="source shorter than its log says")
+                    raise SourceChangedError(
+                        f"{source}: ends at {position}, expected {end} bytes (replaced since "
+                        "the snapshot)", path=str(source), position=position,
+                        reason="source segment replaced")
                 position += done
             os.ftruncate(dst, end)
             if sync:

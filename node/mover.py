@@ -207,6 +207,8 @@ class Mover:
         held_ms = switch_ms = -1.0
         try:
             with self._pause(tp):
+                # again, now that no clean can swap segments: the first round copies this one
+                snapshot = source.move_source(tp.topic, tp.partition)
                 while True:
                     rounds += 1
                     with d.io_guard(f"move copy of {tp}"), move_lock(future):
@@ -239,11 +241,10 @@ class Mover:
         try:
             return d.settle_move_in(future)
         except MoveAbortedError as aborted:
-            if isinstance(err, MoveAbortedError):
-                raise
             raise MoveAbortedError(
-                f"move of {tp} into {d.path} abandoned after {type(err).__name__}: {err}",
-                topic=tp.topic, partition=tp.partition, reason=str(err)) from aborted
+                f"move of {tp} into {d.path} abandoned after {type(err).__name__}: {err} "
+                f"({aborted.message})", topic=tp.topic, partition=tp.partition,
+                reason=str(err)) from aborted
         except LogDirOfflineError:
             raise
         except StorageError:

@@ -401,3 +401,36 @@ def test_a_bulk_read_of_the_files_follows_a_partition_moved_under_it(tmp_path: P
     with pytest.raises(FileNotFoundError):     # without relocate: an error, never a short read
         list(read_partition_batches(tmp_path / "a" / "t-0", config, start, end))
     a.close(), b.close()
+
+
+def test_a_clean_swapped_in_after_the_snapshot_is_copied_again(tmp_path: Path) -> None:
+    """A cleaner swap the pause did not stop (no coordinator) lands between the source's
+    snapshot and the copy: the replaced segments are copied afresh, the move completes and the
+    target holds exactly the source's records after the clean."""
+    from cleaner import Cleaner, CleanerConfig
+
+    a, b = server(tmp_path / "a"), server(tmp_path / "b")
+    a.create_partition("c", 0, {**SMALL, "cleanup.policy": "compact"})
+    for i in range(80):
+        a.append_batch("c", 0, batch(i))
+    lg = a.log_dir.log("c", 0)
+    lg.roll()
+
+    class CleanAfterSnapshot(Link):
+        calls = 0
+
+        def move_source(self, topic: str, partition: int) -> Any:
+            snap = super().move_source(topic, partition)
+            CleanAfterSnapshot.calls += 1
+            if CleanAfterSnapshot.calls == 2:       # the first round's snapshot
+                Cleaner(CleanerConfig(dedupe_buffer_size=1 << 20)).clean(
+                    lg, first_dirty_offset=0)
+            return snap
+
+    before_clean = records(a, "c")
+    b.move_in("c", 0, str(tmp_path / "a"), CleanAfterSnapshot(a))
+    after = records(b, "c")
+    assert CleanAfterSnapshot.calls == 2 and len(after) < len(before_clean)   # cleaned, moved
+    latest = {k: (o, v) for o, k, v in before_clean}
+    assert {k: (o, v) for o, k, v in after} == latest
+    a.close(), b.close()
