@@ -30,8 +30,8 @@ def move(ctx: DrillContext) -> None:
     topics = (ctx.log_topic, ctx.kv_topic)
     for i, victim in enumerate(VICTIMS):
         topic = topics[i % 2]
-        env.cluster.partitions(topic)                # the route as the coordinator knows it
-        source = env.dir_of(topic, 0)
+        source = ctx.wait(lambda: _where(env, topic, 0),      # as the coordinator routes it
+                          "the coordinator answers")
         target = next(d for d in env.log_dirs if os.path.abspath(d) != source)
         outcome = _move_and_kill(ctx, env, topic, source, target, victim)
         outcomes[victim or "none"] = outcome
@@ -41,7 +41,7 @@ def move(ctx: DrillContext) -> None:
         ctx.wait_acked(ctx.options.after_records // 4,
                        what=f"records acknowledged after the move ({victim or 'no kill'})")
 
-    rows = env.cluster.stats()
+    rows = ctx.wait(env.cluster.stats, "every node answers")
     held = [r for r in rows if r["kind"] == "partition" and r["topic"] in topics]
     drained = max(sorted({r["log_dir"] for r in held}),
                   key=lambda d: sum(r["log_dir"] == d for r in held))   # the busiest
@@ -51,7 +51,8 @@ def move(ctx: DrillContext) -> None:
     for m in moves:
         env.cluster.move_partition(m.topic, m.partition, m.target_dir)
     ctx.inject("drain of a directory under load", drained, moves=len(moves))
-    left = [tp for tp in ctx.partitions() if _where(env, *tp) == os.path.abspath(drained)]
+    left = [tp for tp in ctx.partitions()
+            if ctx.wait(lambda: _where(env, *tp), "a route") == os.path.abspath(drained)]
     ctx.check("the drained directory holds none of the drill's partitions",
               not left and len(moves) >= 2,
               f"{len(moves)} partitions moved off {drained}; still there: {left or 'none'}")
