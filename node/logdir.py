@@ -438,6 +438,17 @@ class LogDir:
                      removed.config.file_delete_delay_ms)
             return removed
 
+    def _queue_delete(self, tp: TopicPartition, removed: Log) -> int:
+        """After ``removed`` (no longer listed) was renamed ``-delete``: queue its files for the
+        delete task and rewrite the checkpoints without it. Returns when its files are due."""
+        due = self.clock.milliseconds() + removed.config.file_delete_delay_ms
+        self._queued.add(QueuedDelete(tp, removed.dir, due, removed))
+        logs = self._snapshot()
+        self._checkpoints.write_recovery_points(logs)
+        self._checkpoints.write_log_start_offsets(logs)
+        self._checkpoints.drop_cleaner_offset(tp)
+        return due
+
     def _arm_delete(self, due_ms: int) -> None:
         if self._tasks_started:
             delay = max(0, due_ms - self.clock.milliseconds())
@@ -486,9 +497,12 @@ class LogDir:
                                        path=str(future), reason=why)
             tp = state.topic_partition
             live = self.path / files.partition_dir_name(tp.topic, tp.partition)
+            # the source's switch left every file consistent and the data synced: open it as
+            # after a clean shutdown (no segment re-read); a load after a crash recovers it
             opened = DirLog.open(live, self.config_for(tp.topic),
                                  recovery_point=state.recovery_point,
-                                 log_start_offset=state.log_start_offset, clock=self.clock,
+                                 log_start_offset=state.log_start_offset,
+                                 had_clean_shutdown=True, clock=self.clock,
                                  scheduler=self._scheduler,
                                  producer_id_expiration_ms=self.config.producer_id_expiration_ms)
             opened.health = self._health
@@ -523,12 +537,7 @@ class LogDir:
             if self._logs.get(tp) is removed:
                 del self._logs[tp]
             self._moved[tp] = target_dir
-        due = self.clock.milliseconds() + removed.config.file_delete_delay_ms
-        self._queued.add(QueuedDelete(tp, removed.dir, due, removed))
-        logs = self._snapshot()
-        self._checkpoints.write_recovery_points(logs)
-        self._checkpoints.write_log_start_offsets(logs)
-        self._checkpoints.drop_cleaner_offset(tp)
+        due = self._queue_delete(tp, removed)
         log.info("partition %s moved to %s; %s goes in %d ms", tp, target_dir, removed.dir.name,
                  removed.config.file_delete_delay_ms)
         self._arm_delete(due)

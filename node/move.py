@@ -10,8 +10,8 @@ A move of ``<topic>-<partition>`` from directory A (the source, owned by one nod
        .index/.timeindex/.txnindex, the active segment's .log by the bytes appended since the
        last round; a segment A dropped (retention) is dropped here too
     A  switch (A's log lock held, so appends wait), under move.lock: the last round, the
-       producer-state snapshot at the log end and the active .txnindex copied, every file
-       fsynced, move-state.json rewritten complete (log start offset, recovery point, cleaner
+       producer-state snapshot at the log end and the active segment's indexes copied, the
+       data fsynced, move-state.json rewritten complete (log start offset, recovery point, cleaner
        offset), then A renames <topic>-<partition> to <topic>-<partition>.<uuid>-delete
        ---- the commit point: from here the future log is the partition ----
     B  rename the future to <topic>-<partition>, open it, seed its checkpoints from
@@ -35,6 +35,7 @@ move-state.json::
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -104,6 +105,12 @@ class MoveState:
             raise CheckpointError(f"{path}: not a move state: {err}", path=str(path)) from None
 
 
+class SourceChangedError(MoveAbortedError):
+    """A source segment is shorter than the snapshot said: a cleaner swap (or a truncation)
+    replaced it after the snapshot. A copy round leaves it to the next round; in the final round
+    (under the source's lock, where it cannot happen) it aborts the move."""
+
+
 @dataclass(frozen=True, slots=True)
 class SourceSegment:
     """One segment of the source log as its owner saw it: ``size`` bytes of batches (never the
@@ -125,6 +132,7 @@ class SourceSnapshot:
     segments: tuple[SourceSegment, ...]
     log_start_offset: int
     log_end_offset: int
+    topic_config: dict[str, str] = field(default_factory=dict)   # the topic's overrides
 
     @property
     def size_bytes(self) -> int:
@@ -161,7 +169,8 @@ def copy_round(source_dir: Path, future_dir: Path, segments: Sequence[SourceSegm
 
     A segment gone from the source is dropped here; a closed segment whose ``.log`` changed
     since it was copied (a cleaner swap the pause did not stop) is copied again from its start;
-    the active segment grows by what was appended. Closed segments take their index files whole.
+    the active segment grows by what was appended; a segment deleted or replaced after the
+    snapshot is left to the next round. Closed segments take their index files whole.
     Every file written is fsynced before it returns (so the final round, under the source's
     lock, syncs only its own few bytes); ``final`` also copies the active segment's
     ``.txnindex``. ``FileNotFoundError`` of a source segment deleted meanwhile is left to
@@ -189,11 +198,12 @@ def copy_round(source_dir: Path, future_dir: Path, segments: Sequence[SourceSegm
                     _copy_whole(source_dir / name, future_dir / name, sync=True)
             elif final:
                 name = f"{files.offset_name(base)}{files.TXN_INDEX_SUFFIX}"
-                _copy_whole(source_dir / name, future_dir / name, sync=True)
-        except FileNotFoundError:
+                _copy_whole(source_dir / name, future_dir / name, sync=False)
+        except (FileNotFoundError, SourceChangedError):
             if final:
                 raise
-            continue
+            record.segments.pop(base, None)   # deleted or replaced since the snapshot: the
+            continue                          # next round's snapshot copies it afresh
         record.segments[base] = (segment.size, segment.mtime_ns if segment.closed else None)
     record.bytes_copied += copied
     fsync_dir(future_dir)
@@ -210,13 +220,13 @@ def _copy_range(source: Path, target: Path, start: int, end: int, *, sync: bool)
             position = start
             while position < end:
                 count = min(COPY_CHUNK, end - position)
-                data = os.pread(src, count, position)
-                if not data:
-                    raise MoveAbortedError(f"{source}: ends at {position}, expected {end} bytes",
-                                           path=str(source), position=position,
-                                           reason="source shorter than its log says")
-                os.pwrite(dst, data, position)
-                position += len(data)
+                done = _copy_chunk(src, dst, count, position)
+                if not done:
+                    raise SourceChangedError(
+                        f"{source}: ends at {position}, expected {end} bytes (replaced since "
+                        "the snapshot)", path=str(source), position=position,
+                        reason="source segment replaced")
+                position += done
             os.ftruncate(dst, end)
             if sync:
                 os.fsync(dst)
@@ -225,6 +235,18 @@ def _copy_range(source: Path, target: Path, start: int, end: int, *, sync: bool)
     finally:
         os.close(src)
     return end - start
+
+
+def _copy_chunk(src: int, dst: int, count: int, position: int) -> int:
+    """Copy up to ``count`` bytes at ``position`` of one file to the same position of another,
+    in the kernel where it can (``copy_file_range``); returns how many (0 at the source's end)."""
+    try:
+        return os.copy_file_range(src, dst, count, position, position)
+    except OSError as err:
+        if err.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+    data = os.pread(src, count, position)
+    return os.pwrite(dst, data, position) if data else 0
 
 
 def _copy_whole(source: Path, target: Path, *, sync: bool) -> None:
@@ -237,12 +259,26 @@ def _copy_whole(source: Path, target: Path, *, sync: bool) -> None:
     atomic_write(target, data, sync=sync)
 
 
+def copy_active_indexes(lg: Log, future_dir: Path) -> None:
+    """Copy the entries of the active segment's offset and time indexes (call under the log's
+    lock, after the final round: they then describe exactly the copied bytes), so the promoted
+    log need not rebuild them by reading the whole active segment. Not synced: an index lost
+    or torn by a power failure is found and rebuilt at the next load."""
+    segment = lg.active_segment
+    for index in (segment.offset_index, segment.time_index):
+        if not index.exists():
+            continue
+        with open(index.path, "rb") as f:
+            data = f.read(index.size_in_bytes)
+        atomic_write(future_dir / index.path.name, data, sync=False)
+
+
 def copy_producer_snapshot(lg: Log, future_dir: Path) -> None:
     """Snapshot ``lg``'s producer state at its log end (call under its lock) into
     ``future_dir``, so the moved log starts with the same producers, sequences and open
     transactions without replaying anything."""
     written = lg.producer_state.take_snapshot(lg.log_end_offset)
-    atomic_write(future_dir / written.name, written.read_bytes())
+    atomic_write(future_dir / written.name, written.read_bytes(), sync=False)
 
 
 @contextmanager

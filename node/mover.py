@@ -23,7 +23,8 @@ from typing import Callable, Protocol
 from node.errors import MoveAbortedError, MoveRefusedError
 from node.logdir import LogDir
 from node.move import (CopyRecord, MoveState, SourceSnapshot, complete_state,
-                       copy_producer_snapshot, copy_round, move_lock, source_snapshot)
+                       copy_active_indexes, copy_producer_snapshot, copy_round, move_lock,
+                       source_snapshot)
 from node.stats import disk_usage
 from storage import files, kernels
 from storage.errors import LogDirOfflineError, StorageError
@@ -117,15 +118,17 @@ def switch_out(d: LogDir, topic: str, partition: int, future_dir: Path, unique: 
                 or Path(state.source_dir) != d.path):
             raise MoveAbortedError(f"{future_dir} belongs to another move ({state})",
                                    topic=topic, partition=partition, reason="not this move")
-        started = time.perf_counter()
+        cleaner_offset = d.cleaner_offset(tp)   # cleaning is paused: it stays as read
         with lg.appends_held():
+            started = time.perf_counter()     # appends wait from here (not for our turn)
             if lg.is_closed:
                 raise MoveAbortedError(f"{lg.dir} was closed meanwhile", topic=topic,
                                        partition=partition, reason="source log closed")
             snapshot = source_snapshot(lg)
             copy_round(lg.dir, future_dir, snapshot.segments, record, final=True)
+            copy_active_indexes(lg, future_dir)
             copy_producer_snapshot(lg, future_dir)
-            state = complete_state(state, lg, d.cleaner_offset(tp))
+            state = complete_state(state, lg, cleaner_offset)
             state.write(future_dir)
             lg.rename_dir(files.delete_dir_name(topic, partition, unique))   # the commit
         held_ms = (time.perf_counter() - started) * 1000
@@ -138,10 +141,11 @@ class Mover:
     move per partition at a time), ``status`` from any thread."""
 
     def __init__(self, log_dir: Callable[[], LogDir],
-                 pause: Callable[[TopicPartition], AbstractContextManager[object]] | None = None
-                 ) -> None:
+                 pause: Callable[[TopicPartition], AbstractContextManager[object]] | None = None,
+                 adopt_config: Callable[[str, dict[str, str]], None] | None = None) -> None:
         self._log_dir = log_dir
         self._pause = pause or (lambda _tp: nullcontext())
+        self._adopt_config = adopt_config or (lambda _topic, _config: None)
         self._lock = threading.Lock()
         self._moves: dict[TopicPartition, dict[str, object]] = {}
 
@@ -193,6 +197,7 @@ class Mover:
                 f"and {MOVE_RESERVE_FRACTION:.0%} of the file system must stay free",
                 topic=tp.topic, partition=tp.partition, reason="no-room", free_bytes=free,
                 needed_bytes=snapshot.size_bytes)
+        self._adopt_config(tp.topic, snapshot.topic_config)   # persisted before any copy
         kernels.warm_up()   # before the switch: the promotion's recovery must not compile
         future = d.begin_move_in(tp.topic, tp.partition, source_dir)
         unique = future.name.rsplit(".", 1)[1][: -len(files.FUTURE_DIR_SUFFIX)]
@@ -202,6 +207,8 @@ class Mover:
         held_ms = switch_ms = -1.0
         try:
             with self._pause(tp):
+                # again, now that no clean can swap segments: the first round copies this one
+                snapshot = source.move_source(tp.topic, tp.partition)
                 while True:
                     rounds += 1
                     with d.io_guard(f"move copy of {tp}"), move_lock(future):
@@ -234,11 +241,10 @@ class Mover:
         try:
             return d.settle_move_in(future)
         except MoveAbortedError as aborted:
-            if isinstance(err, MoveAbortedError):
-                raise
             raise MoveAbortedError(
-                f"move of {tp} into {d.path} abandoned after {type(err).__name__}: {err}",
-                topic=tp.topic, partition=tp.partition, reason=str(err)) from aborted
+                f"move of {tp} into {d.path} abandoned after {type(err).__name__}: {err} "
+                f"({aborted.message})", topic=tp.topic, partition=tp.partition,
+                reason=str(err)) from aborted
         except LogDirOfflineError:
             raise
         except StorageError:

@@ -20,6 +20,7 @@ What it adds to ``LogDir`` for a cluster:
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import os
@@ -104,7 +105,8 @@ class LogDirServer:
                 self._loaded.set()
 
         self._overrides: dict[str, dict[str, str]] = {}
-        self._mover = Mover(lambda: self._dir, pause=lambda tp: self._move_pause(tp))
+        self._mover = Mover(lambda: self._dir, pause=lambda tp: self._move_pause(tp),
+                            adopt_config=lambda t, c: self._set_topic_overrides(self._dir, t, c))
         self._loader: threading.Thread | None = None
         if load_in_background:
             self._loader = threading.Thread(target=load, name=f"load-{self.path.name}",
@@ -501,8 +503,12 @@ class LogDirServer:
         return results
 
     def move_source(self, topic: str, partition: int) -> SourceSnapshot:
-        """The source end of a move: where the partition's files are and how far they reach."""
-        return source_snapshot_of(self._dir, topic, partition)
+        """The source end of a move: where the partition's files are, how far they reach, and
+        the topic's overrides (the target keeps them too, so the log moves with its config)."""
+        snapshot = source_snapshot_of(self._dir, topic, partition)
+        with self._config_lock:
+            overrides = dict(self._overrides.get(topic, {}))
+        return dataclasses.replace(snapshot, topic_config=overrides)
 
     def move_switch_out(self, topic: str, partition: int, future_dir: str, unique: str,
                         target_dir: str, record: CopyRecord) -> SwitchResult:

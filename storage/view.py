@@ -233,7 +233,9 @@ def collect_aborted_consistently(directory: Path | str, config: LogConfig, start
 def read_partition_batches(directory: Path | str, config: LogConfig, start_offset: int,
                            end_offset: int, *, fetch_bytes: int = 1 << 20,
                            attempts: int = 10,
-                           isolation: str = READ_UNCOMMITTED) -> Iterator[RecordBatch]:
+                           isolation: str = READ_UNCOMMITTED,
+                           relocate: Callable[[], Path | str | None] | None = None
+                           ) -> Iterator[RecordBatch]:
     """Every batch holding offsets in ``[start_offset, end_offset)``, read straight from the segment
     files of a partition directory that another process owns (bulk reads, e.g. Spark).
 
@@ -249,6 +251,11 @@ def read_partition_batches(directory: Path | str, config: LogConfig, start_offse
     Every batch walked is verified (CRC and offsets, ``LogSegment.batches(verify=True)``). A
     ``CorruptRecordError`` is raised when the same batch fails twice in a row; a failure that does
     not repeat was a file swapped under the read (new bytes at old positions) and is retried.
+
+    A partition moved to another log directory under the read (its directory gone): with
+    ``relocate`` (it returns where the partition lives now, or None while nobody serves it) the
+    read goes on there from the next offset; without it ``FileNotFoundError`` is raised, never a
+    short read.
     """
     directory = Path(directory)
     if isolation not in (READ_COMMITTED, READ_UNCOMMITTED):
@@ -261,7 +268,12 @@ def read_partition_batches(directory: Path | str, config: LogConfig, start_offse
     failures = 0
     last_corruption: tuple[object, object] | None = None
     while offset < end_offset:
-        view = open_stable_view(directory, config)
+        try:
+            view = open_stable_view(directory, config)
+        except FileNotFoundError:
+            failures += 1
+            directory = _relocated(directory, relocate, failures, attempts)
+            continue
         if view is None:
             return
         try:
@@ -299,6 +311,8 @@ def read_partition_batches(directory: Path | str, config: LogConfig, start_offse
             failures += 1
             if failures > attempts:
                 raise
+            if not directory.is_dir():
+                directory = _relocated(directory, relocate, failures, attempts)
         except CorruptRecordError as err:
             failures += 1
             where = (getattr(err, "path", None), getattr(err, "position", None))
@@ -313,6 +327,20 @@ def _file_stat(path: Path) -> tuple[int, int, int]:
     """(inode, size, mtime in ns) of a file."""
     st = os.stat(path)
     return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _relocated(directory: Path, relocate: Callable[[], Path | str | None] | None,
+               failures: int, attempts: int) -> Path:
+    """Where a partition whose ``directory`` is gone lives now (``relocate``), after a short
+    wait while nobody serves it; ``FileNotFoundError`` without ``relocate`` or after
+    ``attempts``."""
+    if relocate is None or failures > attempts:
+        raise FileNotFoundError(f"partition directory {directory} is gone")
+    found = relocate()
+    if found is None or Path(found) == directory:
+        time.sleep(min(0.01 * 2 ** failures, 1.0))   # between a move's commit and promotion
+        return directory
+    return Path(found)
 
 
 def _next_base(view: LogView, segment: LogSegment) -> int:

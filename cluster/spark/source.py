@@ -15,7 +15,7 @@ yields Arrow batches. Options: ``cluster.spark.options``.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -227,13 +227,16 @@ class StrataReader(DataSourceReader):
         return out
 
     def read(self, partition: ReadPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(partition, self.schema, self.format, self.rows_per_batch)
+        return read_partition(partition, self.schema, self.format, self.rows_per_batch,
+                              relocator(self.options, partition))
 
 
 def read_partition(partition: ReadPartition, schema: StructType, value_format: str,
-                   rows_per_batch: int) -> Iterator[pa.RecordBatch]:
+                   rows_per_batch: int,
+                   relocate: Callable[[], str | None] | None = None) -> Iterator[pa.RecordBatch]:
     """The Arrow batches of one planned partition (a Spark task of a batch or streaming read),
-    read from the segment files; columns in the order of ``schema``."""
+    read from the segment files; columns in the order of ``schema``. ``relocate`` says where the
+    partition lives now when it moved to another log directory during the read."""
     if partition.start >= partition.end:
         return
     warm_up()
@@ -247,8 +250,19 @@ def read_partition(partition: ReadPartition, schema: StructType, value_format: s
     batches = read_partition_batches(partition.path, partition.config, partition.start,
                                      partition.end,
                                      isolation=getattr(partition, "isolation",
-                                                       opts.READ_UNCOMMITTED))
+                                                       opts.READ_UNCOMMITTED),
+                                     relocate=relocate)
     for batch in arrow_batches(batches, partition.topic, partition.partition,
                                partition.start, partition.end, values=values,
                                rows_per_batch=rows_per_batch):
         yield batch if batch.schema.names == names else batch.select(names)
+
+
+def relocator(options: dict[str, str], partition: ReadPartition) -> Callable[[], str | None]:
+    """Where ``partition`` lives now: a partition moved to another log directory during the read
+    is followed there (None while no directory serves it)."""
+    def where() -> str | None:
+        conn = opts.connection(options)
+        return connect(conn.address, conn.namespace).topic_layout(
+            partition.topic).paths.get(partition.partition)
+    return where

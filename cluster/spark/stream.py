@@ -42,7 +42,7 @@ from cluster.spark import offsets
 from cluster.spark import options as opts
 from cluster.spark.connection import connect
 from cluster.spark.errors import SourceOptionError
-from cluster.spark.source import ReadPartition, read_partition
+from cluster.spark.source import ReadPartition, read_partition, relocator
 
 Offsets = dict[int, int]
 
@@ -144,7 +144,8 @@ class StrataStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return out
 
     def read(self, partition: ReadPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(partition, self.schema, self.format, self.rows_per_batch)
+        return read_partition(partition, self.schema, self.format, self.rows_per_batch,
+                              relocator(self.options, partition))
 
     def commit(self, end: dict) -> None:
         """Nothing to do: the offsets live in Spark's checkpoint, and a read holds no resource."""

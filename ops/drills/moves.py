@@ -30,8 +30,8 @@ def move(ctx: DrillContext) -> None:
     topics = (ctx.log_topic, ctx.kv_topic)
     for i, victim in enumerate(VICTIMS):
         topic = topics[i % 2]
-        env.cluster.partitions(topic)                # the route as the coordinator knows it
-        source = env.dir_of(topic, 0)
+        source = ctx.wait(lambda: _where(env, topic, 0),      # as the coordinator routes it
+                          "the coordinator answers")
         target = next(d for d in env.log_dirs if os.path.abspath(d) != source)
         outcome = _move_and_kill(ctx, env, topic, source, target, victim)
         outcomes[victim or "none"] = outcome
@@ -41,16 +41,20 @@ def move(ctx: DrillContext) -> None:
         ctx.wait_acked(ctx.options.after_records // 4,
                        what=f"records acknowledged after the move ({victim or 'no kill'})")
 
-    drained = env.log_dirs[0]
-    rows = env.cluster.stats()
-    mine = [(r["topic"], r["partition"], r["size_bytes"]) for r in rows
-            if r["kind"] == "partition" and r["log_dir"] == drained and r["topic"] in topics]
+    rows = ctx.wait(env.cluster.stats, "every node answers")
+    held = [r for r in rows if r["kind"] == "partition" and r["topic"] in topics]
+    drained = max(sorted({r["log_dir"] for r in held}),
+                  key=lambda d: sum(r["log_dir"] == d for r in held))   # the busiest
+    mine = [(r["topic"], r["partition"], r["size_bytes"]) for r in held
+            if r["log_dir"] == drained]
     moves = plan_drain(drained, mine, rooms_of(rows))
     for m in moves:
         env.cluster.move_partition(m.topic, m.partition, m.target_dir)
     ctx.inject("drain of a directory under load", drained, moves=len(moves))
-    left = [tp for tp in ctx.partitions() if _where(env, *tp) == os.path.abspath(drained)]
-    ctx.check("the drained directory holds none of the drill's partitions", not left,
+    left = [tp for tp in ctx.partitions()
+            if ctx.wait(lambda: _where(env, *tp), "a route") == os.path.abspath(drained)]
+    ctx.check("the drained directory holds none of the drill's partitions",
+              not left and len(moves) >= 2,
               f"{len(moves)} partitions moved off {drained}; still there: {left or 'none'}")
     ctx.wait_acked(ctx.options.after_records // 4, what="records acknowledged after the drain")
     ctx.report.recovery["moves"] = outcomes
@@ -89,7 +93,7 @@ def _move_and_kill(ctx: DrillContext, env: Any, topic: str, source: str, target:
         return "the move call did not return"
     done = result[0]
     if isinstance(done, Exception):
-        return f"move ended with {type(done).__name__}"
+        return f"move ended with {type(done).__name__}: {str(done)[:300]}"
     return f"moved in {done.elapsed_ms:.0f} ms, appends held {done.held_ms:.1f} ms"
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -101,10 +102,17 @@ def test_move_carries_every_record_and_the_partition_state(tmp_path: Path) -> No
     assert (result.log_end_offset, result.target_dir) == (end, str(tmp_path / "b"))
     assert result.bytes_copied >= lg.size_in_bytes and result.held_ms >= 0
     moved = b.log_dir.log("t", 0)
+    assert moved.load_result.recovered_segments == 0        # every index came with the files
+    assert moved.load_result.rebuilt_indexes == 0
+    middle = before[len(before) // 2][0]
+    first = next(b.read_raw("t", 0, middle).batches())
+    assert first.base_offset <= middle <= first.last_offset            # found by the index
     assert records(b) == before and records(b, isolation="read_committed") == committed
     assert (moved.log_start_offset, moved.log_end_offset) == (start, end)
     assert moved.recovery_point >= min(rp, moved.active_segment.base_offset)
     assert b.partitions() == [("t", 0)] and a.partitions() == []
+    # the topic's overrides moved with it (kept in b's topic-configs.json)
+    assert moved.config.segment_bytes == 4096 and b.topic_configs()["t"] == SMALL
     # cleaner offset moved from one checkpoint to the other
     assert b.read_cleaner_checkpoint() == {TopicPartition("t", 0): 40}
     assert TopicPartition("t", 0) not in a.read_cleaner_checkpoint()
@@ -128,6 +136,7 @@ def test_move_carries_every_record_and_the_partition_state(tmp_path: Path) -> No
     assert a.partitions() == [] and b.partitions() == [("t", 0)]
     assert records(b)[: len(before)] == before
     assert b.log_dir.log("t", 0).log_start_offset == start
+    assert b.log_dir.log("t", 0).config.segment_bytes == 4096
     a.close(), b.close()
 
 
@@ -364,4 +373,65 @@ def test_a_target_failing_mid_move_abandons_it_and_the_source_serves(tmp_path: P
         b.move_in("t", 0, str(tmp_path / "a"), Failing(a))
     assert records(a) == before and a.partitions() == [("t", 0)]
     a.append_batch("t", 0, batch(300))
+    a.close(), b.close()
+
+
+def test_a_bulk_read_of_the_files_follows_a_partition_moved_under_it(tmp_path: Path) -> None:
+    """A reader of the segment files (Spark's) whose partition moves mid-read goes on in the new
+    directory from its next offset: every batch once, in order."""
+    from storage.view import read_partition_batches
+
+    a, b = server(tmp_path / "a"), server(tmp_path / "b")
+    fill(a)
+    lg = a.log_dir.log("t", 0)
+    start, end, config = lg.log_start_offset, lg.log_end_offset, lg.config
+    where = {"dir": tmp_path / "a" / "t-0"}
+    reader = read_partition_batches(tmp_path / "a" / "t-0", config, start, end,
+                                    relocate=lambda: where["dir"])
+    seen = [next(reader).base_offset]
+    b.move_in("t", 0, str(tmp_path / "a"), Link(a))
+    for name in os.listdir(tmp_path / "a"):          # the source's copy deleted meanwhile
+        if name.endswith("-delete"):
+            shutil.rmtree(tmp_path / "a" / name)
+    where["dir"] = tmp_path / "b" / "t-0"
+    seen += [batch.base_offset for batch in reader]
+    assert seen == sorted(set(seen))
+    expected = [batch.base_offset for batch in read_partition_batches(
+        tmp_path / "b" / "t-0", config, start, end)]
+    assert seen == expected
+    with pytest.raises(FileNotFoundError):     # without relocate: an error, never a short read
+        list(read_partition_batches(tmp_path / "a" / "t-0", config, start, end))
+    a.close(), b.close()
+
+
+def test_a_clean_swapped_in_after_the_snapshot_is_copied_again(tmp_path: Path) -> None:
+    """A cleaner swap the pause did not stop (no coordinator) lands between the source's
+    snapshot and the copy: the replaced segments are copied afresh, the move completes and the
+    target holds exactly the source's records after the clean."""
+    from cleaner import Cleaner, CleanerConfig
+
+    a, b = server(tmp_path / "a"), server(tmp_path / "b")
+    a.create_partition("c", 0, {**SMALL, "cleanup.policy": "compact"})
+    for i in range(80):
+        a.append_batch("c", 0, batch(i))
+    lg = a.log_dir.log("c", 0)
+    lg.roll()
+
+    class CleanAfterSnapshot(Link):
+        calls = 0
+
+        def move_source(self, topic: str, partition: int) -> Any:
+            snap = super().move_source(topic, partition)
+            CleanAfterSnapshot.calls += 1
+            if CleanAfterSnapshot.calls == 2:       # the first round's snapshot
+                Cleaner(CleanerConfig(dedupe_buffer_size=1 << 20)).clean(
+                    lg, first_dirty_offset=0)
+            return snap
+
+    before_clean = records(a, "c")
+    b.move_in("c", 0, str(tmp_path / "a"), CleanAfterSnapshot(a))
+    after = records(b, "c")
+    assert CleanAfterSnapshot.calls == 2 and len(after) < len(before_clean)   # cleaned, moved
+    latest = {k: (o, v) for o, k, v in before_clean}
+    assert {k: (o, v) for o, k, v in after} == latest
     a.close(), b.close()
