@@ -1,15 +1,19 @@
-"""The ``strata`` data source: write a DataFrame into a topic, read a topic back.
+"""The ``strata`` data source: write a DataFrame into a topic, read a topic back, stream from it.
 
     df.write.format("strata").option("topic", "orders").mode("append").save()
     spark.read.format("strata").option("topic", "orders").load()
+    spark.readStream.format("strata").option("topic", "orders").load()   # cluster.spark.stream
 
 Write: the planner (a Spark Python process on the driver side) checks the DataFrame against the
 topic (``WritePlan``); each task encodes its rows into record batches (``BatchEncoder``) and sends
 them to the node actors that own the partitions; the job's commit flushes the topic. Read: the
-planner asks each partition's log end offset once, at the start of the query, and makes one Spark
-partition per log partition; each task reads the partition's segment files directly, up to that
-offset (``storage.view.read_partition_batches``: safe against concurrent cleaner swaps), and
-yields Arrow batches. Options: ``cluster.spark.options``.
+planner asks the partitions' offsets once, at the start of the query (log start, log end, last
+stable offset), resolves the starting and ending options (``cluster.spark.offsets``) and makes one
+Spark partition per log partition; each task reads the partition's segment files directly, up to
+that end (``storage.view.read_partition_batches``: safe against concurrent cleaner swaps; with
+``read_committed``, the default, the end is at most the last stable offset and the batches of
+aborted transactions are skipped), and yields Arrow batches. Options: ``cluster.spark.options``;
+every option given is checked against its table, so none is ignored.
 """
 
 from __future__ import annotations
