@@ -199,16 +199,11 @@ class StrataReader(DataSourceReader):
     and ``endingOffsets`` (``cluster.spark.offsets``); ``read`` runs in a Spark task."""
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
-        opts.check_options(options, opts.BATCH_READ)
+        self.settings = opts.read_settings(options, opts.BATCH_READ)
         self.options = options
-        self.topic = opts.topic(options)
         self.schema = schema
-        self.format = opts.value_format(options)
-        self.rows_per_batch = opts.positive_int(options, "rowsPerBatch", 1 << 16)
-        self.position = opts.starting_position(options, self.topic, opts.EARLIEST)
+        self.topic = self.settings.topic
         self.ends = opts.ending_offsets(options, self.topic)
-        self.isolation = opts.isolation(options)
-        self.fail_on_data_loss = opts.fail_on_data_loss(options)
 
     def partitions(self) -> list[ReadPartition]:
         conn = opts.connection(self.options)
@@ -216,9 +211,10 @@ class StrataReader(DataSourceReader):
         layout = cluster.topic_layout(self.topic)
         bounds = {p: b for p, b in offsets.partition_bounds(cluster, self.topic).items()
                   if p in layout.paths}
-        starts = offsets.resolve_start(cluster, self.topic, self.position, bounds,
-                                       self.isolation, self.fail_on_data_loss)
-        ends = offsets.resolve_end(self.topic, self.ends, bounds, self.isolation)
+        settings = self.settings
+        starts = offsets.resolve_start(cluster, self.topic, settings.position, bounds,
+                                       settings.isolation, settings.fail_on_data_loss)
+        ends = offsets.resolve_end(self.topic, self.ends, bounds, settings.isolation)
         out = []
         for partition in sorted(bounds):
             start, end = starts[partition], ends[partition]
@@ -227,11 +223,12 @@ class StrataReader(DataSourceReader):
                     f"{self.topic}-{partition}: the read would start at offset {start}, after "
                     f"its endingOffsets {end}", option="endingOffsets", partition=partition)
             out.append(ReadPartition(self.topic, partition, layout.paths[partition],
-                                     layout.config, start, end, self.isolation))
+                                     layout.config, start, end, settings.isolation))
         return out
 
     def read(self, partition: ReadPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(partition, self.schema, self.format, self.rows_per_batch)
+        return read_partition(partition, self.schema, self.settings.value_format,
+                              self.settings.rows_per_batch)
 
 
 def read_partition(partition: ReadPartition, schema: StructType, value_format: str,
