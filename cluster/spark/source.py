@@ -18,6 +18,7 @@ every option given is checked against its table, so none is ignored.
 
 from __future__ import annotations
 
+import os
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from cluster.spark.connection import connect, warm_up
 from cluster.spark.decoding import FIXED_COLUMNS, READ_DDL, MsgpackValues, arrow_batches
 from cluster.spark.encoding import DEFAULT_BATCH_BYTES, RESERVED_COLUMNS, BatchEncoder, WritePlan
 from cluster.spark.errors import SourceOptionError, WriteRejectedError
+from storage import files
 from storage.config import LogConfig
 from storage.view import read_partition_batches
 
@@ -182,7 +184,8 @@ class ReadPartition(InputPartition):
     offset at planning, and the batches of aborted transactions are skipped)."""
 
     def __init__(self, topic: str, partition: int, path: str, config: LogConfig, start: int,
-                 end: int, isolation: str = opts.READ_UNCOMMITTED) -> None:
+                 end: int, isolation: str = opts.READ_UNCOMMITTED,
+                 fail_on_data_loss: bool = True) -> None:
         super().__init__(partition)
         self.topic = topic
         self.partition = partition
@@ -191,6 +194,7 @@ class ReadPartition(InputPartition):
         self.start = start
         self.end = end
         self.isolation = isolation
+        self.fail_on_data_loss = fail_on_data_loss
 
 
 class StrataReader(DataSourceReader):
@@ -223,7 +227,8 @@ class StrataReader(DataSourceReader):
                     f"{self.topic}-{partition}: the read would start at offset {start}, after "
                     f"its endingOffsets {end}", option="endingOffsets", partition=partition)
             out.append(ReadPartition(self.topic, partition, layout.paths[partition],
-                                     layout.config, start, end, settings.isolation))
+                                     layout.config, start, end, settings.isolation,
+                                     settings.fail_on_data_loss))
         return out
 
     def read(self, partition: ReadPartition) -> Iterator[pa.RecordBatch]:
@@ -237,6 +242,9 @@ def read_partition(partition: ReadPartition, schema: StructType, value_format: s
     read from the segment files; columns in the order of ``schema``."""
     if partition.start >= partition.end:
         return
+    start = _start_still_held(partition)
+    if start >= partition.end:
+        return
     warm_up()
     values = None
     if value_format == "msgpack":
@@ -245,11 +253,31 @@ def read_partition(partition: ReadPartition, schema: StructType, value_format: s
         values = MsgpackValues([(f.name, to_arrow_type(f.dataType, timezone="UTC"))
                                 for f in schema.fields if f.name not in FIXED_COLUMNS])
     names = schema.names
-    batches = read_partition_batches(partition.path, partition.config, partition.start,
-                                     partition.end,
+    batches = read_partition_batches(partition.path, partition.config, start, partition.end,
                                      isolation=getattr(partition, "isolation",
                                                        opts.READ_UNCOMMITTED))
     for batch in arrow_batches(batches, partition.topic, partition.partition,
-                               partition.start, partition.end, values=values,
+                               start, partition.end, values=values,
                                rows_per_batch=rows_per_batch):
         yield batch if batch.schema.names == names else batch.select(names)
+
+
+def _start_still_held(partition: ReadPartition) -> int:
+    """The planned start, checked again in the task: retention may have deleted the segments
+    holding it since the plan (the first segment's base offset is then above it; compaction keeps
+    the first segment's base). Data loss as at planning (``cluster.spark.offsets.checked_start``):
+    an error naming the offsets, or, with ``failOnDataLoss=false``, a warning and the first
+    offset still held."""
+    try:
+        names = os.listdir(partition.path)
+    except FileNotFoundError:
+        return partition.start                  # the partition is gone: nothing to read
+    bases = [files.offset_from_file_name(name) for name in names
+             if files.is_segment_file(name) and name.endswith(files.LOG_SUFFIX)]
+    first = min(bases, default=partition.start)
+    if first <= partition.start:
+        return partition.start
+    held = offsets.Bounds(log_start=first, log_end=max(first, partition.end),
+                          last_stable=max(first, partition.end))
+    return offsets.checked_start(partition.topic, partition.partition, partition.start, held,
+                                 getattr(partition, "fail_on_data_loss", True))

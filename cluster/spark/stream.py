@@ -140,7 +140,8 @@ class StrataStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if first >= last:
                 continue
             out.append(ReadPartition(self.topic, partition, layout.paths[partition],
-                                     layout.config, first, last, self.settings.isolation))
+                                     layout.config, first, last, self.settings.isolation,
+                                     self.settings.fail_on_data_loss))
         return out
 
     def read(self, partition: ReadPartition) -> Iterator[pa.RecordBatch]:
