@@ -7,8 +7,11 @@
    ``accounts`` and the same events, as msgpack-packed columns, into ``events``;
 4. every partition of ``accounts`` is rolled and cleaned;
 5. Spark SQL checks that ``accounts`` now equals the latest value per key of the input;
-6. the per-actor statistics table from ``strata-stats``; the dashboard address;
-7. everything shut down cleanly.
+6. a streaming query copies ``events`` into Parquet in micro-batches (``readStream``,
+   ``maxOffsetsPerTrigger``, ``Trigger.AvailableNow``), then resumes from its checkpoint after
+   more events arrive: every event exactly once;
+7. the per-actor statistics table from ``strata-stats``; the dashboard address;
+8. everything shut down cleanly.
 
 Run ``python -m ops.demo --help`` for the sizes.
 """
@@ -152,9 +155,49 @@ def run_job(console: Console, spark: Any, cluster: Any, records: int, keys: int)
         f"[bold {'green' if events_ok else 'red'}]{EVENTS}[/]: {events_check.n:,} events read "
         f"back through msgpack columns, amounts sum to {events_check.total:,} "
         f"(input {expected_total:,})")
+    stream_ok = _stream_check(console, spark, cluster, records)
     _stats_table(console, spark, ns)
-    if not ok or not events_ok:
+    if not ok or not events_ok or not stream_ok:
         raise SystemExit("the check failed")
+
+
+def _stream_check(console: Console, spark: Any, cluster: Any, records: int) -> bool:
+    """A short Structured Streaming query: ``events`` copied into Parquet by micro-batches of at
+    most a quarter of the topic (``maxOffsetsPerTrigger``), run to the end, then run again from
+    its checkpoint after more events arrive: every event lands exactly once."""
+    from storage.records import Record
+
+    root = Path(cluster.description.log_dirs[0]).parent / "stream"
+    shutil.rmtree(root, ignore_errors=True)
+    out, checkpoint = str(root / "out"), str(root / "checkpoint")
+
+    def run() -> list[int]:
+        query = (spark.readStream.format("strata").option("topic", EVENTS)
+                 .option("namespace", cluster.namespace).option("startingOffsets", "earliest")
+                 .option("maxOffsetsPerTrigger", max(records // 4, 1)).load()
+                 .writeStream.format("parquet").option("path", out)
+                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+        query.awaitTermination()
+        return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+
+    with console.status("streaming events into Parquet (readStream, availableNow)"):
+        first = run()
+        extra = 1000
+        now = int(time.time() * 1000)
+        for partition in range(PARTITIONS):
+            cluster.produce(EVENTS, partition, [Record(key=b"late", value=b"late-%d" % i,
+                                                       timestamp=now)
+                                                for i in range(extra // PARTITIONS)])
+        added = extra // PARTITIONS * PARTITIONS
+        second = run()
+        rows = spark.read.parquet(out).selectExpr("count(*) AS n",
+                                                  "count(DISTINCT partition, offset) AS d").first()
+    ok = sum(first) == records and sum(second) == added and rows.n == rows.d == records + added
+    console.print(
+        f"[bold {'green' if ok else 'red'}]stream[/]: {EVENTS} -> Parquet in {len(first)} "
+        f"micro-batches ({', '.join(f'{n:,}' for n in first)} rows), then {sum(second):,} new "
+        f"events after a restart from the checkpoint; {rows.n:,} rows, each offset once")
+    return ok
 
 
 def _write(progress: Progress, cluster: Any, topic: str, records: int,

@@ -4,6 +4,7 @@
     register(spark)
     df.write.format("strata").option("topic", "orders").mode("append").save()
     spark.read.format("strata").option("topic", "orders").load()
+    spark.readStream.format("strata").option("topic", "orders").load()
     spark.read.format("strata-stats").load()
 
 Options (``address``, ``namespace``, ``startingOffsets``, ``valueFormat``...) are listed in

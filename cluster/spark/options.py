@@ -3,8 +3,8 @@
 Every option a source takes is in ``KNOWN_OPTIONS`` (name, where it applies, Kafka's name when
 Kafka's Spark source has the same option under another name); ``check_options`` refuses, with a
 ``SourceOptionError`` naming it, an option that is unknown, that Kafka's source has but we do not
-support, or that does not apply to the operation (``endingOffsets`` in a stream, ``compression`` in a
-read): an option is never silently ignored. Names are case-insensitive, as Spark's.
+support, or that does not apply to the operation (``endingOffsets`` in a stream, ``compression``
+in a read): an option is never silently ignored. Names are case-insensitive, as Spark's.
 
 Every source:
     ``address``     Ray address, ``auto`` (default: ``RAY_ADDRESS``, else the cluster on this host)
@@ -364,6 +364,29 @@ def max_offsets_per_trigger(options: Mapping[str, str]) -> int | None:
     if _get(options, "maxRecordsPerTrigger") is None:
         return None
     return positive_int(options, "maxRecordsPerTrigger", 1)
+
+
+@dataclass(frozen=True)
+class ReadSettings:
+    """The options every read (batch or stream) takes, checked and parsed."""
+
+    topic: str
+    value_format: str
+    rows_per_batch: int
+    position: StartingPosition
+    isolation: str
+    fail_on_data_loss: bool
+
+
+def read_settings(options: Mapping[str, str], operation: str) -> ReadSettings:
+    """Check ``options`` for a ``BATCH_READ`` or ``STREAM_READ`` and parse what both take (a batch
+    read starts at the earliest by default, a stream at the latest, as in Kafka's source)."""
+    check_options(options, operation)
+    name = topic(options)
+    return ReadSettings(
+        name, value_format(options), positive_int(options, "rowsPerBatch", 1 << 16),
+        starting_position(options, name, EARLIEST if operation == BATCH_READ else LATEST),
+        isolation(options), fail_on_data_loss(options))
 
 
 def value_schema(options: Mapping[str, str]) -> str:

@@ -1,19 +1,24 @@
-"""The ``strata`` data source: write a DataFrame into a topic, read a topic back.
+"""The ``strata`` data source: write a DataFrame into a topic, read a topic back, stream from it.
 
     df.write.format("strata").option("topic", "orders").mode("append").save()
     spark.read.format("strata").option("topic", "orders").load()
+    spark.readStream.format("strata").option("topic", "orders").load()   # cluster.spark.stream
 
 Write: the planner (a Spark Python process on the driver side) checks the DataFrame against the
 topic (``WritePlan``); each task encodes its rows into record batches (``BatchEncoder``) and sends
 them to the node actors that own the partitions; the job's commit flushes the topic. Read: the
-planner asks each partition's log end offset once, at the start of the query, and makes one Spark
-partition per log partition; each task reads the partition's segment files directly, up to that
-offset (``storage.view.read_partition_batches``: safe against concurrent cleaner swaps), and
-yields Arrow batches. Options: ``cluster.spark.options``.
+planner asks the partitions' offsets once, at the start of the query (log start, log end, last
+stable offset), resolves the starting and ending options (``cluster.spark.offsets``) and makes one
+Spark partition per log partition; each task reads the partition's segment files directly, up to
+that end (``storage.view.read_partition_batches``: safe against concurrent cleaner swaps; with
+``read_committed``, the default, the end is at most the last stable offset and the batches of
+aborted transactions are skipped), and yields Arrow batches. Options: ``cluster.spark.options``;
+every option given is checked against its table, so none is ignored.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -42,6 +47,7 @@ from cluster.spark.connection import connect, warm_up
 from cluster.spark.decoding import FIXED_COLUMNS, READ_DDL, MsgpackValues, arrow_batches
 from cluster.spark.encoding import DEFAULT_BATCH_BYTES, RESERVED_COLUMNS, BatchEncoder, WritePlan
 from cluster.spark.errors import SourceOptionError, WriteRejectedError
+from storage import files
 from storage.config import LogConfig
 from storage.view import read_partition_batches
 
@@ -178,7 +184,8 @@ class ReadPartition(InputPartition):
     offset at planning, and the batches of aborted transactions are skipped)."""
 
     def __init__(self, topic: str, partition: int, path: str, config: LogConfig, start: int,
-                 end: int, isolation: str = opts.READ_UNCOMMITTED) -> None:
+                 end: int, isolation: str = opts.READ_UNCOMMITTED,
+                 fail_on_data_loss: bool = True) -> None:
         super().__init__(partition)
         self.topic = topic
         self.partition = partition
@@ -187,6 +194,7 @@ class ReadPartition(InputPartition):
         self.start = start
         self.end = end
         self.isolation = isolation
+        self.fail_on_data_loss = fail_on_data_loss
 
 
 class StrataReader(DataSourceReader):
@@ -195,16 +203,11 @@ class StrataReader(DataSourceReader):
     and ``endingOffsets`` (``cluster.spark.offsets``); ``read`` runs in a Spark task."""
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
-        opts.check_options(options, opts.BATCH_READ)
+        self.settings = opts.read_settings(options, opts.BATCH_READ)
         self.options = options
-        self.topic = opts.topic(options)
         self.schema = schema
-        self.format = opts.value_format(options)
-        self.rows_per_batch = opts.positive_int(options, "rowsPerBatch", 1 << 16)
-        self.position = opts.starting_position(options, self.topic, opts.EARLIEST)
+        self.topic = self.settings.topic
         self.ends = opts.ending_offsets(options, self.topic)
-        self.isolation = opts.isolation(options)
-        self.fail_on_data_loss = opts.fail_on_data_loss(options)
 
     def partitions(self) -> list[ReadPartition]:
         conn = opts.connection(self.options)
@@ -212,9 +215,10 @@ class StrataReader(DataSourceReader):
         layout = cluster.topic_layout(self.topic)
         bounds = {p: b for p, b in offsets.partition_bounds(cluster, self.topic).items()
                   if p in layout.paths}
-        starts = offsets.resolve_start(cluster, self.topic, self.position, bounds,
-                                       self.isolation, self.fail_on_data_loss)
-        ends = offsets.resolve_end(self.topic, self.ends, bounds, self.isolation)
+        settings = self.settings
+        starts = offsets.resolve_start(cluster, self.topic, settings.position, bounds,
+                                       settings.isolation, settings.fail_on_data_loss)
+        ends = offsets.resolve_end(self.topic, self.ends, bounds, settings.isolation)
         out = []
         for partition in sorted(bounds):
             start, end = starts[partition], ends[partition]
@@ -223,12 +227,13 @@ class StrataReader(DataSourceReader):
                     f"{self.topic}-{partition}: the read would start at offset {start}, after "
                     f"its endingOffsets {end}", option="endingOffsets", partition=partition)
             out.append(ReadPartition(self.topic, partition, layout.paths[partition],
-                                     layout.config, start, end, self.isolation))
+                                     layout.config, start, end, settings.isolation,
+                                     settings.fail_on_data_loss))
         return out
 
     def read(self, partition: ReadPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(partition, self.schema, self.format, self.rows_per_batch,
-                              relocator(self.options, partition))
+        return read_partition(partition, self.schema, self.settings.value_format,
+                              self.settings.rows_per_batch, relocator(self.options, partition))
 
 
 def read_partition(partition: ReadPartition, schema: StructType, value_format: str,
@@ -239,6 +244,9 @@ def read_partition(partition: ReadPartition, schema: StructType, value_format: s
     partition lives now when it moved to another log directory during the read."""
     if partition.start >= partition.end:
         return
+    start = _start_still_held(partition)
+    if start >= partition.end:
+        return
     warm_up()
     values = None
     if value_format == "msgpack":
@@ -247,13 +255,12 @@ def read_partition(partition: ReadPartition, schema: StructType, value_format: s
         values = MsgpackValues([(f.name, to_arrow_type(f.dataType, timezone="UTC"))
                                 for f in schema.fields if f.name not in FIXED_COLUMNS])
     names = schema.names
-    batches = read_partition_batches(partition.path, partition.config, partition.start,
-                                     partition.end,
+    batches = read_partition_batches(partition.path, partition.config, start, partition.end,
                                      isolation=getattr(partition, "isolation",
                                                        opts.READ_UNCOMMITTED),
                                      relocate=relocate)
     for batch in arrow_batches(batches, partition.topic, partition.partition,
-                               partition.start, partition.end, values=values,
+                               start, partition.end, values=values,
                                rows_per_batch=rows_per_batch):
         yield batch if batch.schema.names == names else batch.select(names)
 
@@ -266,3 +273,24 @@ def relocator(options: dict[str, str], partition: ReadPartition) -> Callable[[],
         return connect(conn.address, conn.namespace).topic_layout(
             partition.topic).paths.get(partition.partition)
     return where
+
+
+def _start_still_held(partition: ReadPartition) -> int:
+    """The planned start, checked again in the task: retention may have deleted the segments
+    holding it since the plan (the first segment's base offset is then above it; compaction keeps
+    the first segment's base). Data loss as at planning (``cluster.spark.offsets.checked_start``):
+    an error naming the offsets, or, with ``failOnDataLoss=false``, a warning and the first
+    offset still held."""
+    try:
+        names = os.listdir(partition.path)
+    except FileNotFoundError:
+        return partition.start                  # the partition is gone: nothing to read
+    bases = [files.offset_from_file_name(name) for name in names
+             if files.is_segment_file(name) and name.endswith(files.LOG_SUFFIX)]
+    first = min(bases, default=partition.start)
+    if first <= partition.start:
+        return partition.start
+    held = offsets.Bounds(log_start=first, log_end=max(first, partition.end),
+                          last_stable=max(first, partition.end))
+    return offsets.checked_start(partition.topic, partition.partition, partition.start, held,
+                                 getattr(partition, "fail_on_data_loss", True))

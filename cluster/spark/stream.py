@@ -54,15 +54,10 @@ class StrataStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     ``Trigger.AvailableNow``; everything else comes from the offsets Spark passes in."""
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
-        opts.check_options(options, opts.STREAM_READ)
+        self.settings = opts.read_settings(options, opts.STREAM_READ)
         self.options = options
-        self.topic = opts.topic(options)
         self.schema = schema
-        self.format = opts.value_format(options)
-        self.rows_per_batch = opts.positive_int(options, "rowsPerBatch", 1 << 16)
-        self.position = opts.starting_position(options, self.topic, opts.LATEST)
-        self.isolation = opts.isolation(options)
-        self.fail_on_data_loss = opts.fail_on_data_loss(options)
+        self.topic = self.settings.topic
         self.max_offsets = opts.max_offsets_per_trigger(options)
         self._target: Offsets | None = None          # Trigger.AvailableNow
         self._cluster: Any = None
@@ -88,12 +83,16 @@ class StrataStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _bounds(self) -> dict[int, offsets.Bounds]:
         return offsets.partition_bounds(self._connect(), self.topic)
 
+    def _latest(self) -> Offsets:
+        return {p: b.latest(self.settings.isolation) for p, b in self._bounds().items()}
+
     # ---- DataSourceStreamReader ----------------------------------------------------------------
     def initialOffset(self) -> dict:
         bounds = self._bounds()
-        return self._encode(offsets.resolve_start(self._connect(), self.topic, self.position,
-                                                  bounds, self.isolation,
-                                                  self.fail_on_data_loss))
+        settings = self.settings
+        return self._encode(offsets.resolve_start(self._connect(), self.topic, settings.position,
+                                                  bounds, settings.isolation,
+                                                  settings.fail_on_data_loss))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.max_offsets is None:
@@ -101,14 +100,14 @@ class StrataStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(self.max_offsets)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = {p: b.latest(self.isolation) for p, b in self._bounds().items()}
+        self._target = self._latest()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = self._decode(start)
         ends = {}
         for partition, b in self._bounds().items():
             first = begin.get(partition, 0)            # a new partition starts at its offset 0
-            end = b.latest(self.isolation)
+            end = b.latest(self.settings.isolation)
             if self._target is not None:
                 end = min(end, self._target.get(partition, first))
             ends[partition] = max(end, first)
@@ -119,7 +118,7 @@ class StrataStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._encode(ends)
 
     def reportLatestOffset(self) -> dict | None:
-        return self._encode({p: b.latest(self.isolation) for p, b in self._bounds().items()})
+        return self._encode(self._latest())
 
     def partitions(self, start: dict, end: dict) -> list[ReadPartition]:
         begin, stop = self._decode(start), self._decode(end)
@@ -136,16 +135,18 @@ class StrataStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             b = bounds.get(partition)
             if b is None or partition not in layout.paths:
                 continue                               # partitions are never removed
-            first = offsets.checked_start(self.topic, partition, first, b, self.fail_on_data_loss)
+            first = offsets.checked_start(self.topic, partition, first, b,
+                                          self.settings.fail_on_data_loss)
             if first >= last:
                 continue
             out.append(ReadPartition(self.topic, partition, layout.paths[partition],
-                                     layout.config, first, last, self.isolation))
+                                     layout.config, first, last, self.settings.isolation,
+                                     self.settings.fail_on_data_loss))
         return out
 
     def read(self, partition: ReadPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(partition, self.schema, self.format, self.rows_per_batch,
-                              relocator(self.options, partition))
+        return read_partition(partition, self.schema, self.settings.value_format,
+                              self.settings.rows_per_batch, relocator(self.options, partition))
 
     def commit(self, end: dict) -> None:
         """Nothing to do: the offsets live in Spark's checkpoint, and a read holds no resource."""

@@ -14,6 +14,16 @@ from storage.records import Record
 from storage.view import read_partition_batches
 
 
+def _clean_forever(log: Log, stop: threading.Event, cleans: list[int]) -> None:
+    """Clean ``log`` from its start again and again until ``stop``, counting cleans."""
+    cleaner = Cleaner(CleanerConfig(dedupe_buffer_size=120 * 24))
+    while not stop.is_set():
+        first = 0
+        while first < log.active_segment.base_offset and not stop.is_set():
+            first = cleaner.clean(log, first).next_dirty_offset
+            cleans[0] += 1
+
+
 def test_reading_files_during_swaps_sees_every_latest_value(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes=4096, cleanup_policy="compact", file_delete_delay_ms=0)
     log = Log.open(tmp_path / "r-0", config)
@@ -26,16 +36,7 @@ def test_reading_files_during_swaps_sees_every_latest_value(tmp_path: Path) -> N
     end = log.log_end_offset
     stop = threading.Event()
     cleans = [0]
-
-    def clean_forever() -> None:
-        cleaner = Cleaner(CleanerConfig(dedupe_buffer_size=120 * 24))
-        while not stop.is_set():
-            first = 0
-            while first < log.active_segment.base_offset and not stop.is_set():
-                first = cleaner.clean(log, first).next_dirty_offset
-                cleans[0] += 1
-
-    thread = threading.Thread(target=clean_forever)
+    thread = threading.Thread(target=_clean_forever, args=(log, stop, cleans))
     thread.start()
     try:
         for _round in range(3):
@@ -86,16 +87,7 @@ def test_read_committed_file_reads_during_swaps_never_see_aborted_values(tmp_pat
     end = log.last_stable_offset
     stop = threading.Event()
     cleans = [0]
-
-    def clean_forever() -> None:
-        cleaner = Cleaner(CleanerConfig(dedupe_buffer_size=120 * 24))
-        while not stop.is_set():
-            first = 0
-            while first < log.active_segment.base_offset and not stop.is_set():
-                first = cleaner.clean(log, first).next_dirty_offset
-                cleans[0] += 1
-
-    thread = threading.Thread(target=clean_forever)
+    thread = threading.Thread(target=_clean_forever, args=(log, stop, cleans))
     thread.start()
     try:
         rounds = 0

@@ -109,3 +109,38 @@ def test_max_offsets_per_trigger_is_split_in_proportion_and_never_exceeded() -> 
     one = limit_ends({0: 0, 1: 0, 2: 0}, {0: 1, 1: 1, 2: 1}, 2)
     assert sum(one.values()) == 2                         # rounding never adds an offset
     assert limit_ends({0: 5}, {0: 5, 1: 10}, 4) == {0: 5, 1: 4}   # a new partition from 0
+
+
+def test_a_task_whose_start_retention_deleted_since_the_plan_reports_data_loss(tmp_path) -> None:
+    """Planning saw offset 0; before the task ran, retention deleted the segments holding it. The
+    task fails naming the offsets (failOnDataLoss=true), or reads from the first offset still
+    held (false), as Kafka's source does when a fetch finds its offsets gone."""
+    from pyspark.sql.types import StructField, StructType
+
+    from cluster.spark.decoding import FIXED_COLUMNS
+    from cluster.spark.source import ReadPartition, read_partition
+    from storage.config import LogConfig
+    from storage.log import Log
+    from storage.records import Record
+
+    import time
+
+    config = LogConfig(segment_bytes=1024, file_delete_delay_ms=0)
+    log = Log.open(tmp_path / "aged-0", config)
+    now = int(time.time() * 1000)
+    for i in range(60):
+        log.append([Record(key=b"k", value=b"%d" % i, timestamp=now)])
+    end = log.log_end_offset
+    planned = [ReadPartition("aged", 0, str(log.dir), config, 0, end, opts.READ_COMMITTED, fail)
+               for fail in (True, False)]
+    cut = log.segment_base_offsets()[2]
+    log.maybe_increment_log_start_offset(cut)
+    assert log.delete_old_segments() == 2
+    schema = StructType([StructField(name, StructType()) for name in FIXED_COLUMNS])
+    with pytest.raises(DataLossError, match=f"aged-0: offset 0 is gone.* log start offset is "
+                                            f"{cut}"):
+        list(read_partition(planned[0], schema, "binary", 1000))
+    rows = [v for b in read_partition(planned[1], schema, "binary", 1000)
+            for v in b.column("value").to_pylist()]
+    assert rows == [b"%d" % i for i in range(cut, end)]
+    log.close()

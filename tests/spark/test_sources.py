@@ -15,7 +15,8 @@ from tests.spark.conftest import wait_for
 
 COMPACT = {"cleanup.policy": "compact", "segment.bytes": 64 * 1024,
            "min.cleanable.dirty.ratio": 0.01}
-T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+# recent: the 7-day retention (first check 30 s after a node starts) would delete older records
+T0 = dt.datetime.now(dt.timezone.utc).replace(microsecond=0) - dt.timedelta(minutes=1)
 
 
 def test_write_then_read_back_equals_the_input(strata) -> None:

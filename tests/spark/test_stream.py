@@ -15,7 +15,7 @@ from pyspark.errors import StreamingQueryException
 from storage.producer_state import ORIGIN_COORDINATOR
 from storage.records import ControlType, Record, build_batch, build_end_txn_marker
 
-T0 = 1_700_000_000_000
+T0 = int(time.time() * 1000) - 60_000     # recent: retention (7 days) never removes a record
 
 
 class Stream:
