@@ -179,7 +179,9 @@ class TransactionCoordinator:
         """Start a transaction of ``transactional_id`` (Kafka's InitProducerId): a new epoch,
         state Empty. An open transaction of the id is aborted first (the previous producer is
         fenced), unless ``join`` and its ``tag`` equals ``tag``: then it is returned as it is
-        (how the tasks of one streaming micro-batch find the transaction of that batch)."""
+        (how the tasks of one streaming micro-batch find the transaction of that batch). Tags of
+        decimal digits are ordered: a join with a tag below the open one's is fenced
+        (``ProducerFencedError``: a late task of an earlier micro-batch)."""
         self._check_loaded()
         if not transactional_id:
             raise InvalidConfigError("a transactional id must not be empty",
@@ -196,6 +198,11 @@ class TransactionCoordinator:
             if meta is not None and meta.state.open:
                 if join and meta.tag == tag:
                     return _info(meta)
+                if join and _older(tag, meta.tag):
+                    raise ProducerFencedError(
+                        f"transaction {transactional_id}: {tag!r} is older than the open "
+                        f"{meta.tag!r} (a late task of an earlier micro-batch)",
+                        transactional_id=transactional_id, tag=tag, current_tag=meta.tag)
                 self._end(meta, commit=False, producer_ids=None, sink_batch=None, bump=True)
                 meta = self._txns[transactional_id]
             now = self._clock.milliseconds()
@@ -351,6 +358,10 @@ class TransactionCoordinator:
         self._store.append(meta.key(), meta.value())
         with self._lock:
             self._txns[meta.transactional_id] = meta
+
+
+def _older(tag: str, than: str) -> bool:
+    return tag.isdigit() and than.isdigit() and int(tag) < int(than)
 
 
 def _info(meta: TxnMetadata) -> TxnInfo:

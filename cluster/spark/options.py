@@ -10,7 +10,17 @@ Every source:
                     ``max.message.bytes``)
     ``compression`` none (default), gzip, snappy, lz4, zstd
     ``flush``       true (default): the job's commit flushes every partition of the topic, so a
-                    finished write survives a crash of any process
+                    finished write survives a crash of any process (a transactional write's
+                    markers flush every partition it wrote, whatever this says)
+    ``transactional``        true (default): the job is one transaction, committed by the
+                    job's commit (the task attempts that succeeded) or aborted; read_committed
+                    readers see all of its rows or none. false: idempotent batches, visible as
+                    they are appended (a failed job leaves what its tasks wrote)
+    ``transactionTimeoutMs`` the job's transaction is aborted by the cluster when it is still
+                    open after this long (Kafka's producer ``transaction.timeout.ms``; default the
+                    cluster's ``transaction.timeout.ms``, 60 s; at most
+                    ``transaction.max.timeout.ms``, 15 min); ``transaction.timeout.ms`` is taken
+                    too
 ``strata`` read:
     ``startingOffsets``  ``earliest`` (default), ``latest``, or JSON ``{"0": 42, "1": -2}`` /
                          ``{"orders": {"0": 42}}`` as Spark's Kafka source takes it (-2 earliest,
@@ -144,3 +154,11 @@ def starting_offsets(options: Mapping[str, str], topic_name: str) -> tuple[int, 
 
 def value_schema(options: Mapping[str, str]) -> str:
     return _get(options, "valueSchema") or ""
+
+
+def transaction_timeout_ms(options: Mapping[str, str]) -> int | None:
+    """``transactionTimeoutMs`` (or Kafka's ``transaction.timeout.ms``); None: the cluster's."""
+    for key in ("transactionTimeoutMs", "transaction.timeout.ms"):
+        if _get(options, key) is not None:
+            return positive_int(options, key, 0)
+    return None

@@ -166,6 +166,8 @@ def test_join_with_the_same_tag_returns_the_open_transaction(world: _World) -> N
     assert again.epoch == first.epoch
     other = tc.begin("sink", tag="8", join=True)
     assert other.epoch > first.epoch
+    with pytest.raises(ProducerFencedError, match="a late task of an earlier micro-batch"):
+        tc.begin("sink", tag="7", join=True)
 
 
 def test_an_expired_transaction_is_aborted_and_its_owner_fenced(world: _World,
