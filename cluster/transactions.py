@@ -62,8 +62,8 @@ logger = logging.getLogger(__name__)
 class StateStore(Protocol):
     """The durable, keyed state log."""
 
-    def append(self, key: bytes, value: bytes) -> None:
-        """Append one record; durable (flushed) when it returns."""
+    def append(self, key: bytes, value: bytes | None) -> None:
+        """Append one record (None: a tombstone); durable (flushed) when it returns."""
         ...
 
     def read_all(self) -> Iterator[tuple[bytes, bytes | None]]:
@@ -155,7 +155,8 @@ class TransactionCoordinator:
 
     def tick(self) -> list[TxnOutcome]:
         """The periodic work: complete the decided transactions whose markers are not all
-        written yet (after a restart, or a node that failed a marker), then ``abort_expired``."""
+        written yet (after a restart, or a node that failed a marker), ``abort_expired``, and
+        forget the ids ended longer than ``transactional.id.expiration.ms`` ago."""
         if not self._loaded:
             return []
         with self._lock:
@@ -166,7 +167,27 @@ class TransactionCoordinator:
                 meta = self._txns[tid]
                 if meta.state.preparing:
                     done.append(self._complete(meta))
-        return done + self.abort_expired()
+        ended = done + self.abort_expired()
+        self._forget_expired_ids()
+        return ended
+
+    def _forget_expired_ids(self) -> int:
+        now = self._clock.milliseconds()
+        expiration = self.config.transactional_id_expiration_ms
+        with self._lock:
+            old = [t.transactional_id for t in self._txns.values()
+                   if t.forgettable(now, expiration)]
+        forgotten = 0
+        for tid in old:
+            with self._id_lock(tid):
+                meta = self._txns.get(tid)
+                if meta is None or not meta.forgettable(self._clock.milliseconds(), expiration):
+                    continue
+                self._store.append(meta.key(), None)
+                with self._lock:
+                    del self._txns[tid]
+                forgotten += 1
+        return forgotten
 
     def _check_loaded(self) -> None:
         if not self._loaded:
@@ -385,7 +406,7 @@ class LogStateStore:
         self.log = log
         self._clock = clock
 
-    def append(self, key: bytes, value: bytes) -> None:
+    def append(self, key: bytes, value: bytes | None) -> None:
         self.log.append([Record(key=key, value=value, timestamp=self._clock.milliseconds())])
         self.log.flush()
 

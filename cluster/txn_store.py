@@ -54,7 +54,7 @@ class NodeStateStore:
                     self._meta.refresh()
         return None
 
-    def append(self, key: bytes, value: bytes) -> None:
+    def append(self, key: bytes, value: bytes | None) -> None:
         node = self._node(create=True)
         assert node is not None
         batch = build_batch([Record(key=key, value=value, timestamp=self._clock.milliseconds())])

@@ -252,6 +252,28 @@ def test_a_replayed_sink_batch_adds_nothing(world: _World) -> None:
     assert world.committed("t", 0) == [b"batch3"] and world.stable("t", 0)
 
 
+def test_an_ended_id_is_forgotten_after_the_expiration_but_a_sinks_is_kept(
+        world: _World, clock: FakeClock) -> None:
+    """Kafka's transactional.id.expiration.ms, through a restart (a tombstone in the log)."""
+    config = TransactionConfig(transactional_id_expiration_ms=1000)
+    tc = world.coordinator(config=config)
+    job = tc.begin("job")
+    tc.end("job", job.epoch, commit=True)                 # an Empty transaction ends too
+    sink = tc.begin("sink", tag="0", join=True)
+    tc.end("sink", sink.epoch, commit=True, sink_batch=0)
+    clock.advance(1000)
+    tc.tick()
+    assert [t.transactional_id for t in tc.transactions()] == ["job", "sink"]
+    clock.advance(1)
+    tc.tick()
+    assert [t.transactional_id for t in tc.transactions()] == ["sink"]
+    world.restart()
+    tc = world.coordinator(config=config)
+    assert [t.transactional_id for t in tc.transactions()] == ["sink"]
+    with pytest.raises(UnknownTransactionError):
+        tc.describe("job")
+
+
 def test_ending_an_aborted_transaction_with_commit_is_refused(world: _World) -> None:
     tc = world.coordinator()
     txn = tc.begin("job")
