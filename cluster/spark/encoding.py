@@ -47,6 +47,7 @@ import pyarrow.compute as pc
 from cluster.partitioner import partitions_for_keys
 from cluster.spark.errors import WriteRejectedError
 from cluster.transactions import TxnInfo
+from cluster.txn_client import REGISTER_LOOKAHEAD_BYTES
 from cluster.txn_state import DATA_EPOCH
 from storage.kernels import MAX_RECORD_OVERHEAD
 from storage.records import HEADER_SIZE, Compression, Record, build_batch, build_batch_columns
@@ -99,6 +100,12 @@ class WritePlan:
     @property
     def batch_limit(self) -> int:
         return min(self.batch_bytes, self.largest_batch[0])
+
+    @property
+    def register_lookahead(self) -> int:
+        """Bytes of batches a transactional task holds back so that it registers the partitions
+        they go to in one call: about one batch per partition, at most 8 MiB."""
+        return min(self.batch_limit * self.partitions, REGISTER_LOOKAHEAD_BYTES)
 
 
 @dataclass

@@ -21,6 +21,11 @@ Every source:
                     cluster's ``transaction.timeout.ms``, 60 s; at most
                     ``transaction.max.timeout.ms``, 15 min); ``transaction.timeout.ms`` is taken
                     too
+``strata`` streaming write (``writeStream``; the write options above apply too):
+    ``checkpointLocation``   required by Spark; the sink's transactional id is derived from it,
+                    so a query restarted from its checkpoint is the same sink
+    ``transactionalId``      the sink's transactional id instead (two queries must never share
+                    one)
 ``strata`` read:
     ``startingOffsets``  ``earliest`` (default), ``latest``, or JSON ``{"0": 42, "1": -2}`` /
                          ``{"orders": {"0": 42}}`` as Spark's Kafka source takes it (-2 earliest,

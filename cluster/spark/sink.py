@@ -19,6 +19,7 @@ sees each micro-batch whole or not at all.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -85,13 +86,15 @@ class StrataStreamWriter(DataSourceStreamArrowWriter):
         encoder = BatchEncoder(plan, spark_partition, producer_id=new_producer_id())
 
         def items() -> Iterator[tuple[str, int, bytes]]:
-            for topic, partition, data in encoder.batches(iterator):
-                if not joined:
-                    txn = cluster.begin_transaction(self.transactional_id, self.timeout_ms,
-                                                    tag=str(batch_id), join=True)
-                    joined.append(txn.new_producer(encoder.producer_id))
-                joined[0].register([(topic, partition)])
-                yield topic, partition, data
+            batches = iter(encoder.batches(iterator))
+            first = next(batches, None)
+            if first is None:
+                return                    # no rows: the task joins no transaction
+            txn = cluster.begin_transaction(self.transactional_id, self.timeout_ms,
+                                            tag=str(batch_id), join=True)
+            joined.append(txn.new_producer(encoder.producer_id))
+            yield from joined[0].registering(itertools.chain([first], batches),
+                                             plan.register_lookahead)
 
         result = cluster.produce_batches(items(), batch_bytes=plan.batch_limit)
         epoch = joined[0].txn.epoch if joined else -1

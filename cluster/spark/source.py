@@ -19,7 +19,7 @@ yields Arrow batches. Options: ``cluster.spark.options``.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -45,7 +45,7 @@ from cluster.spark.connection import connect, warm_up
 from cluster.spark.decoding import FIXED_COLUMNS, READ_DDL, MsgpackValues, arrow_batches
 from cluster.spark.encoding import DEFAULT_BATCH_BYTES, RESERVED_COLUMNS, BatchEncoder, WritePlan
 from cluster.spark.errors import SourceOptionError, WriteRejectedError
-from cluster.txn_client import TxnHandle, TxnProducer
+from cluster.txn_client import TxnHandle
 from storage.config import LogConfig
 from storage.view import read_partition_batches
 
@@ -175,7 +175,7 @@ class StrataWriter(DataSourceArrowWriter):
         else:
             member = TxnHandle.attach(cluster, plan.txn).new_producer()
             encoder = BatchEncoder(plan, spark_partition, producer_id=member.producer_id)
-            items = registered(member, encoder.batches(iterator))
+            items = member.registering(encoder.batches(iterator), plan.register_lookahead)
         result = cluster.produce_batches(items, batch_bytes=plan.batch_limit)
         return StrataCommitMessage(spark_partition, attempt, encoder.producer_id, encoder.rows,
                                    encoder.batches_built, encoder.bytes_built, result.records)
@@ -203,14 +203,6 @@ class StrataWriter(DataSourceArrowWriter):
         if plan.txn is not None:
             TxnHandle.attach(connect(plan.address, plan.namespace), plan.txn).abort()
 
-
-def registered(member: TxnProducer, items: Iterable[tuple[str, int, bytes]]
-               ) -> Iterator[tuple[str, int, bytes]]:
-    """``items``, each partition registered in the transaction before its first batch is
-    handed on (to be appended)."""
-    for topic, partition, data in items:
-        member.register([(topic, partition)])
-        yield topic, partition, data
 
 
 # ---- read --------------------------------------------------------------------------------------------

@@ -57,7 +57,7 @@ def _failing_udf(namespace: str, topic: str, partition_id: int, attempts: tuple[
                           for r in cluster.consume(topic, p)):
                 if time.monotonic() > deadline:
                     raise AssertionError(f"{wait_for_value} was never stored")
-                time.sleep(0.05)
+                time.sleep(0.2)
             raise RuntimeError("injected failure after the writer stored rows")
         return value
 
@@ -90,7 +90,7 @@ def test_a_job_that_fails_half_way_is_invisible_to_read_committed(strata) -> Non
     c.create_topic("orders", partitions=3)
     failing = _frame(strata.spark, _failing_udf(strata.namespace, "orders", 2, (0, 1), "0"))
     with pytest.raises(Exception, match="injected failure"):
-        strata.write(failing, "orders", batchBytes=2048)
+        strata.write(failing, "orders", batchBytes=16384)
     assert stored(c, "orders") > TOPIC_ROWS // 3          # others wrote before the failure
     assert committed(c, "orders") == []
     assert all_stable(c, "orders")
@@ -105,7 +105,7 @@ def test_a_successful_job_with_a_retried_task_is_visible_whole_and_once(strata) 
     c = strata.cluster
     c.create_topic("orders", partitions=3)
     flaky = _frame(strata.spark, _failing_udf(strata.namespace, "orders", 1, (0,), "10000"))
-    strata.write(flaky, "orders", batchBytes=2048)
+    strata.write(flaky, "orders", batchBytes=16384)
     got = committed(c, "orders")
     assert sorted(got) == sorted(str(i).encode() for i in range(TOPIC_ROWS))
     assert stored(c, "orders") > TOPIC_ROWS                # the failed attempt's batch is there
