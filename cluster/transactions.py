@@ -16,10 +16,10 @@ Prepare* (a marker written twice only adds an empty control batch: idempotent) a
 Ongoing transactions that timed out while no coordinator ran.
 
 Where the state log lives: in the cluster, an internal compacted topic ``__strata_transactions``
-(``cluster.txn_store``), written through the node actors with ``flush=True``. The coordinator
+(``cluster.txn_store.NodeStateStore``), written through the node actors with ``flush=True``. The coordinator
 actor has no directory of its own and Ray may restart it on another host; the nodes' directories
 survive a kill -9 of the coordinator, and the log directories are already what a cluster restart
-recovers. Unit tests and embedded users give a ``storage.log.Log`` (``LogStateStore``).
+recovers. Unit tests and embedded users give a ``storage.log.Log`` (``cluster.txn_store.LogStateStore``).
 
 Markers carry producer epoch ``MARKER_EPOCH`` (members append with ``DATA_EPOCH``), so a member
 still appending when its transaction ended (a zombie Spark task attempt) is fenced by the log
@@ -34,13 +34,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
 from cluster.txn_state import (
     COORDINATOR_EPOCH_KEY,
-    MARKER_EPOCH,
     TXN_KEY_PREFIX,
     ProducerFencedError,
     TransactionConfig,
@@ -53,8 +52,7 @@ from cluster.txn_state import (
 )
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.errors import InvalidConfigError, StorageError
-from storage.log import Log
-from storage.records import ControlType, Record
+from storage.records import ControlType
 
 logger = logging.getLogger(__name__)
 
@@ -396,39 +394,3 @@ def _outcome(meta: TxnMetadata) -> TxnOutcome:
     return TxnOutcome(meta.transactional_id, meta.epoch, committed, yes,
                       tuple(p for p in members if p not in yes),
                       sum(len(parts) for parts in meta.members.values()))
-
-
-# ---- a state log and markers on local Logs (tests, embedded use) ------------------------------
-class LogStateStore:
-    """``StateStore`` on one ``storage.log.Log`` (compacted or not)."""
-
-    def __init__(self, log: Log, clock: Clock = SYSTEM_CLOCK) -> None:
-        self.log = log
-        self._clock = clock
-
-    def append(self, key: bytes, value: bytes | None) -> None:
-        self.log.append([Record(key=key, value=value, timestamp=self._clock.milliseconds())])
-        self.log.flush()
-
-    def read_all(self) -> Iterator[tuple[bytes, bytes | None]]:
-        for record in self.log.read():
-            if record.key is not None:
-                yield record.key, record.value
-
-
-class LogMarkerWriter:
-    """``MarkerWriter`` on local ``Log``s: ``logs(topic, partition)`` gives one, or None when the
-    partition is gone."""
-
-    def __init__(self, logs: Callable[[str, int], Log | None]) -> None:
-        self._logs = logs
-
-    def write_markers(self, markers: Sequence[Marker]) -> None:
-        for marker in markers:
-            target = self._logs(marker.topic, marker.partition)
-            if target is None:
-                continue
-            target.append_end_txn_marker(marker.control_type, producer_id=marker.producer_id,
-                                         producer_epoch=MARKER_EPOCH,
-                                         coordinator_epoch=marker.coordinator_epoch)
-            target.flush()

@@ -13,12 +13,8 @@ from typing import Sequence
 
 import pytest
 
-from cluster.transactions import (
-    LogMarkerWriter,
-    LogStateStore,
-    Marker,
-    TransactionCoordinator,
-)
+from cluster.transactions import Marker, TransactionCoordinator
+from cluster.txn_store import LogMarkerWriter, LogStateStore
 from cluster.txn_state import (
     DATA_EPOCH,
     ProducerFencedError,
