@@ -16,10 +16,10 @@ Prepare* (a marker written twice only adds an empty control batch: idempotent) a
 Ongoing transactions that timed out while no coordinator ran.
 
 Where the state log lives: in the cluster, an internal compacted topic ``__strata_transactions``
-(``cluster.txn_store``), written through the node actors with ``flush=True``. The coordinator
+(``cluster.txn_store.NodeStateStore``), written through the node actors with ``flush=True``. The coordinator
 actor has no directory of its own and Ray may restart it on another host; the nodes' directories
 survive a kill -9 of the coordinator, and the log directories are already what a cluster restart
-recovers. Unit tests and embedded users give a ``storage.log.Log`` (``LogStateStore``).
+recovers. Unit tests and embedded users give a ``storage.log.Log`` (``cluster.txn_store.LogStateStore``).
 
 Markers carry producer epoch ``MARKER_EPOCH`` (members append with ``DATA_EPOCH``), so a member
 still appending when its transaction ended (a zombie Spark task attempt) is fenced by the log
@@ -34,13 +34,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
 from cluster.txn_state import (
     COORDINATOR_EPOCH_KEY,
-    MARKER_EPOCH,
     TXN_KEY_PREFIX,
     ProducerFencedError,
     TransactionConfig,
@@ -53,8 +52,7 @@ from cluster.txn_state import (
 )
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.errors import InvalidConfigError, StorageError
-from storage.log import Log
-from storage.records import ControlType, Record
+from storage.records import ControlType
 
 logger = logging.getLogger(__name__)
 
@@ -62,8 +60,8 @@ logger = logging.getLogger(__name__)
 class StateStore(Protocol):
     """The durable, keyed state log."""
 
-    def append(self, key: bytes, value: bytes) -> None:
-        """Append one record; durable (flushed) when it returns."""
+    def append(self, key: bytes, value: bytes | None) -> None:
+        """Append one record (None: a tombstone); durable (flushed) when it returns."""
         ...
 
     def read_all(self) -> Iterator[tuple[bytes, bytes | None]]:
@@ -155,7 +153,8 @@ class TransactionCoordinator:
 
     def tick(self) -> list[TxnOutcome]:
         """The periodic work: complete the decided transactions whose markers are not all
-        written yet (after a restart, or a node that failed a marker), then ``abort_expired``."""
+        written yet (after a restart, or a node that failed a marker), ``abort_expired``, and
+        forget the ids ended longer than ``transactional.id.expiration.ms`` ago."""
         if not self._loaded:
             return []
         with self._lock:
@@ -166,7 +165,27 @@ class TransactionCoordinator:
                 meta = self._txns[tid]
                 if meta.state.preparing:
                     done.append(self._complete(meta))
-        return done + self.abort_expired()
+        ended = done + self.abort_expired()
+        self._forget_expired_ids()
+        return ended
+
+    def _forget_expired_ids(self) -> int:
+        now = self._clock.milliseconds()
+        expiration = self.config.transactional_id_expiration_ms
+        with self._lock:
+            old = [t.transactional_id for t in self._txns.values()
+                   if t.forgettable(now, expiration)]
+        forgotten = 0
+        for tid in old:
+            with self._id_lock(tid):
+                meta = self._txns.get(tid)
+                if meta is None or not meta.forgettable(self._clock.milliseconds(), expiration):
+                    continue
+                self._store.append(meta.key(), None)
+                with self._lock:
+                    del self._txns[tid]
+                forgotten += 1
+        return forgotten
 
     def _check_loaded(self) -> None:
         if not self._loaded:
@@ -179,7 +198,9 @@ class TransactionCoordinator:
         """Start a transaction of ``transactional_id`` (Kafka's InitProducerId): a new epoch,
         state Empty. An open transaction of the id is aborted first (the previous producer is
         fenced), unless ``join`` and its ``tag`` equals ``tag``: then it is returned as it is
-        (how the tasks of one streaming micro-batch find the transaction of that batch)."""
+        (how the tasks of one streaming micro-batch find the transaction of that batch). Tags of
+        decimal digits are ordered: a join with a tag below the open one's is fenced
+        (``ProducerFencedError``: a late task of an earlier micro-batch)."""
         self._check_loaded()
         if not transactional_id:
             raise InvalidConfigError("a transactional id must not be empty",
@@ -196,6 +217,11 @@ class TransactionCoordinator:
             if meta is not None and meta.state.open:
                 if join and meta.tag == tag:
                     return _info(meta)
+                if join and _older(tag, meta.tag):
+                    raise ProducerFencedError(
+                        f"transaction {transactional_id}: {tag!r} is older than the open "
+                        f"{meta.tag!r} (a late task of an earlier micro-batch)",
+                        transactional_id=transactional_id, tag=tag, current_tag=meta.tag)
                 self._end(meta, commit=False, producer_ids=None, sink_batch=None, bump=True)
                 meta = self._txns[transactional_id]
             now = self._clock.milliseconds()
@@ -353,6 +379,10 @@ class TransactionCoordinator:
             self._txns[meta.transactional_id] = meta
 
 
+def _older(tag: str, than: str) -> bool:
+    return tag.isdigit() and than.isdigit() and int(tag) < int(than)
+
+
 def _info(meta: TxnMetadata) -> TxnInfo:
     return TxnInfo(meta.transactional_id, meta.epoch, meta.tag, meta.timeout_ms)
 
@@ -364,39 +394,3 @@ def _outcome(meta: TxnMetadata) -> TxnOutcome:
     return TxnOutcome(meta.transactional_id, meta.epoch, committed, yes,
                       tuple(p for p in members if p not in yes),
                       sum(len(parts) for parts in meta.members.values()))
-
-
-# ---- a state log and markers on local Logs (tests, embedded use) ------------------------------
-class LogStateStore:
-    """``StateStore`` on one ``storage.log.Log`` (compacted or not)."""
-
-    def __init__(self, log: Log, clock: Clock = SYSTEM_CLOCK) -> None:
-        self.log = log
-        self._clock = clock
-
-    def append(self, key: bytes, value: bytes) -> None:
-        self.log.append([Record(key=key, value=value, timestamp=self._clock.milliseconds())])
-        self.log.flush()
-
-    def read_all(self) -> Iterator[tuple[bytes, bytes | None]]:
-        for record in self.log.read():
-            if record.key is not None:
-                yield record.key, record.value
-
-
-class LogMarkerWriter:
-    """``MarkerWriter`` on local ``Log``s: ``logs(topic, partition)`` gives one, or None when the
-    partition is gone."""
-
-    def __init__(self, logs: Callable[[str, int], Log | None]) -> None:
-        self._logs = logs
-
-    def write_markers(self, markers: Sequence[Marker]) -> None:
-        for marker in markers:
-            target = self._logs(marker.topic, marker.partition)
-            if target is None:
-                continue
-            target.append_end_txn_marker(marker.control_type, producer_id=marker.producer_id,
-                                         producer_epoch=MARKER_EPOCH,
-                                         coordinator_epoch=marker.coordinator_epoch)
-            target.flush()

@@ -32,7 +32,7 @@ Contract:
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cluster.transactions import TxnInfo, TxnOutcome
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from cluster.client import Cluster, ProduceResult
 
 PRODUCER_ID_BITS = 62
+REGISTER_LOOKAHEAD_BYTES = 8 << 20
 
 
 def new_producer_id() -> int:
@@ -123,6 +124,29 @@ class TxnProducer:
         if new:
             self.txn.add_partitions(self.producer_id, new)
             self._registered.update(new)
+
+    def registering(self, items: Iterable[tuple[str, int, bytes]],
+                    lookahead_bytes: int = REGISTER_LOOKAHEAD_BYTES
+                    ) -> Iterator[tuple[str, int, bytes]]:
+        """``items`` (encoded batches), each partition registered before its first batch is
+        handed on. Batches of new partitions are held until ``lookahead_bytes`` of them (or the
+        end) so that their partitions are registered in one call; the order within a partition
+        is kept."""
+        pending: list[tuple[str, int, bytes]] = []
+        size = 0
+        for item in items:
+            if not pending and (item[0], item[1]) in self._registered:
+                yield item
+                continue
+            pending.append(item)
+            size += len(item[2])
+            if size >= lookahead_bytes:
+                self.register((t, p) for t, p, _ in pending)
+                yield from pending
+                pending, size = [], 0
+        if pending:
+            self.register((t, p) for t, p, _ in pending)
+            yield from pending
 
     def next_sequence(self, topic: str, partition: int, count: int) -> int:
         """The base sequence of the next batch of ``count`` records to ``topic``-``partition``."""

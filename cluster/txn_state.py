@@ -55,9 +55,11 @@ KEYS: dict[str, str] = {
     "transaction.max.timeout.ms": "transaction_max_timeout_ms",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms":
         "transaction_abort_timed_out_transaction_cleanup_interval_ms",
+    "transactional.id.expiration.ms": "transactional_id_expiration_ms",
 }
 _KINDS = {"transaction.timeout.ms": INT, "transaction.max.timeout.ms": INT,
-          "transaction.abort.timed.out.transaction.cleanup.interval.ms": INT}
+          "transaction.abort.timed.out.transaction.cleanup.interval.ms": INT,
+          "transactional.id.expiration.ms": INT}
 
 
 class TxnState(enum.Enum):
@@ -116,6 +118,9 @@ class TransactionConfig:
     transaction_timeout_ms: int = 60_000
     transaction_max_timeout_ms: int = 900_000
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
+    """An ended transaction's id is forgotten (a tombstone in the state log) after this long
+    without a new transaction; never a streaming sink's, whose last batch id it keeps."""
 
     def __post_init__(self) -> None:
         for key, name in KEYS.items():
@@ -163,6 +168,12 @@ class TxnMetadata:
                 f"{self.state.value} to {state.value}", transactional_id=self.transactional_id,
                 state=self.state.value, target=state.value)
         return replace(self, state=state, update_ms=now_ms, **changes)
+
+    def forgettable(self, now_ms: int, expiration_ms: int) -> bool:
+        """Ended (or never used) for longer than ``expiration_ms``, and no sink's record
+        (Kafka's transactional.id.expiration.ms)."""
+        return (self.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+                and self.sink_batch < 0 and now_ms > self.update_ms + expiration_ms)
 
     def expired(self, now_ms: int) -> bool:
         """Ongoing for longer than its timeout (Kafka's timedOutTransactions)."""

@@ -4,7 +4,8 @@
 created at the first write, so a cluster that never uses transactions has none), appended with
 ``flush=True`` through the node holding it, read back at load with ``read_records``.
 ``NodeMarkerWriter``: markers grouped by directory, one ``write_txn_markers`` call per node (the
-node flushes before answering).
+node flushes before answering). ``LogStateStore`` and ``LogMarkerWriter``: the same on local
+``storage.log.Log``s (tests, embedded use).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from cluster.placement import DirRoom
 from cluster.transactions import Marker
 from cluster.txn_state import MARKER_EPOCH
 from storage.clock import SYSTEM_CLOCK, Clock
+from storage.log import Log
 from storage.records import Record, build_batch
 
 logger = logging.getLogger(__name__)
@@ -54,7 +56,7 @@ class NodeStateStore:
                     self._meta.refresh()
         return None
 
-    def append(self, key: bytes, value: bytes) -> None:
+    def append(self, key: bytes, value: bytes | None) -> None:
         node = self._node(create=True)
         assert node is not None
         batch = build_batch([Record(key=key, value=value, timestamp=self._clock.milliseconds())])
@@ -99,3 +101,39 @@ class NodeMarkerWriter:
                     for d, items in by_dir.items()]
         for pending in pendings:
             pending.result(CALL_TIMEOUT_S)
+
+
+# ---- a state log and markers on local Logs (tests, embedded use) ------------------------------
+class LogStateStore:
+    """``StateStore`` on one ``storage.log.Log`` (compacted or not)."""
+
+    def __init__(self, log: Log, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.log = log
+        self._clock = clock
+
+    def append(self, key: bytes, value: bytes | None) -> None:
+        self.log.append([Record(key=key, value=value, timestamp=self._clock.milliseconds())])
+        self.log.flush()
+
+    def read_all(self) -> Iterator[tuple[bytes, bytes | None]]:
+        for record in self.log.read():
+            if record.key is not None:
+                yield record.key, record.value
+
+
+class LogMarkerWriter:
+    """``MarkerWriter`` on local ``Log``s: ``logs(topic, partition)`` gives one, or None when the
+    partition is gone."""
+
+    def __init__(self, logs: Callable[[str, int], Log | None]) -> None:
+        self._logs = logs
+
+    def write_markers(self, markers: Sequence[Marker]) -> None:
+        for marker in markers:
+            target = self._logs(marker.topic, marker.partition)
+            if target is None:
+                continue
+            target.append_end_txn_marker(marker.control_type, producer_id=marker.producer_id,
+                                         producer_epoch=MARKER_EPOCH,
+                                         coordinator_epoch=marker.coordinator_epoch)
+            target.flush()

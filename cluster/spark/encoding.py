@@ -11,11 +11,19 @@ Input columns (``WritePlan`` says which are present; the planner checked their t
   round robin for rows without a key), ``timestamp`` TIMESTAMP or BIGINT ms (optional; absent or
   null = the time of the write), ``headers`` ARRAY<STRUCT<key: STRING, value: BINARY>> (optional).
 
-Exactly once under Spark task retries: a task is one producer whose id is derived from the write
-job and the Spark partition (``producer_id``), epoch 0, and whose sequences count the records it
-sent to each log partition from 0. The batches depend only on the task's input rows and their
-order, so a retried task re-sends the same batches with the same sequences, and the log drops
-those it already holds (``storage.producer_state``); a batch is appended whole or not at all.
+Exactly once under Spark task retries, two ways:
+
+* transactional (``WritePlan.txn``, the default): every task attempt is a member of the job's
+  transaction with a producer id of its own (``BatchEncoder(producer_id=...)``), and writes
+  transactional batches; the job's commit commits the attempts that succeeded and aborts the
+  others (``cluster.spark.source``), so a failed attempt's rows are never read by a
+  read_committed reader;
+* idempotent (``transactional=false``): a task is one producer whose id is derived from the write
+  job and the Spark partition (``producer_id``), epoch 0, and whose sequences count the records
+  it sent to each log partition from 0. The batches depend only on the task's input rows and
+  their order, so a retried task re-sends the same batches with the same sequences, and the log
+  drops those it already holds (``storage.producer_state``); a batch is appended whole or not at
+  all.
 
 Per-record work is done by Arrow, numpy and the storage kernels; the Python loop runs per Arrow
 batch and per log partition, except for msgpack packing and headers, which are per record.
@@ -38,12 +46,15 @@ import pyarrow.compute as pc
 
 from cluster.partitioner import partitions_for_keys
 from cluster.spark.errors import WriteRejectedError
+from cluster.transactions import TxnInfo
+from cluster.txn_client import REGISTER_LOOKAHEAD_BYTES
+from cluster.txn_state import DATA_EPOCH
 from storage.kernels import MAX_RECORD_OVERHEAD
 from storage.records import HEADER_SIZE, Compression, Record, build_batch, build_batch_columns
 
 RESERVED_COLUMNS = ("key", "value", "partition", "timestamp", "headers")
 PRODUCER_PARTITION_BITS = 24
-PRODUCER_EPOCH = 0
+PRODUCER_EPOCH = DATA_EPOCH   # 0: members append with it, markers fence with a later one
 DEFAULT_BATCH_BYTES = 1 << 20
 
 
@@ -68,6 +79,7 @@ class WritePlan:
     has_headers: bool
     compression: Compression = Compression.NONE
     flush: bool = True
+    txn: TxnInfo | None = None     # the job's transaction (None: idempotent, not atomic)
 
     def producer_id(self, spark_partition: int) -> int:
         """The producer id of one Spark partition of this job: the same for every attempt of
@@ -89,6 +101,12 @@ class WritePlan:
     def batch_limit(self) -> int:
         return min(self.batch_bytes, self.largest_batch[0])
 
+    @property
+    def register_lookahead(self) -> int:
+        """Bytes of batches a transactional task holds back so that it registers the partitions
+        they go to in one call: about one batch per partition, at most 8 MiB."""
+        return min(self.batch_limit * self.partitions, REGISTER_LOOKAHEAD_BYTES)
+
 
 @dataclass
 class _Pending:
@@ -106,10 +124,14 @@ class BatchEncoder:
     """Encodes one writer task's rows. Not thread-safe; one per task."""
 
     def __init__(self, plan: WritePlan, spark_partition: int, *,
-                 now_ms: int | None = None) -> None:
+                 now_ms: int | None = None, producer_id: int | None = None) -> None:
+        """``producer_id``: a transaction member's own id (the batches are then transactional);
+        default the job's idempotent id of ``spark_partition``."""
         self.plan = plan
         self.spark_partition = spark_partition
-        self.producer_id = plan.producer_id(spark_partition)
+        self.transactional = producer_id is not None
+        self.producer_id = plan.producer_id(spark_partition) if producer_id is None \
+            else producer_id
         self._now_ms = now_ms
         self._sequences = [0] * plan.partitions
         self._pending: dict[int, _Pending] = {}
@@ -213,7 +235,8 @@ class BatchEncoder:
         sequence = self._sequences[partition]
         timestamps = np.concatenate(pending.timestamps)
         common = {"producer_id": self.producer_id, "producer_epoch": PRODUCER_EPOCH,
-                  "base_sequence": sequence, "compression": plan.compression}
+                  "base_sequence": sequence, "compression": plan.compression,
+                  "is_transactional": self.transactional}
         if pending.headers is not None and any(pending.headers):
             data = build_batch([Record(k, v, int(t), h) for k, v, t, h in
                                 zip(pending.keys, pending.values, timestamps.tolist(),

@@ -16,7 +16,22 @@ Every source:
                     ``max.message.bytes``)
     ``compression`` none (default), gzip, snappy, lz4, zstd
     ``flush``       true (default): the job's commit flushes every partition of the topic, so a
-                    finished write survives a crash of any process
+                    finished write survives a crash of any process (a transactional write's
+                    markers flush every partition it wrote, whatever this says)
+    ``transactional``        true (default): the job is one transaction, committed by the
+                    job's commit (the task attempts that succeeded) or aborted; read_committed
+                    readers see all of its rows or none. false: idempotent batches, visible as
+                    they are appended (a failed job leaves what its tasks wrote)
+    ``transactionTimeoutMs`` the job's transaction is aborted by the cluster when it is still
+                    open after this long (Kafka's producer ``transaction.timeout.ms``; default the
+                    cluster's ``transaction.timeout.ms``, 60 s; at most
+                    ``transaction.max.timeout.ms``, 15 min); ``transaction.timeout.ms`` is taken
+                    too
+``strata`` streaming write (``writeStream``; the write options above apply too):
+    ``checkpointLocation``   required by Spark; the sink's transactional id is derived from it,
+                    so a query restarted from its checkpoint is the same sink
+    ``transactionalId``      the sink's transactional id instead (two queries must never share
+                    one)
 ``strata`` read (batch and stream):
     ``startingOffsets``  ``earliest`` (batch default), ``latest`` (stream default), or JSON
                          ``{"0": 42, "1": -2}`` / ``{"orders": {"0": 42}}`` as Spark's Kafka source
@@ -98,6 +113,10 @@ KNOWN_OPTIONS: list[OptionSpec] = [
     OptionSpec("compression", frozenset({WRITE})),
     OptionSpec("flush", frozenset({WRITE})),
     OptionSpec("checkpointLocation", frozenset({WRITE})),   # Spark hands it to a streaming sink
+    OptionSpec("path", frozenset({WRITE})),                 # Spark's name for the sink's checkpoint
+    OptionSpec("transactional", frozenset({WRITE})),
+    OptionSpec("transactionTimeoutMs", frozenset({WRITE}), kafka_name="transaction.timeout.ms"),
+    OptionSpec("transactionalId", frozenset({WRITE}), kafka_name="transactional.id"),
 ]
 """The one table of options: a new option is added here (and parsed below), never read from the
 options map without being listed."""
@@ -391,3 +410,11 @@ def read_settings(options: Mapping[str, str], operation: str) -> ReadSettings:
 
 def value_schema(options: Mapping[str, str]) -> str:
     return _get(options, "valueSchema") or ""
+
+
+def transaction_timeout_ms(options: Mapping[str, str]) -> int | None:
+    """``transactionTimeoutMs`` (or Kafka's ``transaction.timeout.ms``); None: the cluster's."""
+    for key in ("transactionTimeoutMs", "transaction.timeout.ms"):
+        if _get(options, key) is not None:
+            return positive_int(options, key, 0)
+    return None

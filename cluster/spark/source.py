@@ -5,8 +5,12 @@
     spark.readStream.format("strata").option("topic", "orders").load()   # cluster.spark.stream
 
 Write: the planner (a Spark Python process on the driver side) checks the DataFrame against the
-topic (``WritePlan``); each task encodes its rows into record batches (``BatchEncoder``) and sends
-them to the node actors that own the partitions; the job's commit flushes the topic. Read: the
+topic and begins the job's transaction (``WritePlan``); each task attempt encodes its rows into
+transactional record batches with a producer id of its own (``BatchEncoder``), registers each
+partition in the transaction and sends the batches to the node actors that own the partitions;
+the job's commit commits the attempts that succeeded and aborts the others, its abort aborts all
+(``StrataWriter``). A driver that dies leaves an open transaction, aborted by the cluster after
+``transactionTimeoutMs``. Read: the
 planner asks the partitions' offsets once, at the start of the query (log start, log end, last
 stable offset), resolves the starting and ending options (``cluster.spark.offsets``) and makes one
 Spark partition per log partition; each task reads the partition's segment files directly, up to
@@ -29,6 +33,7 @@ from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
     InputPartition,
     WriterCommitMessage,
 )
@@ -47,6 +52,7 @@ from cluster.spark.connection import connect, warm_up
 from cluster.spark.decoding import FIXED_COLUMNS, READ_DDL, MsgpackValues, arrow_batches
 from cluster.spark.encoding import DEFAULT_BATCH_BYTES, RESERVED_COLUMNS, BatchEncoder, WritePlan
 from cluster.spark.errors import SourceOptionError, WriteRejectedError
+from cluster.txn_client import TxnHandle
 from storage import files
 from storage.config import LogConfig
 from storage.view import read_partition_batches
@@ -80,6 +86,11 @@ class StrataDataSource(DataSource):
                                     "overwrite", option="mode")
         return StrataWriter(plan_write(dict(self.options), schema))
 
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from cluster.spark.sink import stream_writer
+
+        return stream_writer(dict(self.options), schema, overwrite)
+
 
 # ---- write -------------------------------------------------------------------------------------------
 @dataclass
@@ -93,12 +104,16 @@ class StrataCommitMessage(WriterCommitMessage):
     appended_records: int          # below ``rows`` when some batches were retries (duplicates)
 
 
-def plan_write(options: dict[str, str], schema: StructType) -> WritePlan:
-    """Check the DataFrame against the topic; raises before any task runs."""
+def plan_write(options: dict[str, str], schema: StructType,
+               transactional: bool | None = None) -> WritePlan:
+    """Check the DataFrame against the topic; raises before any task runs. Then, for a
+    transactional write (``transactional``, default the ``transactional`` option, true), begin
+    the job's transaction."""
     opts.check_options(options, opts.WRITE)
     name = opts.topic(options)
     conn = opts.connection(options)
-    layout = connect(conn.address, conn.namespace).topic_layout(name)
+    cluster = connect(conn.address, conn.namespace)
+    layout = cluster.topic_layout(name)
     fields = {f.name: f.dataType for f in schema.fields}
     has_key = "key" in fields
     if layout.config.compact and not has_key:
@@ -130,13 +145,18 @@ def plan_write(options: dict[str, str], schema: StructType) -> WritePlan:
         raise WriteRejectedError(f"the DataFrame has no value: add a value column (null = "
                                  f"tombstone) or data columns to pack (columns: {sorted(fields)})",
                                  topic=name)
+    nonce = secrets.randbits(PRODUCER_NONCE_BITS)
+    txn = None
+    if opts.boolean(options, "transactional", True) if transactional is None else transactional:
+        txn = cluster.begin_transaction(f"spark-write-{name}-{nonce:010x}",
+                                        opts.transaction_timeout_ms(options)).info
     return WritePlan(
         topic=name, address=conn.address, namespace=conn.namespace,
         partitions=len(layout.partitions), compact=layout.config.compact,
         max_message_bytes=layout.config.max_message_bytes,
         segment_bytes=layout.config.segment_bytes,
         batch_bytes=opts.positive_int(options, "batchBytes", DEFAULT_BATCH_BYTES),
-        producer_nonce=secrets.randbits(PRODUCER_NONCE_BITS),
+        producer_nonce=nonce, txn=txn,
         has_key=has_key, has_value="value" in fields, packed_columns=packed,
         has_partition="partition" in fields, has_timestamp="timestamp" in fields,
         has_headers="headers" in fields, compression=opts.compression(options),
@@ -163,18 +183,40 @@ class StrataWriter(DataSourceArrowWriter):
         attempt = context.attemptNumber() if context is not None else 0
         plan = self.plan
         cluster = connect(plan.address, plan.namespace)
-        encoder = BatchEncoder(plan, spark_partition)
-        result = cluster.produce_batches(encoder.batches(iterator), batch_bytes=plan.batch_limit)
+        if plan.txn is None:
+            encoder = BatchEncoder(plan, spark_partition)
+            items = encoder.batches(iterator)
+        else:
+            member = TxnHandle.attach(cluster, plan.txn).new_producer()
+            encoder = BatchEncoder(plan, spark_partition, producer_id=member.producer_id)
+            items = member.registering(encoder.batches(iterator), plan.register_lookahead)
+        result = cluster.produce_batches(items, batch_bytes=plan.batch_limit)
         return StrataCommitMessage(spark_partition, attempt, encoder.producer_id, encoder.rows,
                                    encoder.batches_built, encoder.bytes_built, result.records)
 
     def commit(self, messages: list[StrataCommitMessage | None]) -> None:
+        """The job succeeded: commit the attempts whose messages Spark hands over (one per
+        Spark partition) and abort every other member (failed and speculative attempts), in one
+        decision of the coordinator; their markers are flushed. ``ProducerFencedError`` when the
+        transaction was aborted meanwhile (``transactionTimeoutMs`` passed): the job fails and
+        none of its rows is visible. Without a transaction: flush the topic (``flush``)."""
         plan = self.plan
+        cluster = connect(plan.address, plan.namespace)
+        if plan.txn is not None:
+            TxnHandle.attach(cluster, plan.txn).commit(
+                [m.producer_id for m in messages if m is not None])
+            return
         if not plan.flush:
             return
-        cluster = connect(plan.address, plan.namespace)
         for partition in range(plan.partitions):
             cluster.flush(plan.topic, partition)
+
+    def abort(self, messages: list[StrataCommitMessage | None]) -> None:
+        """The job failed or was cancelled: abort its transaction (every attempt's rows)."""
+        plan = self.plan
+        if plan.txn is not None:
+            TxnHandle.attach(connect(plan.address, plan.namespace), plan.txn).abort()
+
 
 
 # ---- read --------------------------------------------------------------------------------------------

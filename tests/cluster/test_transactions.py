@@ -13,12 +13,8 @@ from typing import Sequence
 
 import pytest
 
-from cluster.transactions import (
-    LogMarkerWriter,
-    LogStateStore,
-    Marker,
-    TransactionCoordinator,
-)
+from cluster.transactions import Marker, TransactionCoordinator
+from cluster.txn_store import LogMarkerWriter, LogStateStore
 from cluster.txn_state import (
     DATA_EPOCH,
     ProducerFencedError,
@@ -166,6 +162,8 @@ def test_join_with_the_same_tag_returns_the_open_transaction(world: _World) -> N
     assert again.epoch == first.epoch
     other = tc.begin("sink", tag="8", join=True)
     assert other.epoch > first.epoch
+    with pytest.raises(ProducerFencedError, match="a late task of an earlier micro-batch"):
+        tc.begin("sink", tag="7", join=True)
 
 
 def test_an_expired_transaction_is_aborted_and_its_owner_fenced(world: _World,
@@ -248,6 +246,28 @@ def test_a_replayed_sink_batch_adds_nothing(world: _World) -> None:
     outcome = tc.end("sink", replay.epoch, commit=True, sink_batch=3)
     assert outcome.replayed_batch and not outcome.committed
     assert world.committed("t", 0) == [b"batch3"] and world.stable("t", 0)
+
+
+def test_an_ended_id_is_forgotten_after_the_expiration_but_a_sinks_is_kept(
+        world: _World, clock: FakeClock) -> None:
+    """Kafka's transactional.id.expiration.ms, through a restart (a tombstone in the log)."""
+    config = TransactionConfig(transactional_id_expiration_ms=1000)
+    tc = world.coordinator(config=config)
+    job = tc.begin("job")
+    tc.end("job", job.epoch, commit=True)                 # an Empty transaction ends too
+    sink = tc.begin("sink", tag="0", join=True)
+    tc.end("sink", sink.epoch, commit=True, sink_batch=0)
+    clock.advance(1000)
+    tc.tick()
+    assert [t.transactional_id for t in tc.transactions()] == ["job", "sink"]
+    clock.advance(1)
+    tc.tick()
+    assert [t.transactional_id for t in tc.transactions()] == ["sink"]
+    world.restart()
+    tc = world.coordinator(config=config)
+    assert [t.transactional_id for t in tc.transactions()] == ["sink"]
+    with pytest.raises(UnknownTransactionError):
+        tc.describe("job")
 
 
 def test_ending_an_aborted_transaction_with_commit_is_refused(world: _World) -> None:

@@ -10,6 +10,8 @@ import pytest
 
 from tests.cluster.conftest import start_cluster, wait_for  # noqa: F401 - fixtures
 
+# transactions left open by a test (a "dead driver") are aborted within 0.1 s of their timeout
+FAST_TXN = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 100}
 TASK_ATTEMPTS = 2          # local[2,N]: N attempts per task, so a failed task is retried once
 
 
@@ -29,7 +31,7 @@ def spark(ray_session: str) -> Iterator[Any]:
 def strata(spark: Any, start_cluster: Any) -> Any:
     """A fresh 3-directory cluster; ``strata.read(topic)`` / ``strata.write(df, topic)`` use
     its namespace."""
-    cluster = start_cluster(dirs=3, cleaners=1)
+    cluster = start_cluster(dirs=3, cleaners=1, config=FAST_TXN)
     return _Strata(spark, cluster)
 
 
