@@ -45,10 +45,10 @@ COMMANDS: tuple[str, ...] = (
 # the subcommand each module of COMMANDS registers: a command line naming one builds the parser
 # from that module alone (the others, the drills above all, cost a tenth of a second to import)
 COMMAND_MODULES: dict[str, str] = {
-    "dump-log": "cluster.tools.dump_log", "recover": "cluster.tools.recover",
-    "cluster": "cluster.commands.lifecycle", "topic": "cluster.commands.topics",
-    "produce": "cluster.commands.produce", "consume": "cluster.commands.consume",
-    "log-dirs": "cluster.commands.log_dirs", "cleaner": "cluster.commands.cleaning",
+    "dump-log": "ops.tools.dump_log", "recover": "ops.tools.recover",
+    "cluster": "ops.cli.lifecycle", "topic": "ops.cli.topics",
+    "produce": "ops.cli.produce", "consume": "ops.cli.consume",
+    "log-dirs": "ops.cli.log_dirs", "cleaner": "ops.cli.cleaning",
     "drill": "ops.drills.command", "stats": "ops.plot",
 }
 

@@ -1,11 +1,11 @@
 """``strata`` builds its parser from the one module of the subcommand named on the command line
-(``cluster.cli.COMMAND_MODULES``); that map must name what each module really registers."""
+(``ops.cli.main.COMMAND_MODULES``); that map must name what each module really registers."""
 
 from __future__ import annotations
 
 import argparse
 
-from cluster import cli
+from ops.cli import main as cli
 
 
 def test_command_modules_maps_every_subcommand_to_the_module_that_registers_it() -> None:
