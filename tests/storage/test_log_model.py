@@ -341,6 +341,18 @@ class LogMachine(RuleBasedStateMachine):
         EXERCISED["clock advanced"] += 1
 
     # ---- retention, DeleteRecords, truncation ------------------------------------------------
+    @precondition(lambda self: self.config.compact)
+    @rule(seed=st.integers(0, 2**32 - 1))
+    def tombstone_outlives_its_horizon(self, seed: int) -> None:
+        """Keyed records, some of them tombstones, cleaned once (their delete horizon is set);
+        then, past ``delete.retention.ms``, one more batch and another clean, which removes the
+        tombstones (Kafka's two-pass rule, KIP-534). The steps are the other rules', in the order
+        that makes the rare horizon case happen in every profile."""
+        self.append(-1, (4, "tiny", seed, 8, Compression.NONE, False))
+        self.clean(advance=0, roll_first=True)
+        self.append(-1, (1, "tiny", seed + 1, 0, Compression.NONE, False))
+        self.clean(advance=self.config.delete_retention_ms + 1, roll_first=True)
+
     def _segment_metas(self) -> list[SegmentMeta]:
         return [SegmentMeta(s.base_offset, s.size, s.largest_timestamp)
                 for s in self.log.segments()]
