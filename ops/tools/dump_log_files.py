@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ops.tools import UsageError
 # the layouts are storage's, one definition per format (index entries are read where needed:
 # storage.index imports numpy, which the CLI does not load to start)
-from storage.txn_index import ENTRY as TXN_ENTRY
 from ops.tools.dump_log_common import (
     DumpOptions,
     EPOCH_CHECKPOINT,
@@ -222,6 +221,7 @@ def _dump_snapshot(path: Path, name: str, kind: str, opts: DumpOptions, trailers
 def parse_txn_index(data: bytes) -> list[tuple[int, int, int, int, int]]:
     """(version, producerId, firstOffset, lastOffset, lastStableOffset) per entry, decoded by
     ``storage.txn_index.AbortedTxn``; a torn piece at the end is left out, as readers do."""
+    from storage.txn_index import ENTRY as TXN_ENTRY
     from storage.txn_index import AbortedTxn
 
     txns = (AbortedTxn.decode(data, i)

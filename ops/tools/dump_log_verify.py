@@ -28,7 +28,6 @@ from ops.tools.dump_log_files import (
 )
 # the layouts are storage's, one definition per format (index entries are read where needed:
 # storage.index imports numpy, which the CLI does not load to start)
-from storage.txn_index import ENTRY as TXN_ENTRY
 
 if TYPE_CHECKING:
     import numpy as np
@@ -364,6 +363,7 @@ def verify_file(path: Path, name: str, opts: DumpOptions, trailers: Trailers,
 
 def _verify_other(path: Path, name: str, kind: str, problems: list[Problem]) -> str:
     from storage.errors import CheckpointError
+    from storage.txn_index import ENTRY as TXN_ENTRY
 
     data = bytes(read_only(path))
     if kind == "producer-snapshot":
