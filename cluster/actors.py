@@ -42,8 +42,11 @@ from cluster.naming import (
     host_resource,
     node_actor_name,
 )
-from cluster.node_service import NodeService
+from cluster.node_service import CoordinatorPauses, NodeMetrics, RemoteMoveSource
 from cluster.worker import CleanerWorker
+from node.config import LogDirConfig
+from node.server import LogDirServer
+from storage.config import LogConfig
 
 NO_RETRY, RETRY = 0, 3
 NODE_METRICS_INTERVAL_S = 5.0
@@ -122,18 +125,26 @@ def _host_of(node_id: str) -> tuple[str, bool]:
     return node_id, False
 
 
-class _Node(NodeService):
+class _Node(LogDirServer):
+    """A node actor: ``LogDirServer`` with the cluster's seams (metrics, the coordinator's
+    pauses, the other nodes as move sources), built from plain values so Ray can rerun it after
+    a restart: the directory then loads again on a background thread."""
+
     def __init__(self, path: str, topic_defaults: dict[str, str],
                  log_dir_properties: dict[str, str], namespace: str) -> None:
         host, declared = current_host()
         self.node_id = ray.get_runtime_context().get_node_id()
         self.host_declared = declared
-        super().__init__(path, topic_defaults=topic_defaults,
-                         log_dir_properties=log_dir_properties,
-                         pause_link=CoordinatorLink(COORDINATOR_NAME, namespace),
-                         metrics=RayMetrics(), host=host,
-                         metrics_interval_s=NODE_METRICS_INTERVAL_S,
-                         peer=lambda d: NamedHandle(node_actor_name(d), namespace))
+        metrics = NodeMetrics(path, RayMetrics())
+        super().__init__(path, load_in_background=True, observer=metrics,
+                         cleaning_pauses=CoordinatorPauses(
+                             CoordinatorLink(COORDINATOR_NAME, namespace)),
+                         move_sources=lambda d: RemoteMoveSource(
+                             NamedHandle(node_actor_name(d), namespace)),
+                         host=host,
+                         default_config=LogConfig.from_properties(topic_defaults),
+                         config=LogDirConfig.from_properties(log_dir_properties))
+        metrics.publish_every(self.stats, NODE_METRICS_INTERVAL_S, lambda: self.load_finished)
 
     def info(self) -> dict[str, Any]:
         return {**super().info(), "node_id": self.node_id, "host_declared": self.host_declared}

@@ -1,40 +1,32 @@
-"""``NodeService``: the body of a node actor: ``LogDirServer`` plus what only a cluster has —
-metrics, and the pause of cleaning asked of the coordinator around truncation and deletion.
+"""The cluster's parts of a node actor, given to ``node.server.LogDirServer`` (the actor's body)
+through its seams by ``cluster.actors``: ``NodeMetrics`` (its ``observer``: appended bytes and
+records, directory gauges, recovery progress, published every few seconds by a loop of its own so
+they reach Prometheus without anyone asking for stats), ``CoordinatorPauses`` (its
+``cleaning_pauses``: the pause of cleaning asked of the coordinator around truncation, deletion,
+retention and moves) and ``RemoteMoveSource`` (its ``move_sources``: the node actor of a move's
+source directory).
 
-Built from plain values (the directory, Kafka property dicts) so Ray can rerun the constructor
-after a restart: the directory is loaded again on a background thread, taking its lock back
-(``node.lock``; a killed holder's lock is released by the kernel) and recovering from its
-recovery points. ``load_progress`` answers meanwhile; other calls wait for the load.
-
-With ``metrics_interval_s`` a loop of its own publishes the directory's gauges (sizes, dirty
-ratios, free bytes, offline) at that interval, so they reach Prometheus without anyone asking for
-stats; ``close`` stops it.
+The actor is built from plain values (the directory, Kafka property dicts) so Ray can rerun the
+constructor after a restart: the directory is loaded again on a background thread, taking its
+lock back (``node.lock``; a killed holder's lock is released by the kernel) and recovering from
+its recovery points. ``load_progress`` answers meanwhile; other calls wait for the load.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import socket
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
-from pathlib import Path
-from typing import Any, Callable, Protocol
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Callable, Protocol
 
 from cluster.handles import Handle
 from cluster.loop import ControlLoop
-from cluster.metrics import MetricsSink, NullMetrics
-from node.config import LogDirConfig
+from cluster.metrics import MetricsSink
 from node.move import CopyRecord, SourceSnapshot
-from node.mover import MoveSource, SwitchResult
-from node.server import LogDirServer
+from node.mover import SwitchResult
 from node.stats import LoadProgress, LogDirStats
-from storage import files
-from storage.checkpoint import CleanShutdownFile
-from storage.config import LogConfig
-from storage.errors import LogDirOfflineError, StorageError
 from storage.files import TopicPartition
-from storage.log import LogAppendInfo
 
 logger = logging.getLogger(__name__)
 
@@ -50,108 +42,32 @@ class PauseLink(Protocol):
     def resume(self, topic: str, partition: int, reason: str = "") -> None: ...
 
 
-class NodeService(LogDirServer):
-    """Thread-safe as ``LogDirServer`` is."""
+class NodeMetrics:
+    """``node.server.NodeObserver`` over a ``MetricsSink``, every series tagged with the
+    directory. ``publish_every(stats, interval_s)`` starts a loop that takes the directory's
+    stats at that interval (setting its gauges); ``closed`` stops it."""
 
-    def __init__(self, path: str | Path, *, topic_defaults: Mapping[str, str] | None = None,
-                 log_dir_properties: Mapping[str, str] | None = None,
-                 pause_link: PauseLink | None = None, metrics: MetricsSink | None = None,
-                 host: str = "", load_in_background: bool = True,
-                 start_tasks: bool = True, metrics_interval_s: float | None = None,
-                 peer: Callable[[str], Handle] | None = None) -> None:
-        self._metrics = metrics or NullMetrics()
-        self._link = pause_link
-        self._peer = peer
-        self.host = host or socket.gethostname()
+    def __init__(self, path: str, metrics: MetricsSink) -> None:
+        self._metrics = metrics
         self._tags = {"directory": os.path.abspath(path)}
-        super().__init__(path, load_in_background=load_in_background,
-                         default_config=LogConfig.from_properties(topic_defaults or {}),
-                         config=LogDirConfig.from_properties(log_dir_properties or {}),
-                         pause_cleaning=self._pause, on_load_progress=self._on_progress,
-                         start_tasks=start_tasks)
-        self._metrics_loop: ControlLoop | None = None
-        if metrics_interval_s is not None:
-            interval = metrics_interval_s
+        self._loop: ControlLoop | None = None
 
-            def publish() -> float:
-                if self._loaded.is_set():
-                    self.stats()
-                return interval
-            self._metrics_loop = ControlLoop(f"strata-metrics-{self.path.name}", publish)
-            self._metrics_loop.start()
+    def publish_every(self, stats: Callable[[], object], interval_s: float,
+                      ready: Callable[[], bool]) -> None:
+        def publish() -> float:
+            if ready():
+                stats()
+            return interval_s
+        self._loop = ControlLoop(f"strata-metrics-{os.path.basename(self._tags['directory'])}",
+                                 publish)
+        self._loop.start()
 
-    def close(self, broker_epoch: int = -1) -> bool:  # type: ignore[override]
-        """``LogDirServer.close``; True only when the directory was shut down cleanly (its
-        ``.kafka_cleanshutdown`` marker written: the next start recovers nothing). An offline
-        directory, one whose load failed or that skipped a partition closes without it."""
-        if self._metrics_loop is not None:
-            self._metrics_loop.stop()
-        super().close(broker_epoch)
-        return CleanShutdownFile(self.path).exists()
-
-    def partitions(self) -> list[tuple[str, int]]:
-        """The partitions held; for an offline directory, those whose directories are on disk
-        (so a coordinator that restarts meanwhile still routes them here, and a producer gets
-        this directory's ``LogDirOfflineError`` instead of an unknown partition)."""
-        try:
-            return super().partitions()
-        except LogDirOfflineError:
-            held = _partition_dirs_on_disk(self.path)
-            if held is None:
-                raise
-            return held
-
-    def info(self) -> dict[str, Any]:
-        return {"log_dir": str(self.path), "host": self.host, "pid": os.getpid()}
-
-    def ping(self) -> str:
-        return str(self.path)
-
-    # ---- data, counted -----------------------------------------------------------------------
-    def append_batch(self, topic: str, partition: int, data: bytes) -> LogAppendInfo:
-        info = super().append_batch(topic, partition, data)
-        self._count(topic, partition, len(data), info.records_count)
-        return info
-
-    def append_batches(self, items: Iterable[tuple[str, int, bytes]],
-                       flush: bool = False) -> list[LogAppendInfo]:
-        items = list(items)
-        infos = super().append_batches(items, flush)
-        for (topic, partition, data), info in zip(items, infos):
-            self._count(topic, partition, len(data), info.records_count)
-        return infos
-
-    def append_batches_or_moved(self, items: Iterable[tuple[str, int, bytes]],
-                                flush: bool = False) -> list[LogAppendInfo | StorageError]:
-        items = list(items)
-        results = super().append_batches_or_moved(items, flush)
-        for (topic, partition, data), info in zip(items, results):
-            if isinstance(info, LogAppendInfo):
-                self._count(topic, partition, len(data), info.records_count)
-        return results
-
-    # ---- moves: the source node is another actor ----------------------------------------------
-    def _move_source(self, source_dir: str) -> MoveSource:
-        if self._peer is None:
-            return super()._move_source(source_dir)
-        return RemoteMoveSource(self._peer(source_dir))
-
-    def _move_pause(self, tp: TopicPartition) -> AbstractContextManager[object]:
-        return self._pause(tp, reason="move")
-
-    def _count(self, topic: str, partition: int, size: int, records: int) -> None:
+    def appended(self, topic: str, partition: int, size: int, records: int) -> None:
         tags = {**self._tags, "topic": topic, "partition": partition}
         self._metrics.inc("strata_appended_bytes", size, tags)
         self._metrics.inc("strata_appended_records", records, tags)
 
-    # ---- stats, published --------------------------------------------------------------------
-    def stats(self) -> LogDirStats:
-        """A snapshot; also answers for an offline directory, and for one that failed to load
-        (then ``offline_reason`` holds the load error)."""
-        if self._loaded.is_set() and self._load_error is not None:
-            stats = _failed_load_stats(str(self.path), self._load_error)
-        else:
-            stats = super().stats()
+    def stats_taken(self, stats: LogDirStats) -> None:
         m = self._metrics
         m.set("strata_log_dir_offline", 0.0 if stats.online else 1.0, self._tags)
         m.set("strata_log_dir_free_bytes", stats.disk_free_bytes, self._tags)
@@ -159,33 +75,39 @@ class NodeService(LogDirServer):
             tags = {**self._tags, "topic": p.topic, "partition": p.partition}
             m.set("strata_log_size_bytes", p.size_bytes, tags)
             m.set("strata_dirty_ratio", p.dirty_ratio, tags)
-        return stats
 
-    def _on_progress(self, progress: LoadProgress) -> None:
+    def load_progress(self, progress: LoadProgress) -> None:
         self._metrics.set("strata_recovery_remaining_logs", progress.remaining_logs, self._tags)
         self._metrics.set("strata_recovery_remaining_segments", progress.remaining_segments,
                           self._tags)
 
-    # ---- cleaning pauses ---------------------------------------------------------------------
+    def closed(self) -> None:
+        if self._loop is not None:
+            self._loop.stop()
+
+
+class CoordinatorPauses:
+    """``node.server.CleaningPauses`` through the coordinator (``PauseLink``). A coordinator that
+    cannot be reached does not stop the node's work: no clean can be running without one, and a
+    clean started by a coordinator that is now unreachable fails at its swap (the owner checks the
+    segments), never half-applied."""
+
+    def __init__(self, link: PauseLink) -> None:
+        self._link = link
+
     @contextmanager
-    def _pause(self, tp: TopicPartition, reason: str = "") -> Iterator[None]:
+    def pause(self, tp: TopicPartition, reason: str) -> Iterator[None]:
         link = self._link
-        loaded = self._dir_or_none
-        compact = loaded is not None and loaded.config_for(tp.topic).compact
         held = False
-        if link is not None and compact:
-            try:
-                held = (link.abort_and_pause(tp.topic, tp.partition, reason) if reason
-                        else link.abort_and_pause(tp.topic, tp.partition))
-            except Exception:  # noqa: BLE001 - see below
-                # No coordinator: no clean can be running. A clean started by a coordinator that
-                # is now unreachable fails at its swap (the owner checks the segments), never
-                # half-applied.
-                logger.warning("cannot pause cleaning of %s; going on without", tp, exc_info=True)
+        try:
+            held = (link.abort_and_pause(tp.topic, tp.partition, reason) if reason
+                    else link.abort_and_pause(tp.topic, tp.partition))
+        except Exception:  # noqa: BLE001 - see the class docstring
+            logger.warning("cannot pause cleaning of %s; going on without", tp, exc_info=True)
         try:
             yield
         finally:
-            if held and link is not None:
+            if held:
                 try:
                     if reason:
                         link.resume(tp.topic, tp.partition, reason)
@@ -211,34 +133,3 @@ class RemoteMoveSource:
                         target_dir: str, record: CopyRecord) -> SwitchResult:
         return self._handle.call("move_switch_out", topic, partition, future_dir, unique,
                                  target_dir, record, timeout=self._timeout)
-
-
-def _partition_dirs_on_disk(directory: Path) -> list[tuple[str, int]] | None:
-    """The live partition directories (not ``-delete``/``-future``) found in ``directory``; None
-    when it cannot be listed."""
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return None
-    held = []
-    for name in names:
-        try:
-            parsed = files.parse_partition_dir(name)
-        except StorageError:
-            continue
-        if not parsed.kind and (directory / name).is_dir():
-            held.append((parsed.topic_partition.topic, parsed.topic_partition.partition))
-    return sorted(held)
-
-
-def _failed_load_stats(directory: str, error: BaseException) -> LogDirStats:
-    from node.stats import disk_usage, file_system_id
-
-    total, used, free = disk_usage(directory)
-    return LogDirStats(directory=directory, online=False,
-                       offline_reason=f"loading failed: {type(error).__name__}: {error}",
-                       closed=False, partitions_count=0, log_bytes=0, disk_total_bytes=total,
-                       disk_used_bytes=used, disk_free_bytes=free, load_time_ms=0.0,
-                       had_clean_shutdown=False, logs_to_delete=0, invalid_dirs=(),
-                       task_failures=0, last_task_failure=None, partitions=(),
-                       file_system=file_system_id(directory))

@@ -1,4 +1,7 @@
-"""``LogDirServer``: the body of a node actor (STYLE.md P10, Ray Serve's plain-class actors).
+"""``LogDirServer``: the body of a node actor, the only one (STYLE.md P10, Ray Serve's plain-class
+actors): ``cluster.actors`` binds it to Ray and gives it the cluster's parts through three seams,
+``observer`` (metrics, ``NodeObserver``), ``cleaning_pauses`` (pauses held by the coordinator,
+``CleaningPauses``) and ``move_sources`` (the other node actors, for a move).
 
 A thin adapter over ``LogDir``: every method takes and returns plain, picklable values (topic and
 partition instead of ``Log`` objects, bytes, frozen dataclasses) and forwards to the directory.
@@ -24,11 +27,12 @@ import dataclasses
 import itertools
 import logging
 import os
+import socket
 import threading
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Protocol
 
 from cleaner.checkpoints import CheckpointChange
 from node.errors import (MoveRefusedError, PartitionMovedError, PolicyViolationError,
@@ -39,12 +43,14 @@ from node.mover import MoveResult, MoveSource, MoveStatus, Mover, SwitchResult, 
     source_snapshot_of, switch_out
 from node.snapshot import LogSnapshot, snapshot_log
 from node.stats import (LoadProgress, LogDirStats, PartitionDescription, PartitionStats,
-                        describe_partition, partition_stats)
+                        describe_partition, disk_usage, file_system_id, partition_stats)
 from node.topic_configs import TopicConfigsFile
 from node.topic_deletions import TopicDeletionsFile
 from storage import files
 from storage.config import LogConfig
-from storage.errors import CheckpointError, OffsetOutOfRangeError, StorageError
+from storage.checkpoint import CleanShutdownFile
+from storage.errors import (CheckpointError, LogDirOfflineError, OffsetOutOfRangeError,
+                            StorageError)
 from storage.files import TopicPartition
 from storage.log import DEFAULT_FETCH_BYTES, READ_UNCOMMITTED, FetchData, LogAppendInfo
 from storage.records import ControlType, Record
@@ -63,17 +69,52 @@ class DirectoryLoadingError(StorageError):
     ``load_progress``."""
 
 
+class NodeObserver(Protocol):
+    """What a node reports as it works; a cluster publishes it as metrics. Called on the node's
+    threads: an observer must be thread-safe and quick, and must not raise."""
+
+    def appended(self, topic: str, partition: int, size: int, records: int) -> None: ...
+
+    def stats_taken(self, stats: LogDirStats) -> None: ...
+
+    def load_progress(self, progress: LoadProgress) -> None: ...
+
+    def closed(self) -> None: ...
+
+
+class CleaningPauses(Protocol):
+    """Pauses of cleaning held by a cleaner manager in another process (the cluster's
+    coordinator). ``pause`` returns a context manager that holds the pause of ``tp`` while it is
+    entered; ``reason`` names the node's work (``move``), empty for truncation, deletion and
+    retention. A manager that cannot be reached must not stop the work (a clean it started fails
+    at its swap instead)."""
+
+    def pause(self, tp: TopicPartition, reason: str) -> AbstractContextManager[object]: ...
+
+
 class LogDirServer:
     """Owns one ``LogDir`` for the life of the actor. Thread-safe as ``LogDir`` is; topic config
     writes are serialised by one lock.
 
     The constructor takes ``LogDir.open``'s keyword arguments and opens the directory (locking it);
-    a restarted actor therefore recovers from whatever the directory holds.
+    a restarted actor therefore recovers from whatever the directory holds. ``observer``,
+    ``cleaning_pauses`` and ``move_sources`` (the ``MoveSource`` of another directory's node) are
+    the cluster's seams; without them the node runs alone (pauses are the directory's own, and a
+    move needs its source given).
     """
 
     def __init__(self, path: str | Path, *, load_in_background: bool = False,
-                 load_wait_s: float = DEFAULT_LOAD_WAIT_S, **open_kwargs: Any) -> None:
+                 load_wait_s: float = DEFAULT_LOAD_WAIT_S, observer: NodeObserver | None = None,
+                 cleaning_pauses: CleaningPauses | None = None,
+                 move_sources: Callable[[str], MoveSource] | None = None, host: str = "",
+                 **open_kwargs: Any) -> None:
         self.path = Path(os.path.abspath(path))
+        self.host = host or socket.gethostname()
+        self._observer = observer
+        self._cleaning_pauses = cleaning_pauses
+        self._move_sources = move_sources
+        if cleaning_pauses is not None:
+            open_kwargs["pause_cleaning"] = lambda tp: self._held_pause(tp, "")
         self._last_progress: LoadProgress | None = None
         self._load_wait_s = load_wait_s
         self._loaded = threading.Event()
@@ -85,6 +126,8 @@ class LogDirServer:
 
         def on_progress(progress: LoadProgress) -> None:
             self._last_progress = progress
+            if observer is not None:
+                observer.load_progress(progress)
             if user_callback is not None:
                 user_callback(progress)
 
@@ -248,13 +291,30 @@ class LogDirServer:
             return sorted(TopicDeletionsFile(self.path).read())
 
     def partitions(self) -> list[tuple[str, int]]:
-        return sorted(tuple(key) for key in self._dir.logs())
+        """The partitions held; for an offline directory, those whose directories are on disk
+        (so a coordinator that restarts meanwhile still routes them here, and a producer gets
+        this directory's ``LogDirOfflineError`` instead of an unknown partition)."""
+        try:
+            return sorted(tuple(key) for key in self._dir.logs())
+        except LogDirOfflineError:
+            held = _partition_dirs_on_disk(self.path)
+            if held is None:
+                raise
+            return held
+
+    def info(self) -> dict[str, Any]:
+        return {"log_dir": str(self.path), "host": self.host, "pid": os.getpid()}
+
+    def ping(self) -> str:
+        return str(self.path)
 
     # ---- data --------------------------------------------------------------------------------
     def append_batch(self, topic: str, partition: int, data: bytes) -> LogAppendInfo:
         """Append producer-encoded v2 batches to an existing partition."""
         with self._served(topic, partition):
-            return self._dir.log(topic, partition).append_batch(data)
+            info = self._dir.log(topic, partition).append_batch(data)
+        self._appended(topic, partition, len(data), info)
+        return info
 
     def append_batches(self, items: Iterable[tuple[str, int, bytes]],
                        flush: bool = False) -> list[LogAppendInfo]:
@@ -268,6 +328,7 @@ class LogDirServer:
             with self._served(topic, partition):
                 target = d.log(topic, partition)
                 infos.append(target.append_batch(data))
+            self._appended(topic, partition, len(data), infos[-1])
             written[(topic, partition)] = target
         if flush:
             for target in written.values():
@@ -486,7 +547,9 @@ class LogDirServer:
             try:
                 with self._served(topic, partition):
                     target = d.log(topic, partition)
-                    results.append(target.append_batch(data))
+                    info = target.append_batch(data)
+                results.append(info)
+                self._appended(topic, partition, len(data), info)
                 written[key] = target
             except (PartitionMovedError, UnknownPartitionError) as err:
                 if isinstance(err, UnknownPartitionError) and self._mover.moving_in(
@@ -527,14 +590,31 @@ class LogDirServer:
                                    source or self._move_source(source_dir))
 
     def _move_pause(self, tp: TopicPartition) -> AbstractContextManager[object]:
-        """Held for a whole move into this directory; a cluster pauses cleaning of the
-        partition through the coordinator with the reason ``move`` (``NodeService``)."""
+        """Held for a whole move into this directory: with ``cleaning_pauses`` the pause of the
+        partition's cleaning has the reason ``move``."""
+        if self._cleaning_pauses is not None:
+            return self._held_pause(tp, "move")
         return self._dir.pause_cleaning(tp)
 
     def _move_source(self, source_dir: str) -> MoveSource:
-        """The node of ``source_dir``; a cluster overrides this (``NodeService``)."""
+        """The node of ``source_dir`` (``move_sources``)."""
+        if self._move_sources is not None:
+            return self._move_sources(source_dir)
         raise MoveRefusedError(f"{self.path} knows no node serving {source_dir}",
                                source_dir=source_dir, reason="unknown-dir")
+
+    def _held_pause(self, tp: TopicPartition, reason: str) -> AbstractContextManager[object]:
+        """``cleaning_pauses.pause`` for a compacted partition; nothing to hold for the others
+        (no cleaner touches them)."""
+        loaded = self._dir_or_none
+        if self._cleaning_pauses is None or loaded is None \
+                or not loaded.config_for(tp.topic).compact:
+            return nullcontext()
+        return self._cleaning_pauses.pause(tp, reason)
+
+    def _appended(self, topic: str, partition: int, size: int, info: LogAppendInfo) -> None:
+        if self._observer is not None:
+            self._observer.appended(topic, partition, size, info.records_count)
 
     def move_status(self) -> list[MoveStatus]:
         """The moves into this directory in progress."""
@@ -542,7 +622,15 @@ class LogDirServer:
 
     # ---- directory ---------------------------------------------------------------------------
     def stats(self) -> LogDirStats:
-        return self._dir.stats()
+        """A snapshot; also answers for an offline directory, and for one whose load failed
+        (then ``offline_reason`` holds the load error)."""
+        if self._loaded.is_set() and self._load_error is not None:
+            stats = _failed_load_stats(str(self.path), self._load_error)
+        else:
+            stats = self._dir.stats()
+        if self._observer is not None:
+            self._observer.stats_taken(stats)
+        return stats
 
     def load_progress(self) -> LoadProgress | None:
         """Answers while loading; None before the first report."""
@@ -552,18 +640,29 @@ class LogDirServer:
     def loaded(self) -> bool:
         return self._loaded.is_set() and self._load_error is None
 
+    @property
+    def load_finished(self) -> bool:
+        """Whether the load has ended, successfully or not (then ``stats`` says why)."""
+        return self._loaded.is_set()
+
     def checkpoint(self) -> None:
         self._dir.checkpoint()
 
     def cleanup_logs(self) -> int:
         return self._dir.cleanup_logs()
 
-    def close(self, broker_epoch: int = -1) -> None:
+    def close(self, broker_epoch: int = -1) -> bool:
+        """Close the directory; True only when it was shut down cleanly (its
+        ``.kafka_cleanshutdown`` marker written: the next start recovers nothing). An offline
+        directory, one whose load failed or that skipped a partition closes without it."""
+        if self._observer is not None:
+            self._observer.closed()
         self._loaded.wait()
         if self._dir_or_none is not None:
             self._dir_or_none.close(broker_epoch)
         if self._loader is not None:
             self._loader.join()
+        return CleanShutdownFile(self.path).exists()
 
     @property
     def log_dir(self) -> LogDir:
@@ -571,8 +670,38 @@ class LogDirServer:
         return self._dir
 
 
+def _partition_dirs_on_disk(directory: Path) -> list[tuple[str, int]] | None:
+    """The live partition directories (not ``-delete``/``-future``) found in ``directory``; None
+    when it cannot be listed."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return None
+    held = []
+    for name in names:
+        try:
+            parsed = files.parse_partition_dir(name)
+        except StorageError:
+            continue
+        if not parsed.kind and (directory / name).is_dir():
+            held.append((parsed.topic_partition.topic, parsed.topic_partition.partition))
+    return sorted(held)
+
+
+def _failed_load_stats(directory: str, error: BaseException) -> LogDirStats:
+    total, used, free = disk_usage(directory)
+    return LogDirStats(directory=directory, online=False,
+                       offline_reason=f"loading failed: {type(error).__name__}: {error}",
+                       closed=False, partitions_count=0, log_bytes=0, disk_total_bytes=total,
+                       disk_used_bytes=used, disk_free_bytes=free, load_time_ms=0.0,
+                       had_clean_shutdown=False, logs_to_delete=0, invalid_dirs=(),
+                       task_failures=0, last_task_failure=None, partitions=(),
+                       file_system=file_system_id(directory))
+
+
 def _text(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-__all__ = ["DirectoryLoadingError", "LogDirServer", "UnknownPartitionError"]
+__all__ = ["CleaningPauses", "DirectoryLoadingError", "LogDirServer", "NodeObserver",
+           "UnknownPartitionError"]

@@ -1,6 +1,7 @@
 """A move pauses cleaning of its partition through the coordinator for the whole move, with the
-explicit reason ``move`` (in one process: two ``NodeService`` over real directories, the
-coordinator reached by a link object, the source node by a ``LocalHandle``; no Ray)."""
+explicit reason ``move`` (in one process: two node servers over real directories with the
+cluster's seams, the coordinator reached by a link object, the source node by a ``LocalHandle``;
+no Ray)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Any
 
 from cluster.coordinator import Coordinator
 from cluster.handles import LocalHandle
-from cluster.node_service import NodeService
+from cluster.node_service import CoordinatorPauses, RemoteMoveSource
+from node.server import LogDirServer
 from storage.files import TopicPartition
 from storage.records import Record, build_batch
 from tests.cluster.fakes import SMALL_CLEANER, ManualWorker
@@ -20,8 +22,8 @@ COMPACT = {"cleanup.policy": "compact", "segment.bytes": "4096"}
 class Link:
     """``cluster.node_service.PauseLink`` straight to a coordinator object."""
 
-    def __init__(self, coordinator: Coordinator) -> None:
-        self.coordinator = coordinator
+    def __init__(self) -> None:
+        self.coordinator: Coordinator | None = None     # set once the coordinator exists
 
     def abort_and_pause(self, topic: str, partition: int, reason: str = "") -> bool:
         if reason:
@@ -38,11 +40,11 @@ class Link:
 
 
 def test_a_move_holds_a_pause_of_cleaning_named_move_until_it_is_done(tmp_path: Path) -> None:
-    a = NodeService(tmp_path / "a", load_in_background=False, start_tasks=False)
+    link = Link()
+    a = LogDirServer(tmp_path / "a", start_tasks=False, cleaning_pauses=CoordinatorPauses(link))
     handles = {str(a.path): LocalHandle(a, "node-a")}
     coordinator = Coordinator(handles, [ManualWorker()], SMALL_CLEANER)
-    link = Link(coordinator)
-    a._link = link
+    link.coordinator = coordinator
     seen: list[Any] = []
 
     class Watching(LocalHandle):
@@ -52,8 +54,8 @@ def test_a_move_holds_a_pause_of_cleaning_named_move_until_it_is_done(tmp_path: 
                 seen.append((coordinator.pause_reasons("t", 0), coordinator.pauses("t", 0)))
             return super().call(method, *args, **kwargs)
 
-    b = NodeService(tmp_path / "b", load_in_background=False, start_tasks=False,
-                    pause_link=link, peer=lambda d: Watching(a, "node-a"))
+    b = LogDirServer(tmp_path / "b", start_tasks=False, cleaning_pauses=CoordinatorPauses(link),
+                     move_sources=lambda d: RemoteMoveSource(Watching(a, "node-a")))
     a.create_partition("t", 0, COMPACT)
     for i in range(50):
         a.append_batch("t", 0, build_batch([Record(key=b"k%d" % (i % 5), value=b"v" * 50,
