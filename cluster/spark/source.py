@@ -61,6 +61,16 @@ PRODUCER_NONCE_BITS = 38
 
 
 class StrataDataSource(DataSource):
+    """``format("strata")``: a topic of a running Strata cluster as a Spark table.
+
+    Contract: every option is checked against ``cluster.spark.options.KNOWN_OPTIONS`` before any
+    work (an unknown, unsupported or misplaced option raises ``SourceOptionError`` naming it).
+    Reads (batch and stream) are ``read_committed`` by default and end at the last stable offset;
+    a batch write is one transaction per job (all of its rows visible, or none); a streaming
+    write is exactly once per micro-batch. The schema is ``READ_DDL`` (or the msgpack columns of
+    ``valueSchema``).
+    """
+
     @classmethod
     def name(cls) -> str:
         return "strata"
@@ -172,6 +182,12 @@ def _is_headers(kind: object) -> bool:
 
 
 class StrataWriter(DataSourceArrowWriter):
+    """The batch writer. ``write`` runs in each task: it encodes the task's rows into record
+    batches under a producer id of its own (a member of the job's transaction), appends them and
+    returns what it wrote; nothing is visible to read_committed readers until ``commit``, which
+    commits exactly the members named by the commit messages and aborts the rest. ``abort``
+    aborts everything. With ``transactional=false``: idempotent batches, visible as appended."""
+
     def __init__(self, plan: WritePlan) -> None:
         self.plan = plan
 
