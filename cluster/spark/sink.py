@@ -65,6 +65,12 @@ def sink_id(options: dict[str, str]) -> str:
 
 
 class StrataStreamWriter(DataSourceStreamArrowWriter):
+    """The streaming sink. Each task of micro-batch ``batchId`` joins the sink's open
+    transaction for that batch (the sink's transactional id, from ``transactionalId`` or the
+    checkpoint location) with a producer id of its own; ``commit`` ends it with one decision that
+    names the members and records the batch id, so a batch id committed before commits nothing
+    (a replay after a crash adds no record); ``abort`` aborts the batch's transaction."""
+
     def __init__(self, plan: WritePlan, transactional_id: str, timeout_ms: int | None) -> None:
         self.plan = plan
         self.transactional_id = transactional_id

@@ -128,6 +128,10 @@ def _process(sample: Any) -> dict[str, Any]:
 
 
 class StrataStatsDataSource(DataSource):
+    """``format("strata-stats")``: one row per node actor, partition and cleaner of a running
+    cluster, taken when the read runs (``STATS_DDL``); one Spark partition, read on an executor
+    through the cluster client."""
+
     @classmethod
     def name(cls) -> str:
         return "strata-stats"
