@@ -106,10 +106,6 @@ class DirCheckpoints:
             self._write(self.cleaner_offsets, updated)
             return updated
 
-    def drop_cleaner_offset(self, tp: TopicPartition) -> None:
-        """Remove a deleted partition from the cleaner checkpoint, if it is listed."""
-        self.drop_cleaner_offsets([tp])
-
     def drop_cleaner_offsets(self, tps: Iterable[TopicPartition]) -> None:
         """Remove deleted partitions from the cleaner checkpoint in one update (an unreadable
         checkpoint is logged and left as it is)."""

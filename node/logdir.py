@@ -393,26 +393,19 @@ class LogDir:
         removed logs by partition; partitions this directory does not hold are left out. A
         failure stops the batch: the partitions renamed before it stay deleted."""
         tps = [_checked(topic, p) for p in partitions]
-        removed: dict[int, Log] = {}
-        due = 0
+        removed: dict[TopicPartition, Log] = {}
         try:
             for tp in tps:
                 gone = self._unlist_and_rename(tp)
                 if gone is not None:
-                    removed[tp.partition] = gone
-                    due = max(due, self.clock.milliseconds() + gone.config.file_delete_delay_ms)
-                    self._queued.add(QueuedDelete(tp, gone.dir, due, gone))
+                    removed[tp] = gone
         finally:
             if removed:
                 with self._io(f"delete logs of {topic}"):
                     fsync_dir(self.path)       # every rename of the batch made durable at once
-                    logs = self._snapshot()
-                    self._checkpoints.write_recovery_points(logs)
-                    self._checkpoints.write_log_start_offsets(logs)
-                    self._checkpoints.drop_cleaner_offsets(
-                        [TopicPartition(topic, p) for p in removed])
+                    due = self._queue_deletes(removed)
                 self._arm_delete(due)
-        return removed
+        return {tp.partition: gone for tp, gone in removed.items()}
 
     def _unlist_and_rename(self, tp: TopicPartition) -> Log | None:
         with self._io(f"delete log {tp}"):
@@ -438,15 +431,20 @@ class LogDir:
                      removed.config.file_delete_delay_ms)
             return removed
 
-    def _queue_delete(self, tp: TopicPartition, removed: Log) -> int:
-        """After ``removed`` (no longer listed) was renamed ``-delete``: queue its files for the
-        delete task and rewrite the checkpoints without it. Returns when its files are due."""
-        due = self.clock.milliseconds() + removed.config.file_delete_delay_ms
-        self._queued.add(QueuedDelete(tp, removed.dir, due, removed))
+    def _queue_deletes(self, removed: Mapping[TopicPartition, Log]) -> int:
+        """After the logs of ``removed`` (no longer listed) were renamed ``-delete``: queue their
+        files for the delete task and rewrite the checkpoints once without them (deleting n
+        partitions costs O(n), not O(n^2)). Returns when the last files are due."""
+        now = self.clock.milliseconds()
+        due = 0
+        for tp, gone in removed.items():
+            gone_due = now + gone.config.file_delete_delay_ms
+            self._queued.add(QueuedDelete(tp, gone.dir, gone_due, gone))
+            due = max(due, gone_due)
         logs = self._snapshot()
         self._checkpoints.write_recovery_points(logs)
         self._checkpoints.write_log_start_offsets(logs)
-        self._checkpoints.drop_cleaner_offset(tp)
+        self._checkpoints.drop_cleaner_offsets(list(removed))
         return due
 
     def _arm_delete(self, due_ms: int) -> None:
@@ -537,7 +535,7 @@ class LogDir:
             if self._logs.get(tp) is removed:
                 del self._logs[tp]
             self._moved[tp] = target_dir
-        due = self._queue_delete(tp, removed)
+        due = self._queue_deletes({tp: removed})
         log.info("partition %s moved to %s; %s goes in %d ms", tp, target_dir, removed.dir.name,
                  removed.config.file_delete_delay_ms)
         self._arm_delete(due)
