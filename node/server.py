@@ -5,6 +5,11 @@ actors): ``cluster.actors`` binds it to Ray and gives it the cluster's parts thr
 
 A thin adapter over ``LogDir``: every method takes and returns plain, picklable values (topic and
 partition instead of ``Log`` objects, bytes, frozen dataclasses) and forwards to the directory.
+Its public methods are the node actor's RPC surface; their bodies live with their concern:
+``node.opening`` (loading, possibly in the background), ``node.topic_admin`` (topic overrides and
+pending deletions), ``node.appends``, ``node.partition_ops`` (delete records, list offsets,
+truncation, transaction markers), ``node.cleaning_calls``, ``node.mover`` (moves) and
+``node.seams`` (the protocols of the seams).
 It imports no ray; ``cluster/`` applies ``ray.remote`` to it and chooses concurrency groups.
 Errors are the typed storage/node errors, which pickle through Ray.
 
@@ -24,72 +29,37 @@ What it adds to ``LogDir`` for a cluster:
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import logging
 import os
 import socket
-import threading
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from cleaner.checkpoints import CheckpointChange
-from node.errors import (MoveRefusedError, PartitionMovedError, PolicyViolationError,
-                         UnknownPartitionError)
+from node import appends, cleaning_calls, partition_ops
+from node.errors import MoveRefusedError, UnknownPartitionError
 from node.logdir import LogDir
 from node.move import CopyRecord, SourceSnapshot
 from node.mover import MoveResult, MoveSource, MoveStatus, Mover, SwitchResult, \
     source_snapshot_of, switch_out
+from node.opening import DEFAULT_LOAD_WAIT_S, DirectoryLoadingError, OpeningDir
+from node.seams import CleaningPauses, NodeObserver
 from node.snapshot import LogSnapshot, snapshot_log
-from node.stats import (LoadProgress, LogDirStats, PartitionDescription, PartitionStats,
-                        describe_partition, disk_usage, file_system_id, partition_stats)
-from node.topic_configs import TopicConfigsFile
-from node.topic_deletions import TopicDeletionsFile
+from node.stats import LoadProgress, LogDirStats, PartitionDescription, PartitionStats, \
+    partition_stats
+from node.topic_admin import TopicAdmin
 from storage import files
 from storage.config import LogConfig
 from storage.checkpoint import CleanShutdownFile
-from storage.errors import (CheckpointError, LogDirOfflineError, OffsetOutOfRangeError,
-                            StorageError)
+from storage.errors import LogDirOfflineError, StorageError
 from storage.files import TopicPartition
 from storage.log import DEFAULT_FETCH_BYTES, READ_UNCOMMITTED, FetchData, LogAppendInfo
-from storage.records import ControlType, Record
+from storage.records import Record
 from storage.segment import SegmentIdentity
 
-log = logging.getLogger(__name__)
-
-DEFAULT_LOAD_WAIT_S = 600.0
-EARLIEST_TIMESTAMP = -2     # Kafka's ListOffsetsRequest.EARLIEST_TIMESTAMP
-LATEST_TIMESTAMP = -1       # Kafka's ListOffsetsRequest.LATEST_TIMESTAMP
-
-
-class DirectoryLoadingError(StorageError):
-    """A call reached a node whose directory is still loading and gave up waiting (``directory``,
-    ``waited_s``). Unlike ``LogDirOfflineError`` nothing failed: try again later, or watch
-    ``load_progress``."""
-
-
-class NodeObserver(Protocol):
-    """What a node reports as it works; a cluster publishes it as metrics. Called on the node's
-    threads: an observer must be thread-safe and quick, and must not raise."""
-
-    def appended(self, topic: str, partition: int, size: int, records: int) -> None: ...
-
-    def stats_taken(self, stats: LogDirStats) -> None: ...
-
-    def load_progress(self, progress: LoadProgress) -> None: ...
-
-    def closed(self) -> None: ...
-
-
-class CleaningPauses(Protocol):
-    """Pauses of cleaning held by a cleaner manager in another process (the cluster's
-    coordinator). ``pause`` returns a context manager that holds the pause of ``tp`` while it is
-    entered; ``reason`` names the node's work (``move``), empty for truncation, deletion and
-    retention. A manager that cannot be reached must not stop the work (a clean it started fails
-    at its swap instead)."""
-
-    def pause(self, tp: TopicPartition, reason: str) -> AbstractContextManager[object]: ...
+EARLIEST_TIMESTAMP = partition_ops.EARLIEST_TIMESTAMP
+LATEST_TIMESTAMP = partition_ops.LATEST_TIMESTAMP
 
 
 class LogDirServer:
@@ -115,61 +85,34 @@ class LogDirServer:
         self._move_sources = move_sources
         if cleaning_pauses is not None:
             open_kwargs["pause_cleaning"] = lambda tp: self._held_pause(tp, "")
-        self._last_progress: LoadProgress | None = None
-        self._load_wait_s = load_wait_s
-        self._loaded = threading.Event()
-        self._load_error: BaseException | None = None
-        self._dir_or_none: LogDir | None = None
-        self._config_lock = threading.Lock()
-        self._default_config: LogConfig = open_kwargs.get("default_config") or LogConfig()
+        self._opening = OpeningDir(self.path, load_wait_s)
+        self._topics = TopicAdmin(self.path,
+                                  open_kwargs.get("default_config") or LogConfig())
         user_callback = open_kwargs.pop("on_load_progress", None)
 
         def on_progress(progress: LoadProgress) -> None:
-            self._last_progress = progress
+            self._opening.report(progress)
             if observer is not None:
                 observer.load_progress(progress)
             if user_callback is not None:
                 user_callback(progress)
 
-        def load() -> None:
-            try:
-                self.path.mkdir(parents=True, exist_ok=True)
-                self._overrides = TopicConfigsFile(self.path).read()
-                configs: dict[str, Any] = dict(self._overrides)
-                configs.update(open_kwargs.pop("topic_configs", None) or {})
-                self._dir_or_none = LogDir.open(self.path, on_load_progress=on_progress,
-                                                topic_configs=configs, **open_kwargs)
-            except BaseException as err:
-                self._load_error = err
-                if not load_in_background:
-                    raise
-                log.exception("loading log directory %s failed", self.path)
-            finally:
-                self._loaded.set()
+        def open_dir() -> LogDir:
+            self.path.mkdir(parents=True, exist_ok=True)
+            configs: dict[str, Any] = self._topics.load()
+            configs.update(open_kwargs.pop("topic_configs", None) or {})
+            return LogDir.open(self.path, on_load_progress=on_progress, topic_configs=configs,
+                               **open_kwargs)
 
-        self._overrides: dict[str, dict[str, str]] = {}
         self._mover = Mover(lambda: self._dir, pause=lambda tp: self._move_pause(tp),
-                            adopt_config=lambda t, c: self._set_topic_overrides(self._dir, t, c))
-        self._loader: threading.Thread | None = None
-        if load_in_background:
-            self._loader = threading.Thread(target=load, name=f"load-{self.path.name}",
-                                            daemon=True)
-            self._loader.start()
-        else:
-            load()
+                            adopt_config=lambda t, c: self._topics.set(self._dir, t, c))
+        self._opening.start(open_dir, load_in_background)
 
     @property
     def _dir(self) -> LogDir:
-        if not self._loaded.wait(self._load_wait_s):
-            raise DirectoryLoadingError(
-                f"log directory {self.path} is still loading after {self._load_wait_s} s",
-                directory=str(self.path), waited_s=self._load_wait_s)
-        if self._load_error is not None:
-            raise self._load_error
-        assert self._dir_or_none is not None
-        return self._dir_or_none
+        return self._opening.wait()
 
-    # ---- partitions and topics ---------------------------------------------------------------
+    # ---- partitions and topics (node.topic_admin) --------------------------------------------
     def create_partition(self, topic: str, partition: int,
                          config: Mapping[str, Any] | None = None) -> PartitionStats:
         """Create ``topic``-``partition`` (or return the existing one). ``config`` holds the
@@ -181,29 +124,13 @@ class LogDirServer:
         files.validate_topic(topic)
         partition = files.validate_partition(partition, topic)
         if config is not None:
-            self._set_topic_overrides(d, topic, config)
+            self._topics.set(d, topic, config)
         return partition_stats(d.get_or_create_log(topic, partition), None)
-
-    def _set_topic_overrides(self, d: LogDir, topic: str, config: Mapping[str, Any]) -> None:
-        overrides = {str(k): _text(v) for k, v in config.items()}
-        resolved = self._default_config.with_overrides(overrides)   # validates before writing
-        with self._config_lock:
-            if self._overrides.get(topic, {}) == overrides:
-                d.set_topic_config(topic, resolved)
-                return
-            if any(tp.topic == topic for tp in d.logs()):
-                raise StorageError(f"topic {topic} already exists in {self.path} with other "
-                                   f"settings {self._overrides.get(topic, {})}", topic=topic)
-            updated = {**self._overrides, topic: overrides}
-            TopicConfigsFile(self.path).write(updated)
-            self._overrides = updated
-            d.set_topic_config(topic, resolved)
 
     def topic_configs(self) -> dict[str, dict[str, str]]:
         """The topic overrides this directory keeps."""
         self._dir
-        with self._config_lock:
-            return {t: dict(o) for t, o in self._overrides.items()}
+        return self._topics.all()
 
     def alter_topic_config(self, topic: str, overrides: Mapping[str, Any]) -> dict[str, str]:
         """Replace the overrides of ``topic`` (Kafka's dynamic topic config, the whole set): they
@@ -211,28 +138,11 @@ class LogDirServer:
         ``topic-configs.json``, then applied to the live logs of the topic here
         (``LogDir.update_topic_config``), so a restart opens them with the new settings too.
         ``UnknownPartitionError`` when this directory holds no partition of ``topic``."""
-        d = self._dir
-        files.validate_topic(topic)
-        new = {str(k): _text(v) for k, v in overrides.items()}
-        resolved = self._default_config.with_overrides(new)   # validates before writing
-        with self._config_lock:
-            if not any(tp.topic == topic for tp in d.logs()):
-                raise UnknownPartitionError(f"log directory {self.path} holds no partition of "
-                                            f"topic {topic}", topic=topic, partition=None)
-            updated = {**self._overrides, topic: new}
-            TopicConfigsFile(self.path).write(updated)
-            self._overrides = updated
-            d.update_topic_config(topic, resolved)
-        return new
+        return self._topics.alter(self._dir, topic, overrides)
 
     def describe_partitions(self, topic: str | None = None) -> list[PartitionDescription]:
         """Every partition here (of ``topic`` only, when given), in partition order."""
-        d = self._dir
-        with self._config_lock:
-            overrides = {t: dict(o) for t, o in self._overrides.items()}
-        return [describe_partition(lg, str(self.path), overrides.get(t, {}))
-                for (t, _p), lg in sorted(d.logs().items())
-                if topic is None or t == topic]
+        return self._topics.describe(self._dir, topic)
 
     def delete_partition(self, topic: str, partition: int) -> bool:
         """Kafka's asyncDelete of one partition; the topic's overrides go when its last partition
@@ -249,7 +159,7 @@ class LogDirServer:
         files.validate_topic(topic)
         numbers = [files.validate_partition(p, topic) for p in partitions]
         if config is not None:
-            self._set_topic_overrides(d, topic, config)
+            self._topics.set(d, topic, config)
         return d.create_logs(topic, numbers)
 
     def delete_partitions(self, topic: str, partitions: Iterable[int]) -> int:
@@ -258,18 +168,7 @@ class LogDirServer:
         and so does its entry in ``topic-deletions.json`` (``mark_topic_deleting``)."""
         d = self._dir
         removed = len(d.delete_logs(topic, partitions))
-        with self._config_lock:
-            if any(tp.topic == topic for tp in d.logs()):
-                return removed
-            if topic in self._overrides:
-                updated = {t: o for t, o in self._overrides.items() if t != topic}
-                TopicConfigsFile(self.path).write(updated)
-                self._overrides = updated
-                d.drop_topic_config(topic)
-            deletions = TopicDeletionsFile(self.path)
-            pending = deletions.read()
-            if topic in pending:
-                deletions.write(pending - {topic})
+        self._topics.forget_if_gone(d, topic)
         return removed
 
     def mark_topic_deleting(self, topic: str) -> None:
@@ -277,18 +176,12 @@ class LogDirServer:
         ``topic_deletions`` names it until ``delete_partitions`` removed the last one, so a
         delete interrupted by a crash or a stop is finished after the restart."""
         self._dir
-        files.validate_topic(topic)
-        with self._config_lock:
-            deletions = TopicDeletionsFile(self.path)
-            pending = deletions.read()
-            if topic not in pending:
-                deletions.write(pending | {topic})
+        self._topics.mark_deleting(topic)
 
     def topic_deletions(self) -> list[str]:
         """The topics whose deletion this directory accepted and has not finished."""
         self._dir
-        with self._config_lock:
-            return sorted(TopicDeletionsFile(self.path).read())
+        return self._topics.deletions()
 
     def partitions(self) -> list[tuple[str, int]]:
         """The partitions held; for an offline directory, those whose directories are on disk
@@ -297,7 +190,7 @@ class LogDirServer:
         try:
             return sorted(tuple(key) for key in self._dir.logs())
         except LogDirOfflineError:
-            held = _partition_dirs_on_disk(self.path)
+            held = partition_ops.partition_dirs_on_disk(self.path)
             if held is None:
                 raise
             return held
@@ -308,37 +201,23 @@ class LogDirServer:
     def ping(self) -> str:
         return str(self.path)
 
-    # ---- data --------------------------------------------------------------------------------
+    # ---- data (node.appends, node.partition_ops) ---------------------------------------------
     def append_batch(self, topic: str, partition: int, data: bytes) -> LogAppendInfo:
         """Append producer-encoded v2 batches to an existing partition."""
-        with self._served(topic, partition):
-            info = self._dir.log(topic, partition).append_batch(data)
-        self._appended(topic, partition, len(data), info)
-        return info
+        return appends.append_batch(self._dir, topic, partition, data, self._observer)
 
     def append_batches(self, items: Iterable[tuple[str, int, bytes]],
                        flush: bool = False) -> list[LogAppendInfo]:
         """Append several partitions' batches in one call, in order; with ``flush`` every
         partition written is flushed before returning (the acknowledgement then means durable).
         The first failure raises: earlier items stay appended."""
-        d = self._dir
-        infos = []
-        written = {}
-        for topic, partition, data in items:
-            with self._served(topic, partition):
-                target = d.log(topic, partition)
-                infos.append(target.append_batch(data))
-            self._appended(topic, partition, len(data), infos[-1])
-            written[(topic, partition)] = target
-        if flush:
-            for target in written.values():
-                target.flush()
-        return infos
+        return appends.append_batches(self._dir, items, flush, self._observer)
 
     def read_raw(self, topic: str, partition: int, offset: int,
                  max_bytes: int = DEFAULT_FETCH_BYTES) -> FetchData | None:
-        with self._served(topic, partition):
-            return self._dir.log(topic, partition).read_raw(offset, max_bytes)
+        d = self._dir
+        with appends.served(d, topic, partition):
+            return d.log(topic, partition).read_raw(offset, max_bytes)
 
     def flush(self, topic: str, partition: int) -> int:
         """Flush one partition; returns its recovery point."""
@@ -360,23 +239,7 @@ class LogDirServer:
         ``OffsetOutOfRangeError`` for an offset above the log end or negative other than -1,
         ``PolicyViolationError`` when ``cleanup.policy`` does not include delete; either way
         nothing changes."""
-        target = self._dir.log(topic, partition)
-        offset = files.validate_offset(before_offset, "before_offset", partition=target.name,
-                                       minimum=None)
-        if not target.config.delete:
-            raise PolicyViolationError(
-                f"{target.name}: records cannot be deleted, cleanup.policy="
-                f"{target.config.cleanup_policy} does not include delete", topic=topic,
-                partition=partition, cleanup_policy=target.config.cleanup_policy)
-        if offset == -1:
-            offset = target.high_watermark
-        if offset < 0:
-            raise OffsetOutOfRangeError(
-                f"{target.name}: cannot delete records before offset {offset} (an offset >= 0, "
-                "or -1 for the high watermark)", partition=target.name, offset=offset)
-        if target.maybe_increment_log_start_offset(offset):
-            self._dir.checkpoint_log_start_offsets()
-        return target.log_start_offset
+        return partition_ops.delete_records(self._dir, topic, partition, before_offset)
 
     def list_offset(self, topic: str, partition: int,
                     timestamp: int) -> tuple[int, int | None] | None:
@@ -384,37 +247,16 @@ class LogDirServer:
         start offset, -1 (latest) the high watermark, a time in ms >= 0 the first offset whose
         record has a timestamp >= it, with that timestamp (``Log.offset_for_timestamp``), or None
         when no record is that recent. Returns ``(offset, timestamp or None)``."""
-        target = self._dir.log(topic, partition)
-        ts = files.validate_offset(timestamp, "timestamp", partition=target.name, minimum=-2)
-        if ts == EARLIEST_TIMESTAMP:
-            return target.log_start_offset, None
-        if ts == LATEST_TIMESTAMP:
-            return target.high_watermark, None
-        return target.offset_for_timestamp(ts)
+        return partition_ops.list_offset(self._dir, topic, partition, timestamp)
 
     def roll(self, topic: str, partition: int) -> int:
         """Roll the active segment if it holds anything; returns the new active base offset."""
-        target = self._dir.log(topic, partition)
-        if target.active_segment.size > 0:
-            target.roll()
-        return target.active_segment.base_offset
+        return partition_ops.roll(self._dir, topic, partition)
 
     def truncate_to(self, topic: str, partition: int, offset: int) -> bool:
         """Kafka's LogManager.truncateTo for one partition: cleaning is aborted and paused while
         segments below the active one go, and the cleaner checkpoint is lowered to the new end."""
-        d = self._dir
-        target = d.log(topic, partition)
-        tp = TopicPartition(topic, partition)
-        if offset >= target.active_segment.base_offset:
-            return target.truncate_to(offset)
-        with d.pause_cleaning(tp):
-            changed = target.truncate_to(offset)
-            try:
-                d.update_cleaner_offsets(
-                    CheckpointChange(lower={tp: target.active_segment.base_offset}))
-            except CheckpointError as err:   # unreadable: left as it is, as at load
-                log.warning("could not lower the cleaner checkpoint of %s: %s", tp, err)
-        return changed
+        return partition_ops.truncate_to(self._dir, topic, partition, offset)
 
     # ---- transactions (the coordinator's markers, read_committed) ----------------------------
     def write_txn_markers(self, markers: Iterable[tuple[str, int, int, int, int, int]]
@@ -424,21 +266,7 @@ class LogDirServer:
         id, producer epoch, control type (0 abort, 1 commit), coordinator epoch)``; then flush
         every partition written, so a marker acknowledged is durable. A partition this directory
         no longer holds is skipped (deleted meanwhile). Returns the partitions written."""
-        d = self._dir
-        written: dict[tuple[str, int], Any] = {}
-        for topic, partition, producer_id, epoch, control, coordinator_epoch in markers:
-            target = d.get_log(topic, partition)
-            if target is None:
-                log.info("no partition %s-%d for a marker of producer %d: skipped", topic,
-                         partition, producer_id)
-                continue
-            target.append_end_txn_marker(ControlType(control), producer_id=producer_id,
-                                         producer_epoch=epoch,
-                                         coordinator_epoch=coordinator_epoch)
-            written[(topic, partition)] = target
-        for target in written.values():
-            target.flush()
-        return sorted(written)
+        return partition_ops.write_txn_markers(self._dir, markers)
 
     def last_stable_offset(self, topic: str, partition: int) -> int:
         """Kafka's LSO: the first offset of the earliest open transaction, else the log end."""
@@ -449,14 +277,13 @@ class LogDirServer:
                      ) -> list[Record]:
         """Up to ``max_records`` data records from ``offset`` (``Log.read``: control records
         skipped; with ``isolation="read_committed"`` up to the LSO, aborted batches skipped)."""
-        target = self._dir.log(topic, partition)
-        return list(itertools.islice(target.read(max(offset, target.log_start_offset),
-                                                 max_offset, isolation=isolation), max_records))
+        return partition_ops.read_records(self._dir, topic, partition, offset, max_offset,
+                                          isolation, max_records)
 
-    # ---- cleaning by another process ---------------------------------------------------------
+    # ---- cleaning by another process (node.cleaning_calls) -----------------------------------
     def cleaning_snapshots(self) -> list[LogSnapshot]:
         """Snapshots of every log whose ``cleanup.policy`` includes compact."""
-        return [snapshot_log(lg) for lg in self._dir.logs().values() if lg.config.compact]
+        return cleaning_calls.cleaning_snapshots(self._dir)
 
     def snapshot(self, topic: str, partition: int) -> LogSnapshot:
         return snapshot_log(self._dir.log(topic, partition))
@@ -469,29 +296,13 @@ class LogDirServer:
         files, when the log changed meanwhile: ``SegmentsChangedError`` when one of them was
         truncated or replaced since, e.g. by a truncation done while the coordinator was
         unreachable and cleaning could not be paused."""
-        target = self._dir.log(topic, partition)
-        if not files.log_file(target.dir, cleaned_base, files.CLEANED_SUFFIX).exists():
-            raise StorageError(f"{target.name}: no cleaned segment {cleaned_base} to swap in",
-                               partition=target.name, offset=cleaned_base)
-        target.replace_cleaned(cleaned_base, old_bases)
+        cleaning_calls.swap_cleaned(self._dir, topic, partition, cleaned_base, old_bases)
 
     def remove_cleaned_files(self, topic: str | None = None,
                              partition: int | None = None) -> int:
         """Delete the ``.cleaned`` files a dead cleaner left in one partition (or in every
         partition). Only call it when no cleaner works there. Returns how many went."""
-        d = self._dir
-        logs = d.logs()
-        targets = [lg for (t, p), lg in logs.items()
-                   if topic is None or (t == topic and (partition is None or p == partition))]
-        removed = 0
-        for target in targets:
-            for name in os.listdir(target.dir):
-                if name.endswith(files.CLEANED_SUFFIX):
-                    (target.dir / name).unlink(missing_ok=True)
-                    removed += 1
-        if removed:
-            log.info("removed %d stale .cleaned files in %s", removed, self.path)
-        return removed
+        return cleaning_calls.remove_cleaned_files(self._dir, topic, partition)
 
     def read_cleaner_checkpoint(self) -> dict[TopicPartition, int]:
         """``FileNotFoundError`` when there is none yet (see ``LogDir.read_cleaner_offsets``)."""
@@ -505,29 +316,9 @@ class LogDirServer:
     def delete_old_segments(self, partitions: Iterable[tuple[str, int]]) -> int:
         """Retention of the given (compacted) logs, which the cleaner manager runs; partitions
         gone meanwhile are skipped. Returns segments deleted."""
-        d = self._dir
-        deleted = 0
-        for topic, partition in partitions:
-            target = d.get_log(topic, partition)
-            if target is not None:
-                deleted += target.delete_old_segments()
-        return deleted
+        return cleaning_calls.delete_old_segments(self._dir, partitions)
 
     # ---- moves between directories (node.move, node.mover) ------------------------------------
-    @contextmanager
-    def _served(self, topic: str, partition: int) -> Iterator[None]:
-        """A call that raced a move of its partition away (the log was renamed under it)
-        fails with ``PartitionMovedError``, never with the closed log's error."""
-        try:
-            yield
-        except PartitionMovedError:
-            raise
-        except StorageError:
-            d = self._dir_or_none
-            if d is not None:
-                d.raise_if_moved(topic, partition)
-            raise
-
     def append_batches_or_moved(self, items: Iterable[tuple[str, int, bytes]],
                                 flush: bool = False) -> list[LogAppendInfo | StorageError]:
         """``append_batches`` for a client that follows moves: an item whose partition this
@@ -535,43 +326,14 @@ class LogDirServer:
         not here, e.g. still moving in) is not appended, and its error stands in its place in
         the result; so does every later item of that partition in the call, so a partition's
         batches never land out of order. Other errors raise as in ``append_batches``."""
-        d = self._dir
-        results: list[LogAppendInfo | StorageError] = []
-        skipped: dict[tuple[str, int], StorageError] = {}
-        written = {}
-        for topic, partition, data in items:
-            key = (topic, partition)
-            if key in skipped:
-                results.append(skipped[key])
-                continue
-            try:
-                with self._served(topic, partition):
-                    target = d.log(topic, partition)
-                    info = target.append_batch(data)
-                results.append(info)
-                self._appended(topic, partition, len(data), info)
-                written[key] = target
-            except (PartitionMovedError, UnknownPartitionError) as err:
-                if isinstance(err, UnknownPartitionError) and self._mover.moving_in(
-                        topic, partition):
-                    err = PartitionMovedError(
-                        f"partition {topic}-{partition} is moving into {self.path} and is "
-                        "not served yet: try again", topic=topic, partition=partition,
-                        target_dir=str(self.path))
-                skipped[key] = err
-                results.append(err)
-        if flush:
-            for target in written.values():
-                target.flush()
-        return results
+        return appends.append_batches_or_moved(self._dir, items, flush, self._observer,
+                                               self._mover.moving_in)
 
     def move_source(self, topic: str, partition: int) -> SourceSnapshot:
         """The source end of a move: where the partition's files are, how far they reach, and
         the topic's overrides (the target keeps them too, so the log moves with its config)."""
         snapshot = source_snapshot_of(self._dir, topic, partition)
-        with self._config_lock:
-            overrides = dict(self._overrides.get(topic, {}))
-        return dataclasses.replace(snapshot, topic_config=overrides)
+        return dataclasses.replace(snapshot, topic_config=self._topics.of(topic))
 
     def move_switch_out(self, topic: str, partition: int, future_dir: str, unique: str,
                         target_dir: str, record: CopyRecord) -> SwitchResult:
@@ -606,44 +368,37 @@ class LogDirServer:
     def _held_pause(self, tp: TopicPartition, reason: str) -> AbstractContextManager[object]:
         """``cleaning_pauses.pause`` for a compacted partition; nothing to hold for the others
         (no cleaner touches them)."""
-        loaded = self._dir_or_none
+        loaded = self._opening.opened
         if self._cleaning_pauses is None or loaded is None \
                 or not loaded.config_for(tp.topic).compact:
             return nullcontext()
         return self._cleaning_pauses.pause(tp, reason)
 
-    def _appended(self, topic: str, partition: int, size: int, info: LogAppendInfo) -> None:
-        if self._observer is not None:
-            self._observer.appended(topic, partition, size, info.records_count)
-
     def move_status(self) -> list[MoveStatus]:
         """The moves into this directory in progress."""
         return self._mover.status()
 
-    # ---- directory ---------------------------------------------------------------------------
+    # ---- directory (node.opening) ------------------------------------------------------------
     def stats(self) -> LogDirStats:
         """A snapshot; also answers for an offline directory, and for one whose load failed
         (then ``offline_reason`` holds the load error)."""
-        if self._loaded.is_set() and self._load_error is not None:
-            stats = _failed_load_stats(str(self.path), self._load_error)
-        else:
-            stats = self._dir.stats()
+        stats = self._opening.failed_stats() if self._opening.failed else self._dir.stats()
         if self._observer is not None:
             self._observer.stats_taken(stats)
         return stats
 
     def load_progress(self) -> LoadProgress | None:
         """Answers while loading; None before the first report."""
-        return self._last_progress
+        return self._opening.last_progress
 
     @property
     def loaded(self) -> bool:
-        return self._loaded.is_set() and self._load_error is None
+        return self._opening.finished and not self._opening.failed
 
     @property
     def load_finished(self) -> bool:
         """Whether the load has ended, successfully or not (then ``stats`` says why)."""
-        return self._loaded.is_set()
+        return self._opening.finished
 
     def checkpoint(self) -> None:
         self._dir.checkpoint()
@@ -657,50 +412,13 @@ class LogDirServer:
         directory, one whose load failed or that skipped a partition closes without it."""
         if self._observer is not None:
             self._observer.closed()
-        self._loaded.wait()
-        if self._dir_or_none is not None:
-            self._dir_or_none.close(broker_epoch)
-        if self._loader is not None:
-            self._loader.join()
+        self._opening.close(broker_epoch)
         return CleanShutdownFile(self.path).exists()
 
     @property
     def log_dir(self) -> LogDir:
         """The directory itself, for in-process callers (never sent through Ray)."""
         return self._dir
-
-
-def _partition_dirs_on_disk(directory: Path) -> list[tuple[str, int]] | None:
-    """The live partition directories (not ``-delete``/``-future``) found in ``directory``; None
-    when it cannot be listed."""
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return None
-    held = []
-    for name in names:
-        try:
-            parsed = files.parse_partition_dir(name)
-        except StorageError:
-            continue
-        if not parsed.kind and (directory / name).is_dir():
-            held.append((parsed.topic_partition.topic, parsed.topic_partition.partition))
-    return sorted(held)
-
-
-def _failed_load_stats(directory: str, error: BaseException) -> LogDirStats:
-    total, used, free = disk_usage(directory)
-    return LogDirStats(directory=directory, online=False,
-                       offline_reason=f"loading failed: {type(error).__name__}: {error}",
-                       closed=False, partitions_count=0, log_bytes=0, disk_total_bytes=total,
-                       disk_used_bytes=used, disk_free_bytes=free, load_time_ms=0.0,
-                       had_clean_shutdown=False, logs_to_delete=0, invalid_dirs=(),
-                       task_failures=0, last_task_failure=None, partitions=(),
-                       file_system=file_system_id(directory))
-
-
-def _text(value: object) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 __all__ = ["CleaningPauses", "DirectoryLoadingError", "LogDirServer", "NodeObserver",

@@ -1,0 +1,108 @@
+"""A node's append RPCs as plain functions over its ``LogDir``: one partition's batches, several
+partitions' batches in one call, and the variant for a client that follows moves. This module owns
+the rule that an append (or read) racing a move of its partition away fails with
+``PartitionMovedError`` (``served``), and reporting each append to the ``NodeObserver``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable
+
+from node.errors import PartitionMovedError, UnknownPartitionError
+from node.logdir import LogDir
+from node.seams import NodeObserver
+from storage.errors import StorageError
+from storage.log import Log, LogAppendInfo
+
+Batches = Iterable[tuple[str, int, bytes]]
+
+
+@contextmanager
+def served(d: LogDir | None, topic: str, partition: int) -> Iterator[None]:
+    """A call that raced a move of its partition away (the log was renamed under it)
+    fails with ``PartitionMovedError``, never with the closed log's error."""
+    try:
+        yield
+    except PartitionMovedError:
+        raise
+    except StorageError:
+        if d is not None:
+            d.raise_if_moved(topic, partition)
+        raise
+
+
+def appended(observer: NodeObserver | None, topic: str, partition: int, size: int,
+             info: LogAppendInfo) -> None:
+    if observer is not None:
+        observer.appended(topic, partition, size, info.records_count)
+
+
+def append_batch(d: LogDir, topic: str, partition: int, data: bytes,
+                 observer: NodeObserver | None) -> LogAppendInfo:
+    with served(d, topic, partition):
+        info = d.log(topic, partition).append_batch(data)
+    appended(observer, topic, partition, len(data), info)
+    return info
+
+
+def append_batches(d: LogDir, items: Batches, flush: bool,
+                   observer: NodeObserver | None) -> list[LogAppendInfo]:
+    infos = []
+    written = {}
+    for topic, partition, data in items:
+        with served(d, topic, partition):
+            target = d.log(topic, partition)
+            infos.append(target.append_batch(data))
+        appended(observer, topic, partition, len(data), infos[-1])
+        written[(topic, partition)] = target
+    if flush:
+        _flush(written.values())
+    return infos
+
+
+def append_batches_or_moved(d: LogDir, items: Batches, flush: bool,
+                            observer: NodeObserver | None,
+                            moving_in: Callable[[str, int], bool],
+                            ) -> list[LogAppendInfo | StorageError]:
+    """``LogDirServer.append_batches_or_moved``; ``moving_in(topic, partition)`` says whether a
+    move into ``d`` is under way for a partition it does not serve yet."""
+    results: list[LogAppendInfo | StorageError] = []
+    skipped: dict[tuple[str, int], StorageError] = {}
+    written = {}
+    for topic, partition, data in items:
+        key = (topic, partition)
+        if key in skipped:
+            results.append(skipped[key])
+            continue
+        try:
+            with served(d, topic, partition):
+                target = d.log(topic, partition)
+                info = target.append_batch(data)
+            results.append(info)
+            appended(observer, topic, partition, len(data), info)
+            written[key] = target
+        except (PartitionMovedError, UnknownPartitionError) as err:
+            if isinstance(err, UnknownPartitionError) and moving_in(topic, partition):
+                err = _moving_in_error(d.path, topic, partition)
+            skipped[key] = err
+            results.append(err)
+    if flush:
+        _flush(written.values())
+    return results
+
+
+def _moving_in_error(path: Path, topic: str, partition: int) -> PartitionMovedError:
+    return PartitionMovedError(
+        f"partition {topic}-{partition} is moving into {path} and is "
+        "not served yet: try again", topic=topic, partition=partition, target_dir=str(path))
+
+
+def _flush(targets: Iterable[Log]) -> None:
+    for target in targets:
+        target.flush()
+
+
+__all__ = ["append_batch", "append_batches", "append_batches_or_moved", "served"]
