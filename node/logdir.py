@@ -22,6 +22,12 @@ Life of a directory::
                         tasks, closes every file, releases .lock; every later call raises
                         LogDirOfflineError stating that error; stats() still answers
 
+Collaborators, each owning one concern: ``node.dir_load`` (the load pass), ``node.log_table`` (the
+partitions and their lock), ``node.dir_deletes`` (asyncDelete and the delete task),
+``node.dir_moves`` (the two ends of a move), ``node.dir_shutdown`` (the scheduler, clean shutdown,
+going offline, release), ``node.tasks`` (the periodic tasks' bodies) and ``node.checkpoints`` (the
+checkpoint files). ``LogDir`` keeps the public surface and the topic configs.
+
 After a clean shutdown the next open recovers nothing; after a kill it re-validates each log only
 from its checkpointed recovery point. Keys of ``logs()`` are ``(topic, partition)`` tuples
 (``PartitionId``), and a ``storage.files.TopicPartition`` works as a lookup key too.
@@ -32,61 +38,44 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import threading
-import uuid
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, cast
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from cleaner.checkpoints import CheckpointChange
 from node.checkpoints import DirCheckpoints
 from node.config import LogDirConfig
-from node.deletion import DeleteQueue, QueuedDelete
-from node import move
-from node.errors import (LogDirClosedError, MoveAbortedError, PartitionMovedError,
-                         PartitionSkippedError, UnknownPartitionError)
+from node.dir_deletes import LogDeletes, PauseCleaning
+from node.dir_load import load_partitions
+from node.dir_moves import DirMoves
+from node.dir_shutdown import DirShutdown
+from node.errors import LogDirClosedError, PartitionSkippedError, UnknownPartitionError
 from node.health import DirHealth, DirLog
 from node.keys import LogMap, PartitionId
-from node.loading import PartitionToLoad, RecoveryPool, create_and_validate, scan
+from node.loading import PartitionToLoad, RecoveryPool, create_and_validate
 from node.lock import DirLock
-from node.stats import (
-    InvalidDir,
-    LoadProgress,
-    LogDirStats,
-    PartitionProblem,
-    all_partition_stats,
-    disk_usage,
-    file_system_id,
-)
-from node.tasks import (
-    GuardedScheduler,
-    PeriodicTasks,
-    apply_retention,
-    expire_producers,
-    flush_dirty,
-)
+from node.log_table import LogTable
+from node.stats import (InvalidDir, LoadProgress, LogDirStats, PartitionProblem,
+                        all_partition_stats, disk_usage, file_system_id)
+from node.tasks import PeriodicTasks, apply_retention, expire_producers, flush_dirty
 from storage import files
-from storage.checkpoint import CleanShutdownFile
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
 from storage.durable import fsync_dir
 from storage.files import TopicPartition
 from storage.log import Log
 from storage.quarantine import QuarantinedFile
-from storage.scheduler import Scheduler, ThreadScheduler
+from storage.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
-
-PauseCleaning = Callable[[TopicPartition], AbstractContextManager[object]]
 
 
 class LogDir:
     """One log directory and its partition logs. Open with ``LogDir.open``.
 
     Thread-safe: the actor's append and background threads may call it concurrently. Lock rule:
-    ``_lock`` guards only the maps and the delete queue and is never held while waiting for a log's
-    lock, so the offline path (which closes every log) cannot deadlock with a caller.
+    ``_lock`` (the ``LogTable``'s) guards only the maps and is never held while waiting for a
+    log's lock, so the offline path (which closes every log) cannot deadlock with a caller.
     """
 
     def __init__(self, path: Path, dir_lock: DirLock, *, default_config: LogConfig,
@@ -99,30 +88,27 @@ class LogDir:
         self.clock = clock
         self.recovery_threads = recovery_threads
         self._topic_configs = dict(topic_configs)
-        self._dir_lock = dir_lock
         self._health = DirHealth(path)
-        self._health.on_offline = self._on_offline
-        self._owned_scheduler = (None if scheduler is not None
-                                 else ThreadScheduler(f"logdir-{path.name}", clock=clock))
-        self._scheduler = GuardedScheduler(scheduler or self._owned_scheduler, self._health)
         self._checkpoints = DirCheckpoints(path)
         self._pause_cleaning: PauseCleaning = pause_cleaning or (lambda _tp: nullcontext())
-        self._lock = threading.RLock()
-        self._release_lock = threading.Lock()
-        self._logs: dict[TopicPartition, DirLog] = {}
-        self._queued = DeleteQueue()
+        self._table = LogTable()
+        self._lock = self._table.lock
+        self._shutdown = DirShutdown(path, dir_lock, self._health, self._table,
+                                     self._checkpoints, scheduler, clock, recovery_threads)
+        self._health.on_offline = self._shutdown.on_offline
+        self._scheduler = self._shutdown.scheduler
+        self._deletes = LogDeletes(path, self._table, self._checkpoints, clock, self._scheduler,
+                                   self._pause_cleaning, self._io, lambda: self._tasks_started)
+        self._moves = DirMoves(path, self._table, self._checkpoints, self._deletes,
+                               self._open_log, self._io)
         self._pool: RecoveryPool | None = None
         self._tasks_started = False
         self._loaded = False
-        self._closed = False
-        self._released = False
         self.had_clean_shutdown = False
         self.clean_shutdown_epoch: int | None = None
         self.invalid_dirs: tuple[InvalidDir, ...] = ()
         self.problems: tuple[PartitionProblem, ...] = ()        # partitions skipped at load
         self.quarantined: tuple[QuarantinedFile, ...] = ()      # what recovery cut at load
-        self._skipped: dict[TopicPartition, PartitionProblem] = {}
-        self._moved: dict[TopicPartition, str] = {}     # moved away -> the directory they went to
         self.load_time_ms = 0.0
 
     # ---- opening -----------------------------------------------------------------------------
@@ -168,61 +154,33 @@ class LogDir:
             if start_tasks:
                 opened.start_tasks()
         except BaseException:
-            opened._scheduler.stop()
-            opened._shutdown_scheduler()
-            opened._release()
+            opened._shutdown.stop_scheduler()
+            opened._shutdown.release()
             raise
         return opened
 
     def _load(self, on_progress: Callable[[LoadProgress], None] | None) -> None:
-        marker = CleanShutdownFile(self.path)
-        state = marker.read()
-        self.had_clean_shutdown = state.clean
-        self.clean_shutdown_epoch = state.epoch
-        if state.clean or state.problem is not None:
-            marker.delete()
-        recovery_points = self._checkpoints.read(self._checkpoints.recovery_points)
-        log_start_offsets = self._checkpoints.read(self._checkpoints.log_start_offsets)
-        move.resolve_futures(self.path)     # before the scan: a promoted future loads as live
-        seeds = move.seeded_states(self.path)
-        for tp, seed in seeds.items():
-            recovery_points.setdefault(tp, seed.recovery_point)
-            log_start_offsets.setdefault(tp, seed.log_start_offset)
-        found = scan(self.path)
-        self.invalid_dirs = found.invalid
+        def open_found(partition: PartitionToLoad, recovery_point: int, log_start_offset: int,
+                       had_clean_shutdown: bool) -> DirLog:
+            return self._open_log(partition.path, partition.topic_partition,
+                                  recovery_point=recovery_point,
+                                  log_start_offset=log_start_offset,
+                                  had_clean_shutdown=had_clean_shutdown)
 
-        def open_log(partition: PartitionToLoad) -> Log:
-            tp = partition.topic_partition
-            opened = DirLog.open(partition.path, self.config_for(tp.topic),
-                                 recovery_point=recovery_points.get(tp, 0),
-                                 log_start_offset=log_start_offsets.get(tp, 0),
-                                 had_clean_shutdown=self.had_clean_shutdown, clock=self.clock,
-                                 scheduler=self._scheduler,
-                                 producer_id_expiration_ms=self.config.producer_id_expiration_ms)
-            opened.health = self._health
-            return opened
-
-        # After a clean shutdown nothing is re-validated: loading is Python bookkeeping under the
-        # GIL, where a second thread only adds hand-offs (3,000 segments: 405 ms on one thread,
-        # 562 ms on two, medians of 7). The configured count serves recovery, whose CRC kernels
-        # release the GIL.
-        threads = 1 if self.had_clean_shutdown else self.recovery_threads
-        self._pool = RecoveryPool(self.path, threads, open_log, clock=self.clock,
-                                  on_progress=on_progress)
-        self._pool.add_problems(found.skipped)
-        loaded = self._pool.run(found.partitions)
-        now = self.clock.milliseconds()
+        outcome = load_partitions(self.path, self._checkpoints, open_found,
+                                  self.recovery_threads, self.clock, on_progress)
+        self.had_clean_shutdown = outcome.had_clean_shutdown
+        self.clean_shutdown_epoch = outcome.clean_shutdown_epoch
+        self.invalid_dirs = outcome.invalid_dirs
+        self._pool = outcome.pool
         with self._lock:
-            self._logs = cast("dict[TopicPartition, DirLog]", loaded)
-            self._skipped = dict(self._pool.skipped)
-        self.problems = tuple(problem for _, problem in sorted(
-            self._skipped.items(), key=lambda item: (item[0].topic, item[0].partition)))
-        self.quarantined = tuple(kept for tp in sorted(loaded, key=lambda t: (t.topic, t.partition))
-                                 for kept in loaded[tp].load_result.quarantined)
-        for tp, path in found.to_delete:
-            delay = self.config_for(tp.topic).file_delete_delay_ms
-            self._queued.add(QueuedDelete(tp, path, now + delay, None))
-        self._settle_seeds({tp: seed for tp, seed in seeds.items() if tp in loaded})
+            self._table.logs = outcome.logs
+            self._table.skipped = outcome.skipped
+        self.problems = outcome.problems
+        self.quarantined = outcome.quarantined
+        self._deletes.queue_found(outcome.to_delete,
+                                  lambda topic: self.config_for(topic).file_delete_delay_ms)
+        self._moves.settle_seeds(outcome.seeds)
         self._loaded = True
         progress = self._pool.progress()
         self.load_time_ms = progress.elapsed_ms
@@ -232,6 +190,16 @@ class LogDir:
                  " clean" if self.had_clean_shutdown else "n unclean", len(self.problems),
                  len(self.quarantined))
 
+    def _open_log(self, path: Path, tp: TopicPartition, **open_args: Any) -> DirLog:
+        """Open the log of ``tp`` at ``path`` with its topic's config, under this directory's
+        clock, scheduler and health (``open_args``: ``Log.open``'s recovery arguments)."""
+        opened = DirLog.open(path, self.config_for(tp.topic), clock=self.clock,
+                             scheduler=self._scheduler,
+                             producer_id_expiration_ms=self.config.producer_id_expiration_ms,
+                             **open_args)
+        opened.health = self._health
+        return opened
+
     def start_tasks(self) -> None:
         """Start the periodic tasks (``open`` does unless ``start_tasks=False``). Idempotent."""
         with self._io("start tasks"):
@@ -239,14 +207,14 @@ class LogDir:
                 if self._tasks_started:
                     return
                 self._tasks_started = True
-            dues = self._queued.due_times()
+            dues = self._deletes.queue.due_times()
             PeriodicTasks(self._scheduler, self.config).start(
                 retention=self.cleanup_logs, flush=self.flush_dirty_logs,
                 recovery_points=self.checkpoint_recovery_points,
                 log_start_offsets=self.checkpoint_log_start_offsets,
                 expire_producers=self.remove_expired_producers)
             for due in dues:
-                self._arm_delete(due)
+                self._deletes.arm(due)
 
     # ---- state -------------------------------------------------------------------------------
     @property
@@ -259,7 +227,7 @@ class LogDir:
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._shutdown.closed
 
     def load_progress(self) -> LoadProgress:
         assert self._pool is not None
@@ -283,7 +251,7 @@ class LogDir:
         files.validate_topic(topic)
         with self._io(f"update config of {topic}"), self._lock:
             self._topic_configs[topic] = config
-            live = [lg for tp, lg in self._logs.items() if tp.topic == topic]
+            live = [lg for tp, lg in self._table.logs.items() if tp.topic == topic]
             for lg in live:
                 lg.update_config(config)
             return len(live)
@@ -301,22 +269,18 @@ class LogDir:
     def _io(self, action: str) -> Iterator[None]:
         """Every public call: offline first (it names the original error), then closed."""
         self._health.check()
-        if self._closed:
+        if self._shutdown.closed:
             raise LogDirClosedError(f"log directory {self.path} is closed",
                                     directory=str(self.path))
         with self._health.guard(action):
             yield
-
-    def _snapshot(self) -> list[DirLog]:
-        with self._lock:
-            return list(self._logs.values())
 
     # ---- partitions --------------------------------------------------------------------------
     def logs(self) -> LogMap:
         """A snapshot ``{(topic, partition): Log}`` of the live logs."""
         with self._io("list logs"), self._lock:
             return LogMap((PartitionId(tp.topic, tp.partition), lg)
-                          for tp, lg in self._logs.items())
+                          for tp, lg in self._table.logs.items())
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         """The log of ``topic``-``partition``, or None. A name or number that no partition can
@@ -324,7 +288,7 @@ class LogDir:
         ``InvalidTopicError``: ``True`` is not partition 1."""
         tp = _checked(topic, partition)
         with self._io("get log"), self._lock:
-            return self._logs.get(tp)
+            return self._table.logs.get(tp)
 
     def log(self, topic: str, partition: int) -> Log:
         """The log of ``topic``-``partition``; ``UnknownPartitionError`` if there is none."""
@@ -342,10 +306,10 @@ class LogDir:
         the fsync of this directory to the caller (``create_logs``: one for a batch)."""
         tp = _checked(topic, partition)
         with self._io(f"create log {tp}"), self._lock:
-            existing = self._logs.get(tp)
+            existing = self._table.logs.get(tp)
             if existing is not None:
                 return existing
-            skipped = self._skipped.get(tp)
+            skipped = self._table.skipped.get(tp)
             if skipped is not None:
                 raise PartitionSkippedError(
                     f"partition {tp} of log directory {self.path} was skipped at load "
@@ -354,14 +318,11 @@ class LogDir:
                     directory=str(self.path), reason=skipped.reason)
             path = self.path / files.partition_dir_name(tp.topic, tp.partition)
             path.mkdir(exist_ok=True)
-            self._moved.pop(tp, None)
+            self._table.moved.pop(tp, None)
             if sync:
                 fsync_dir(self.path)
-            created = DirLog.open(path, self.config_for(topic), recovery_point=0, clock=self.clock,
-                                  scheduler=self._scheduler,
-                                  producer_id_expiration_ms=self.config.producer_id_expiration_ms)
-            created.health = self._health
-            self._logs[tp] = created
+            created = self._open_log(path, tp, recovery_point=0)
+            self._table.logs[tp] = created
             log.info("created log %s in %s", tp, self.path)
             return created
 
@@ -392,74 +353,12 @@ class LogDir:
         (not once per partition: deleting n partitions costs O(n), not O(n^2)). Returns the
         removed logs by partition; partitions this directory does not hold are left out. A
         failure stops the batch: the partitions renamed before it stay deleted."""
-        tps = [_checked(topic, p) for p in partitions]
-        removed: dict[TopicPartition, Log] = {}
-        try:
-            for tp in tps:
-                gone = self._unlist_and_rename(tp)
-                if gone is not None:
-                    removed[tp] = gone
-        finally:
-            if removed:
-                with self._io(f"delete logs of {topic}"):
-                    fsync_dir(self.path)       # every rename of the batch made durable at once
-                    due = self._queue_deletes(removed)
-                self._arm_delete(due)
-        return {tp.partition: gone for tp, gone in removed.items()}
-
-    def _unlist_and_rename(self, tp: TopicPartition) -> Log | None:
-        with self._io(f"delete log {tp}"):
-            with self._lock:
-                if tp not in self._logs:
-                    return None
-            # pause first, then unlist: a clean finishing meanwhile still finds its log to swap
-            # into (and the rename waits for it), instead of failing on a missing partition
-            with self._pause_cleaning(tp):
-                with self._lock:
-                    removed = self._logs.pop(tp, None)
-                if removed is None:
-                    return None
-                try:
-                    removed.rename_dir(files.delete_dir_name(tp.topic, tp.partition),
-                                       sync=False)
-                except Exception:
-                    if not removed.is_closed:   # refused before the rename: the log stays
-                        with self._lock:
-                            self._logs[tp] = removed
-                    raise
-            log.info("log %s renamed to %s; its files go in %d ms", tp, removed.dir.name,
-                     removed.config.file_delete_delay_ms)
-            return removed
-
-    def _queue_deletes(self, removed: Mapping[TopicPartition, Log]) -> int:
-        """After the logs of ``removed`` (no longer listed) were renamed ``-delete``: queue their
-        files for the delete task and rewrite the checkpoints once without them (deleting n
-        partitions costs O(n), not O(n^2)). Returns when the last files are due."""
-        now = self.clock.milliseconds()
-        due = 0
-        for tp, gone in removed.items():
-            gone_due = now + gone.config.file_delete_delay_ms
-            self._queued.add(QueuedDelete(tp, gone.dir, gone_due, gone))
-            due = max(due, gone_due)
-        logs = self._snapshot()
-        self._checkpoints.write_recovery_points(logs)
-        self._checkpoints.write_log_start_offsets(logs)
-        self._checkpoints.drop_cleaner_offsets(list(removed))
-        return due
-
-    def _arm_delete(self, due_ms: int) -> None:
-        if self._tasks_started:
-            delay = max(0, due_ms - self.clock.milliseconds())
-            self._scheduler.schedule("kafka-delete-logs", self.delete_queued_logs, delay)
+        return self._deletes.delete_logs(topic, [_checked(topic, p) for p in partitions])
 
     # ---- moves between directories (node.move) ------------------------------------------------
     def raise_if_moved(self, topic: str, partition: int) -> None:
         """``PartitionMovedError`` when ``topic``-``partition`` was moved away from here."""
-        target = self._moved.get(TopicPartition(topic, partition))
-        if target is not None:
-            raise PartitionMovedError(
-                f"partition {topic}-{partition} moved from {self.path} to {target}",
-                topic=topic, partition=partition, target_dir=target)
+        self._moves.raise_if_moved(topic, partition)
 
     def io_guard(self, action: str) -> AbstractContextManager[None]:
         """Work on this directory's files done outside its methods (a move's copy): fails fast
@@ -468,77 +367,23 @@ class LogDir:
 
     def being_deleted(self, topic: str, partition: int) -> bool:
         """True when ``topic``-``partition`` waits in the delete queue and is not live here."""
-        tp = TopicPartition(topic, partition)
-        with self._lock:
-            return tp not in self._logs and self._queued.holds(tp)
+        return self._deletes.being_deleted(TopicPartition(topic, partition))
 
     def begin_move_in(self, topic: str, partition: int, source_dir: str) -> Path:
         """Create ``<topic>-<partition>.<uuid>-future`` with its (incomplete) move state;
         returns its path."""
-        tp = _checked(topic, partition)
-        with self._io(f"start moving {tp} in"):
-            unique = uuid.uuid4().hex
-            future = self.path / files.future_dir_name(tp.topic, tp.partition, unique)
-            future.mkdir()
-            move.MoveState(tp.topic, tp.partition, os.path.abspath(source_dir), unique).write(
-                future)
-            fsync_dir(self.path)
-            return future
+        return self._moves.begin_move_in(_checked(topic, partition), source_dir)
 
     def settle_move_in(self, future: Path) -> Log:
         """After the source's switch (or a failure): promote ``future`` and serve it when the
         source committed, else remove it and raise ``MoveAbortedError``."""
-        with self._io(f"settle move {future.name}"):
-            action, state, why = move.settle(self.path, future)
-            if action != move.PROMOTE or state is None:
-                raise MoveAbortedError(f"move into {future} abandoned: {why}",
-                                       path=str(future), reason=why)
-            tp = state.topic_partition
-            live = self.path / files.partition_dir_name(tp.topic, tp.partition)
-            # the source's switch left every file consistent and the data synced: open it as
-            # after a clean shutdown (no segment re-read); a load after a crash recovers it
-            opened = DirLog.open(live, self.config_for(tp.topic),
-                                 recovery_point=state.recovery_point,
-                                 log_start_offset=state.log_start_offset,
-                                 had_clean_shutdown=True, clock=self.clock,
-                                 scheduler=self._scheduler,
-                                 producer_id_expiration_ms=self.config.producer_id_expiration_ms)
-            opened.health = self._health
-            with self._lock:
-                self._logs[tp] = opened
-                self._moved.pop(tp, None)
-            self._settle_seeds({tp: state})
-            log.info("partition %s moved in from %s (log end %d)", tp, state.source_dir,
-                     opened.log_end_offset)
-            return opened
-
-    def _settle_seeds(self, seeds: Mapping[TopicPartition, move.MoveState]) -> None:
-        """Write the checkpoints of partitions promoted from a move (their recovery point, log
-        start and cleaner offset), then remove their move states."""
-        if not seeds:
-            return
-        logs = self._snapshot()
-        self._checkpoints.write_recovery_points(logs)
-        self._checkpoints.write_log_start_offsets(logs)
-        offsets = {tp: s.cleaner_offset for tp, s in seeds.items()
-                   if s.cleaner_offset is not None}
-        if offsets:
-            self._checkpoints.update_cleaner_offsets(CheckpointChange(defaults=offsets))
-        for tp in seeds:
-            move.clear_state(self.path / files.partition_dir_name(tp.topic, tp.partition))
+        return self._moves.settle_move_in(future)
 
     def finish_move_out(self, tp: TopicPartition, removed: Log, target_dir: str) -> None:
         """After the commit (``removed`` renamed ``-delete`` by the switch): stop serving it,
         answer ``PartitionMovedError`` for it from now on, rewrite the checkpoints without it
         and delete its files ``file.delete.delay.ms`` later."""
-        with self._lock:
-            if self._logs.get(tp) is removed:
-                del self._logs[tp]
-            self._moved[tp] = target_dir
-        due = self._queue_deletes({tp: removed})
-        log.info("partition %s moved to %s; %s goes in %d ms", tp, target_dir, removed.dir.name,
-                 removed.config.file_delete_delay_ms)
-        self._arm_delete(due)
+        self._moves.finish_move_out(tp, removed, target_dir)
 
     def cleaner_offset(self, tp: TopicPartition) -> int | None:
         return self._checkpoints.read_cleaner_offsets().get(tp)
@@ -546,43 +391,36 @@ class LogDir:
     # ---- the periodic tasks' bodies (callable directly too) ----------------------------------
     def delete_queued_logs(self) -> int:
         """Delete the files of every queued log whose delay is over; returns how many."""
-        with self._io("delete queued logs"):
-            due = self._queued.take_due(self.clock.milliseconds())
-            for queued in due:
-                queued.remove()
-                log.info("deleted log %s (%s)", queued.topic_partition, queued.path.name)
-            if due:
-                fsync_dir(self.path)
-            return len(due)
+        return self._deletes.delete_due()
 
     def cleanup_logs(self) -> int:
         """Retention of every log whose policy does not include compact (compacted logs get theirs
         from the cleaner), each inside ``pause_cleaning``. Returns segments deleted."""
         with self._io("retention"):
-            return apply_retention(self._snapshot(), self._pause_cleaning,
+            return apply_retention(self._table.snapshot(), self._pause_cleaning,
                                    self._scheduler.record_failure)
 
     def flush_dirty_logs(self) -> int:
         """Flush every log whose last flush is at least its ``flush.ms`` ago; returns how many."""
         with self._io("flush"):
-            return flush_dirty(self._snapshot(), self.clock.milliseconds(),
+            return flush_dirty(self._table.snapshot(), self.clock.milliseconds(),
                                self._scheduler.record_failure)
 
     def remove_expired_producers(self) -> int:
         """Forget, in every log, the producers idle for ``producer.id.expiration.ms``; returns
         how many."""
         with self._io("producer expiration"):
-            return expire_producers(self._snapshot(), self.clock.milliseconds(),
+            return expire_producers(self._table.snapshot(), self.clock.milliseconds(),
                                     self._scheduler.record_failure)
 
     def checkpoint_recovery_points(self) -> bool:
         """Write every log's recovery point; returns False when nothing changed since the last."""
         with self._io("checkpoint recovery points"):
-            return self._checkpoints.write_recovery_points(self._snapshot())
+            return self._checkpoints.write_recovery_points(self._table.snapshot())
 
     def checkpoint_log_start_offsets(self) -> bool:
         with self._io("checkpoint log start offsets"):
-            return self._checkpoints.write_log_start_offsets(self._snapshot())
+            return self._checkpoints.write_log_start_offsets(self._table.snapshot())
 
     def checkpoint(self) -> None:
         """Write both checkpoints now (each is skipped when unchanged)."""
@@ -605,8 +443,7 @@ class LogDir:
         file's only writer), keeping only partitions this directory holds: an entry of a
         partition deleted meanwhile is dropped, not resurrected. Returns the entries written."""
         with self._io("update cleaner checkpoint"):
-            with self._lock:
-                live = frozenset(TopicPartition(tp.topic, tp.partition) for tp in self._logs)
+            live = self._table.live_partitions()
             live_change = dataclasses.replace(
                 change, live_partitions=live if change.live_partitions is None
                 else live & frozenset(change.live_partitions))
@@ -615,16 +452,16 @@ class LogDir:
     # ---- stats -------------------------------------------------------------------------------
     def stats(self) -> LogDirStats:
         """A snapshot; also answers when the directory is offline or closed."""
-        live = self._health.online and not self._closed
+        live = self._health.online and not self._shutdown.closed
         with self._lock:
-            logs = dict(self._logs) if live else {}
-        queued = len(self._queued)
+            logs = dict(self._table.logs) if live else {}
+        queued = len(self._deletes.queue)
         partitions = all_partition_stats(
             logs, self._checkpoints.read_cleaner_offsets() if logs else {})
         total, used, free = disk_usage(str(self.path))
         return LogDirStats(
             directory=str(self.path), online=self._health.online,
-            offline_reason=self._health.reason, closed=self._closed,
+            offline_reason=self._health.reason, closed=self._shutdown.closed,
             partitions_count=len(partitions), log_bytes=sum(p.size_bytes for p in partitions),
             disk_total_bytes=total, disk_used_bytes=used, disk_free_bytes=free,
             load_time_ms=self.load_time_ms, had_clean_shutdown=self.had_clean_shutdown,
@@ -641,61 +478,7 @@ class LogDir:
         On an offline directory this only makes sure everything is released. An I/O error during
         shutdown takes the directory offline, writes no marker, and raises ``LogDirOfflineError``.
         """
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        self._scheduler.stop()
-        self._shutdown_scheduler()
-        try:
-            if self._health.online:
-                self._clean_shutdown(broker_epoch)
-        finally:
-            self._release()
-
-    def _clean_shutdown(self, broker_epoch: int) -> None:
-        logs = self._snapshot()
-        with self._health.guard("clean shutdown"):
-            with ThreadPoolExecutor(max_workers=self.recovery_threads,
-                                    thread_name_prefix=f"log-shutdown-{self.path.name}") as pool:
-                for done in [pool.submit(_flush_and_close, lg) for lg in logs]:
-                    done.result()
-            self._checkpoints.write_recovery_points(logs)
-            self._checkpoints.write_log_start_offsets(logs)
-            if self._loaded and not self._skipped:
-                CleanShutdownFile(self.path).write(broker_epoch)
-            elif self._skipped:
-                # a skipped partition was not recovered: once it is fixed, the next open must
-                # recover it (its recovery point is gone, so from its first segment)
-                log.warning("no clean-shutdown marker for %s: partitions %s were skipped at load",
-                            self.path, ", ".join(p.name for p in self.problems))
-        log.info("log directory %s shut down cleanly (%d logs)", self.path, len(logs))
-
-    def _on_offline(self) -> None:
-        """``DirHealth`` calls this once, on the thread that hit the error. It must not join the
-        scheduler thread: that thread may be waiting for a log lock the failing thread holds."""
-        self._scheduler.stop()
-        owned = self._owned_scheduler
-        if owned is not None and owned.is_running:
-            owned.schedule("shutdown", owned.shutdown, 0)   # it stops itself, unjoined
-        self._release()
-
-    def _shutdown_scheduler(self) -> None:
-        if self._owned_scheduler is not None:
-            self._owned_scheduler.shutdown()
-
-    def _release(self) -> None:
-        """Close every log's files and drop ``.lock``. Idempotent; errors are logged, not raised."""
-        with self._release_lock:
-            if self._released:
-                return
-            self._released = True
-        for lg in self._snapshot():
-            try:
-                lg.close()
-            except Exception:  # noqa: BLE001 - releasing is best effort
-                log.exception("closing %s while releasing %s", lg.dir, self.path)
-        self._dir_lock.release()
+        self._shutdown.close(broker_epoch, self._loaded, self.problems)
 
     def __enter__(self) -> LogDir:
         return self
@@ -704,8 +487,8 @@ class LogDir:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else ("online" if self._health.online else "offline")
-        return f"LogDir({self.path}, {state}, logs={len(self._logs)})"
+        state = "closed" if self._shutdown.closed else ("online" if self._health.online else "offline")
+        return f"LogDir({self.path}, {state}, logs={len(self._table.logs)})"
 
 
 def _checked(topic: str, partition: int) -> TopicPartition:
@@ -713,7 +496,3 @@ def _checked(topic: str, partition: int) -> TopicPartition:
     files.validate_topic(topic)
     return TopicPartition(topic, files.validate_partition(partition, topic))
 
-
-def _flush_and_close(lg: Log) -> None:
-    lg.flush()
-    lg.close()
