@@ -1,21 +1,11 @@
 """``CleanerManager``: which partition the cleaner works on next, and every partition's cleaning
 state (Kafka's ``LogCleanerManager``), for one set of log directories.
 
-State machine (one entry per partition; no entry = none):
-
-    call                    from            to
-    grab/deletable_logs     none            IN_PROGRESS
-    abort_and_pause         none            PAUSED(1)
-                            IN_PROGRESS     ABORTED, then blocks until the cleaner's done_* call
-                            PAUSED(n)       PAUSED(n+1)
-    resume_cleaning         PAUSED(1)       none
-                            PAUSED(n>1)     PAUSED(n-1)
-    done_cleaning           IN_PROGRESS     none, and the checkpoint becomes the end offset
-                            ABORTED         PAUSED(1), waking the aborter (no checkpoint update)
-    done_deleting           as done_cleaning, without the checkpoint
-
-Any other transition raises ``CleanerStateError``. The cleaner calls ``check_cleaning_aborted`` at
-every chunk and stops with ``LogCleaningAbortedError``.
+The state machine of each partition (IN_PROGRESS, ABORTED, PAUSED(n)) is ``cleaner.transitions``;
+the choice of the filthiest log is ``cleaner.selection``; the checkpoint files are
+``cleaner.checkpoints`` and failing partitions ``cleaner.uncleanable``. This class holds them under
+one lock and is the API of all of them. The cleaner calls ``check_cleaning_aborted`` at every
+chunk and stops with ``LogCleaningAbortedError``.
 
 Unlike Kafka, a failing partition is retried ``uncleanable_retries`` times, each after
 ``uncleanable_retry_backoff_ms``, before it is marked uncleanable, an exception while evaluating
@@ -31,33 +21,23 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from cleaner.cleanable import (
-    CleanableLog,
-    LogToClean,
-    OffsetsToClean,
-    SegmentRange,
-    SegmentView,
-    cleanable_offsets,
-    max_compaction_delay,
-)
-from cleaner.checkpoints import (
-    CheckpointFileLike,
-    CleanerCheckpoints,
-    dir_key,
-    local_checkpoint_file,
-)
+from cleaner.cleanable import (CleanableLog, LogToClean, OffsetsToClean, SegmentView,
+                               cleanable_offsets, max_compaction_delay)
+from cleaner.checkpoints import (CheckpointFileLike, CleanerCheckpoints, dir_key,
+                                 local_checkpoint_file)
 from cleaner.config import CleanerConfig
 from cleaner.explain import Explanation, explain_log
+from cleaner.selection import Selector, filthiest
 from cleaner.state import ABORTED, IN_PROGRESS, CleaningPhase, CleaningState, paused
 from cleaner.stats import PreCleanStats
+from cleaner.transitions import CleanerStateError, CleaningAbortTimeoutError, CleaningStates
 from cleaner.uncleanable import UncleanablePartition, UncleanableTracker, describe
 from storage.clock import SYSTEM_CLOCK, Clock
-from storage.errors import LogCleaningAbortedError, StorageError
+from storage.errors import LogCleaningAbortedError
 from storage.files import TopicPartition
 
 __all__ = [
@@ -68,19 +48,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-class CleanerStateError(StorageError):
-    """An illegal transition of a partition's cleaning state (Kafka's IllegalStateException):
-    finishing a clean nobody started, resuming a partition that is not paused, aborting a clean
-    that is already being aborted. A bug in the caller, unlike ``LogCleaningAbortedError``, which
-    is the normal way a running clean is told to stop."""
-
-
-class CleaningAbortTimeoutError(StorageError):
-    """``abort_and_pause_cleaning`` gave up waiting for the running clean to stop. The partition
-    stays ABORTED and becomes PAUSED(1) when the cleaner reports back; the caller owns that pause
-    (``wait_until_paused`` again, then ``resume_cleaning``)."""
 
 
 @dataclass(frozen=True)
@@ -116,13 +83,12 @@ class CleanerManager:
         self.config = config or CleanerConfig()
         self._clock = clock
         self._lock = threading.RLock()
-        self._paused_cond = threading.Condition(self._lock)
         self._checkpoints = CleanerCheckpoints(log_dirs, on_dir_failure, checkpoint_file)
         self._failures = UncleanableTracker(self.config.uncleanable_retries,
                                             self.config.uncleanable_retry_backoff_ms)
-        self._states: dict[TopicPartition, CleaningState] = {}
-        self._cleaning_from: dict[TopicPartition, int] = {}
-        self._dirs: dict[TopicPartition, Path] = {}
+        self._states = CleaningStates(self._lock)
+        self._selector = Selector(self._checkpoints, self._failures)
+        self._dirs = self._selector.dirs
         self._dirtiest_ratio = 0.0
         self._time_of_last_run = clock.milliseconds()
         self._pre_clean = PreCleanStats()
@@ -203,59 +169,27 @@ class CleanerManager:
     def set_cleaning_state(self, tp: TopicPartition, state: CleaningState | None) -> None:
         """Kafka's ``setCleaningState``: bypasses the transition rules. For tests."""
         with self._lock:
-            if state is None:
-                self._states.pop(tp, None)
-            else:
-                self._states[tp] = state
+            self._states.force(tp, state)
 
     def abort_and_pause_cleaning(self, tp: TopicPartition, timeout: float | None = None) -> None:
         """Pause cleaning of ``tp``, first aborting a clean in progress and waiting (up to
         ``timeout`` seconds, default forever) until the cleaner has stopped. Each call takes one
         pause; ``resume_cleaning`` releases one."""
         with self._lock:
-            state = self._states.get(tp)
-            if state is None:
-                self._states[tp] = paused(1)
-            elif state == IN_PROGRESS:
-                self._states[tp] = ABORTED
-            elif state.phase is CleaningPhase.PAUSED:
-                self._states[tp] = paused(state.paused_count + 1)
-            else:
-                raise CleanerStateError(
-                    f"compaction for partition {tp} cannot be aborted and paused since it is in "
-                    f"{state} state", topic_partition=tp, state=str(state))
+            self._states.pause(tp)
             self.wait_until_paused(tp, timeout)
 
     def wait_until_paused(self, tp: TopicPartition, timeout: float | None = None) -> None:
         """Block until ``tp`` is PAUSED; ``CleaningAbortTimeoutError`` after ``timeout`` s."""
-        deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            while not self.is_cleaning_in_state_paused(tp):
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    raise CleaningAbortTimeoutError(
-                        f"cleaning of {tp} did not stop within {timeout} s; it is still "
-                        f"{self._states.get(tp)}", topic_partition=tp, timeout=timeout)
-                self._paused_cond.wait(remaining)
+            self._states.wait_until_paused(tp, timeout)
 
     def resume_cleaning(self, partitions: TopicPartition | Iterable[TopicPartition]) -> None:
         """Release one pause of each partition (PAUSED(1) -> none, PAUSED(n) -> PAUSED(n-1)).
         All are checked before any is changed."""
         tps = [partitions] if isinstance(partitions, TopicPartition) else list(partitions)
         with self._lock:
-            for tp in tps:
-                state = self._states.get(tp)
-                if state is None or state.phase is not CleaningPhase.PAUSED:
-                    what = "it is not paused" if state is None else f"it is in {state} state"
-                    raise CleanerStateError(
-                        f"compaction for partition {tp} cannot be resumed since {what}",
-                        topic_partition=tp, state=str(state))
-            for tp in tps:
-                count = self._states[tp].paused_count
-                if count <= 1:
-                    del self._states[tp]
-                else:
-                    self._states[tp] = paused(count - 1)
+            self._states.resume(tps)
 
     def abort_cleaning(self, tp: TopicPartition, timeout: float | None = None) -> None:
         """Abort a clean in progress (waiting for it to stop) without leaving a pause behind."""
@@ -269,7 +203,7 @@ class CleanerManager:
         with self._lock:
             if self._states.get(tp) == ABORTED:
                 raise LogCleaningAbortedError(f"cleaning of {tp} was aborted", topic_partition=tp)
-            if self._is_offline(tp):
+            if self._selector.is_offline(tp):
                 raise LogCleaningAbortedError(
                     f"cleaning of {tp} stopped: log directory {self._dirs[tp]} is offline",
                     topic_partition=tp)
@@ -286,11 +220,12 @@ class CleanerManager:
                     logger.warning("Not checkpointing %s: log directory %s is offline", tp, key)
                 else:
                     self._checkpoints.update(key, update=(tp, end_offset))
-                if end_offset > self._cleaning_from.get(tp, end_offset):
+                started = self._states.cleaning_from(tp)
+                if end_offset > (end_offset if started is None else started):
                     self._failures.succeeded(tp)
-                self._finish(tp)
+                self._states.finish(tp)
             else:
-                self._done_aborted_or_raise(tp, state)
+                self._states.done_not_in_progress(tp)
 
     def done_deleting(self, partitions: TopicPartition | Iterable[TopicPartition]) -> None:
         """Retention of compacted logs (``deletable_logs``) finished."""
@@ -299,25 +234,9 @@ class CleanerManager:
             for tp in tps:
                 state = self._states.get(tp)
                 if state == IN_PROGRESS:
-                    self._finish(tp)
+                    self._states.finish(tp)
                 else:
-                    self._done_aborted_or_raise(tp, state)
-
-    def _finish(self, tp: TopicPartition) -> None:
-        del self._states[tp]
-        self._cleaning_from.pop(tp, None)
-
-    def _done_aborted_or_raise(self, tp: TopicPartition, state: CleaningState | None) -> None:
-        if state == ABORTED:
-            self._states[tp] = paused(1)
-            self._cleaning_from.pop(tp, None)
-            self._paused_cond.notify_all()
-            return
-        if state is None:
-            raise CleanerStateError(f"state for partition {tp} should exist", topic_partition=tp,
-                                    state=None)
-        raise CleanerStateError(f"in-progress partition {tp} cannot be in {state} state",
-                                topic_partition=tp, state=str(state))
+                    self._states.done_not_in_progress(tp)
 
     # ---- selection ---------------------------------------------------------------------------
     def grab_filthiest_compacted_log(self, logs: Mapping[TopicPartition, CleanableLog],
@@ -334,7 +253,8 @@ class CleanerManager:
         """
         now = self._clock.milliseconds() if now_ms is None else now_ms
         with self._lock:
-            dirty, delays = self._dirty_logs(logs, now, write_checkpoints=True)
+            dirty, delays = self._selector.dirty_logs(logs, now, self._states,
+                                                      write_checkpoints=True)
             cleanable = [l for l in dirty if l.is_eligible]
             if update_stats:
                 self._time_of_last_run = now
@@ -343,67 +263,19 @@ class CleanerManager:
                                                 max(delays, default=0))
             if not cleanable:
                 return None
-            filthiest = max(cleanable, key=lambda l: l.cleanable_ratio)
-            tp = filthiest.topic_partition
-            self._states[tp] = IN_PROGRESS
-            self._cleaning_from[tp] = filthiest.first_dirty_offset
-            return filthiest
+            chosen = filthiest(cleanable)
+            assert chosen is not None
+            self._states.start(chosen.topic_partition, chosen.first_dirty_offset)
+            return chosen
 
     def preview_filthiest(self, logs: Mapping[TopicPartition, CleanableLog],
                           now_ms: int | None = None) -> LogToClean | None:
         """What ``grab_filthiest_compacted_log`` would choose now, without any side effect."""
         now = self._clock.milliseconds() if now_ms is None else now_ms
         with self._lock:
-            dirty, _ = self._dirty_logs(logs, now, write_checkpoints=False)
-            return max((l for l in dirty if l.is_eligible), key=lambda l: l.cleanable_ratio,
-                       default=None)
-
-    def _dirty_logs(self, logs: Mapping[TopicPartition, CleanableLog], now: int,
-                    write_checkpoints: bool) -> tuple[list[LogToClean], list[int]]:
-        checkpoints: dict[Path, dict[TopicPartition, int]] = {}
-        dirty: list[LogToClean] = []
-        delays: list[int] = []
-        for tp, log in logs.items():
-            log_dir = None
-            try:
-                if not log.config.compact:
-                    continue
-                log_dir = self._note_dir(tp, log)
-                if tp in self._states or self._blocked(tp, log_dir, now):
-                    continue
-                if log_dir not in checkpoints:
-                    checkpoints[log_dir] = self._checkpoints.read(log_dir)
-                view = SegmentRange(log)
-                offsets = cleanable_offsets(log, checkpoints[log_dir].get(tp), now, view)
-                if offsets.force_update_checkpoint and write_checkpoints:
-                    self._checkpoints.update(log_dir, update=(tp, offsets.first_dirty_offset))
-                    checkpoints[log_dir][tp] = offsets.first_dirty_offset
-                delay = max_compaction_delay(log, offsets.first_dirty_offset, now, view)
-                delays.append(delay)
-                candidate = LogToClean.of(log, offsets.first_dirty_offset,
-                                          offsets.first_uncleanable_dirty_offset, delay, view)
-                if candidate.total_bytes > 0:
-                    dirty.append(candidate)
-            except Exception as err:
-                logger.warning("Failed to calculate log cleaning stats for partition %s", tp,
-                               exc_info=True)
-                if write_checkpoints:
-                    log_dir = log_dir or self._dirs.get(tp)
-                    if log_dir is not None:
-                        self._failures.record_failure(tp, log_dir, err, now)
-        return dirty, delays
-
-    def _note_dir(self, tp: TopicPartition, log: CleanableLog) -> Path:
-        log_dir = dir_key(log.dir.parent)
-        self._dirs[tp] = log_dir
-        return log_dir
-
-    def _blocked(self, tp: TopicPartition, log_dir: Path, now: int) -> bool:
-        return self._checkpoints.is_offline(log_dir) or self._failures.blocked(tp, log_dir, now)
-
-    def _is_offline(self, tp: TopicPartition) -> bool:
-        log_dir = self._dirs.get(tp)
-        return log_dir is not None and self._checkpoints.is_offline(log_dir)
+            dirty, _ = self._selector.dirty_logs(logs, now, self._states,
+                                                 write_checkpoints=False)
+            return filthiest(dirty)
 
     def deletable_logs(self, logs: Mapping[TopicPartition, CleanableLog],
                        now_ms: int | None = None) -> list[CleanableLog]:
@@ -416,11 +288,11 @@ class CleanerManager:
             for tp, log in logs.items():
                 if not log.config.compact or tp in self._states:
                     continue
-                if self._blocked(tp, self._note_dir(tp, log), now):
+                if self._selector.blocked(tp, self._selector.note_dir(tp, log), now):
                     continue
                 chosen.append(log)
             for log in chosen:
-                self._states[log.topic_partition] = IN_PROGRESS
+                self._states.start(log.topic_partition)
             return chosen
 
     def pause_cleaning_for_non_compacted_partitions(
@@ -431,7 +303,7 @@ class CleanerManager:
             chosen = [log for tp, log in logs.items()
                       if not log.config.compact and tp not in self._states]
             for log in chosen:
-                self._states[log.topic_partition] = paused(1)
+                self._states.force(log.topic_partition, paused(1))
             return chosen
 
     # ---- failures and uncleanable partitions -------------------------------------------------
@@ -471,21 +343,7 @@ class CleanerManager:
         now = self._clock.milliseconds() if now_ms is None else now_ms
         key = dir_key(log_dir)
         with self._lock:
-            checkpoint = self._checkpoints.read(key)
-            total = 0
-            for tp in self._failures.partitions(key):
-                log = logs.get(tp)
-                if log is None:
-                    continue
-                try:
-                    view = SegmentRange(log)
-                    offsets = cleanable_offsets(log, checkpoint.get(tp), now, view)
-                    total += LogToClean.of(log, offsets.first_dirty_offset,
-                                           offsets.first_uncleanable_dirty_offset,
-                                           segments=view).cleanable_bytes
-                except Exception:
-                    logger.debug("cannot size uncleanable partition %s", tp, exc_info=True)
-            return total
+            return self._selector.uncleanable_bytes(key, logs, now)
 
     def reset_uncleanable(self, tp: TopicPartition | None = None) -> list[TopicPartition]:
         """Re-enable one uncleanable partition (or all, and forget every failure); returns the
