@@ -27,27 +27,28 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from cleaner.explain import Explanation
-from cluster.config import BrokerConfig
-from cluster.coordinator_service import ClusterDescription
 from cluster.errors import ActorUnavailableError, ClusterNotRunningError, UnknownTopicError
 from cluster.handles import RayHandle, RayPending, lookup
-from cluster.metadata import TopicInfo
 from cluster.naming import COORDINATOR_NAME, DEFAULT_NAMESPACE, abs_dir
-from cluster.status import CleanerStatus
-from cluster.transactions import TxnOutcome
-from cluster.txn_client import TxnHandle
-from cluster.txn_state import TxnMetadata
 from node.errors import MoveRefusedError, PartitionMovedError, UnknownPartitionError
-from node.mover import MoveResult, MoveStatus
-from node.stats import LoadProgress, PartitionDescription
 from storage import files
-from storage.config import LogConfig
+from storage.batch_layout import HEADER_SIZE
+from storage.config import READ_UNCOMMITTED, LogConfig
 from storage.errors import StorageError
-from storage.log import READ_UNCOMMITTED, LogAppendInfo
-from storage.records import HEADER_SIZE, Record, build_batch, max_record_size
+from storage.record_format import Record
+
+if TYPE_CHECKING:   # the client's answers; kept out of its imports (``strata`` stays light)
+    from cleaner.explain import Explanation
+    from cluster.metadata import TopicInfo
+    from cluster.status import CleanerStatus, ClusterDescription
+    from cluster.transactions import TxnOutcome
+    from cluster.txn_client import TxnHandle
+    from cluster.txn_state import TxnMetadata
+    from node.mover import MoveResult, MoveStatus
+    from node.stats import LoadProgress, PartitionDescription
+    from storage.log import LogAppendInfo
 
 DEFAULT_BATCH_BYTES = 1 << 20
 EARLIEST_TIMESTAMP = -2     # list_offset: the log start offset (Kafka's OffsetSpec.earliest)
@@ -107,6 +108,7 @@ class Cluster:
         (``log.dirs`` gives the directories when ``log_dirs`` does not; ``cleaners`` overrides
         ``log.cleaner.threads``)."""
         from cluster import deploy
+        from cluster.config import BrokerConfig
         from cluster.head import connect_ray
 
         broker = BrokerConfig.from_properties(config or {})
@@ -552,6 +554,8 @@ class Cluster:
         unless ``join`` and it has the same ``tag`` (then it is returned)."""
         info = self._coordinator.call("begin_transaction", transactional_id, timeout_ms, tag,
                                       join, timeout=300)
+        from cluster.txn_client import TxnHandle
+
         return TxnHandle(self, info)
 
     def describe_transaction(self, transactional_id: str) -> TxnMetadata:
@@ -571,13 +575,26 @@ class Cluster:
         return self._node_of(topic, partition).call("last_stable_offset", topic, partition,
                                                     timeout=60)
 
+    def read_records(self, topic: str, partition: int, from_offset: int = 0,
+                     max_records: int = 10_000, *, max_offset: int | None = None,
+                     isolation: str = READ_UNCOMMITTED) -> list[Record]:
+        """Up to ``max_records`` records from ``from_offset`` (below ``max_offset`` when given),
+        as ``consume`` yields them, in one call: the node holding the partition decodes them
+        (``consume`` fetches raw batches and decodes here). For small reads by a process that
+        should not load the decoder, such as ``strata consume``. Fewer than ``max_records``
+        means the read reached the log end (the last stable offset for read_committed)."""
+        from_offset = files.validate_offset(from_offset, "from_offset",
+                                            partition=f"{topic}-{partition}")
+        return self._routed_call(topic, partition, "read_records", topic, partition,
+                                 from_offset, max_offset, isolation, max_records)
+
     def _consume_isolated(self, topic: str, partition: int, from_offset: int,
                           max_offset: int | None, isolation: str,
                           chunk: int = 10_000) -> Iterator[Record]:
         offset = from_offset
         while True:
-            records = self._routed_call(topic, partition, "read_records", topic, partition,
-                                        offset, max_offset, isolation, chunk)
+            records = self.read_records(topic, partition, offset, chunk, max_offset=max_offset,
+                                        isolation=isolation)
             yield from records
             if len(records) < chunk:
                 return
@@ -663,6 +680,8 @@ class Cluster:
     def topic_layout(self, name: str) -> TopicLayout:
         """Where ``name``'s partitions live and its effective config (broker defaults plus the
         topic's overrides); ``UnknownTopicError`` when the cluster has no such topic."""
+        from cluster.config import BrokerConfig
+
         for info in self.list_topics():
             if info.name == name:
                 base = BrokerConfig.from_properties(self.description.properties).log
@@ -764,11 +783,14 @@ def _sample_process(_actor: object, interval_s: float) -> dict[str, Any]:
 
 
 def encode_batches(records: Iterable[Record | bytes], batch_bytes: int, *,
-                   build: Callable[[list[Record]], bytes] = build_batch) -> Iterator[bytes]:
+                   build: Callable[[list[Record]], bytes] | None = None) -> Iterator[bytes]:
     """Encoded v2 batches of at most about ``batch_bytes`` (a batch closes before a record that
     would take it past the limit; a single larger record makes a batch of its own, which the log
     refuses with a clear error); pre-encoded batches pass through. ``build`` encodes one batch
-    (a transactional producer stamps its id and sequences there)."""
+    (a transactional producer stamps its id and sequences there; default ``build_batch``)."""
+    from storage.record_builder import build_batch, max_record_size
+
+    build = build or build_batch
     pending: list[Record] = []
     size = _BATCH_OVERHEAD
     for item in records:
