@@ -1,5 +1,6 @@
 """The client's data path: records encoded into v2 batches (``encode_batches``), batches sent to
-the nodes (``produce_batches``) and raw batches read back and decoded (``consume``).
+the nodes (``produce_batches``), raw batches read back and decoded (``consume``) or records
+decoded by the node (``consume_decoded``), and a topic's layout for the Spark data sources.
 
 Produce packs the batches of one directory into calls of about ``batch_bytes`` (64 KiB - 1 MiB is
 where an actor call costs least per byte) and pipelines them, ``window`` calls in flight per
@@ -13,16 +14,20 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from cluster.errors import UnknownTopicError
 from cluster.handles import Handle, RayPending
 from cluster.routing import MOVED_RETRY_S, Routes
+from storage import files
 from storage.batch_layout import HEADER_SIZE
+from storage.config import LogConfig
 from storage.errors import StorageError
 from storage.record_format import Record
 
 if TYPE_CHECKING:
+    from cluster.metadata import TopicInfo
     from storage.log import LogAppendInfo
 
 DEFAULT_BATCH_BYTES = 1 << 20
@@ -191,3 +196,37 @@ def encode_batches(records: Iterable[Record | bytes], batch_bytes: int, *,
         size += record_size
     if pending:
         yield build(pending)
+
+
+@dataclass(frozen=True)
+class TopicLayout:
+    """One topic as the Spark data sources see it (``Cluster.topic_layout``)."""
+
+    name: str
+    config: LogConfig                       # effective: broker defaults + topic overrides
+    partitions: dict[int, str]              # partition -> log directory
+    paths: dict[int, str]                   # partition -> partition directory
+
+
+def topic_layout(info: TopicInfo, broker_properties: Mapping[str, str]) -> TopicLayout:
+    """The layout of the topic ``info`` describes, its config the broker defaults of
+    ``broker_properties`` plus its overrides."""
+    from cluster.config import BrokerConfig
+
+    base = BrokerConfig.from_properties(broker_properties).log
+    paths = {p: str(Path(d) / files.partition_dir_name(info.name, p))
+             for p, d in info.partitions.items()}
+    return TopicLayout(info.name, base.with_overrides(info.config), dict(info.partitions), paths)
+
+
+def consume_decoded(read: Callable[[int, int], list[Record]], from_offset: int,
+                    chunk: int = 10_000) -> Iterator[Record]:
+    """Records read ``chunk`` at a time by ``read(offset, chunk)`` (``Cluster.read_records``:
+    decoded by the node) until a read returns fewer."""
+    offset = from_offset
+    while True:
+        records = read(offset, chunk)
+        yield from records
+        if len(records) < chunk:
+            return
+        offset = records[-1].offset + 1

@@ -23,7 +23,7 @@ from storage import files
 from storage.errors import StorageError
 
 if TYPE_CHECKING:
-    from node.mover import MoveResult
+    from node.mover import MoveResult, MoveStatus
 
 MOVED_RETRY_S = 60.0    # how long a call follows a moving partition before giving up
 
@@ -126,3 +126,14 @@ class Routes:
         except ActorUnavailableError:
             pass   # a restarted coordinator asks the nodes, which know where it is
         return result
+
+    def move_status(self) -> list[MoveStatus]:
+        """``Cluster.move_status``: the moves in progress of every node that answers."""
+        pendings = [h.submit("move_status") for _, h in sorted(self._nodes.items())]
+        found: list[MoveStatus] = []
+        for pending in pendings:
+            try:
+                found.extend(pending.result(60))
+            except (ActorUnavailableError, StorageError):
+                continue
+        return found

@@ -146,7 +146,7 @@ def run_explain(args: argparse.Namespace) -> int:
 
 
 def run_trigger(args: argparse.Namespace) -> int:
-    from cluster.coordinator import pause_holders
+    from cluster.pauses import pause_holders
     from cluster.errors import PartitionPausedError, UnknownTopicError
 
     tp = f"{args.topic}-{args.partition}"
@@ -206,7 +206,7 @@ def _fail(action: str, message: str) -> int:
 
 
 def run_pause(args: argparse.Namespace) -> int:
-    from cluster.coordinator import pause_holders
+    from cluster.pauses import pause_holders
 
     cluster = connect(args)
     try:
@@ -225,7 +225,7 @@ def run_pause(args: argparse.Namespace) -> int:
 
 
 def run_resume(args: argparse.Namespace) -> int:
-    from cluster.coordinator import pause_holders
+    from cluster.pauses import pause_holders
 
     tp = f"{args.topic}-{args.partition}"
     cluster = connect(args)
