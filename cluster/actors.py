@@ -80,6 +80,7 @@ COORDINATOR_GROUPS = {"pause": 16}
 COORDINATOR_METHODS: dict[str, tuple[str | None, int]] = {
     "abort_and_pause": ("pause", NO_RETRY), "resume": ("pause", NO_RETRY),
     "pause_internal": ("pause", NO_RETRY), "resume_internal": ("pause", NO_RETRY),
+    "pause_internal_many": ("pause", NO_RETRY), "resume_internal_many": ("pause", NO_RETRY),
     "pause_reasons": (None, RETRY), "refresh_routes": (None, RETRY),
     "partition_moved": (None, NO_RETRY),
     "pauses": (None, RETRY),

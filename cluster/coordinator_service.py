@@ -212,6 +212,18 @@ class CoordinatorService:
             return self.coordinator.resume_for(topic, partition, reason)
         return self.coordinator.resume(topic, partition, operator=False)
 
+    def pause_internal_many(self, partitions: list[tuple[str, int]],
+                            timeout_s: float | None = None) -> bool:
+        """``pause_internal`` of every partition of ``partitions`` in one call (a node deleting
+        a topic's partitions)."""
+        checked = [(t, files.validate_partition(p, t)) for t, p in partitions]
+        self.coordinator.pause_many(checked, timeout_s)
+        return True
+
+    def resume_internal_many(self, partitions: list[tuple[str, int]]) -> list[bool]:
+        checked = [(t, files.validate_partition(p, t)) for t, p in partitions]
+        return self.coordinator.resume_many(checked)
+
     def pause_reasons(self, topic: str, partition: int) -> dict[str, int]:
         partition = files.validate_partition(partition, topic)
         return self.coordinator.pause_reasons(topic, partition)

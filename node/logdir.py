@@ -35,7 +35,7 @@ import os
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, cast
 
@@ -79,6 +79,8 @@ from storage.scheduler import Scheduler, ThreadScheduler
 log = logging.getLogger(__name__)
 
 PauseCleaning = Callable[[TopicPartition], AbstractContextManager[object]]
+# the pauses of many partitions held at once (a topic deletion): one call, not one per partition
+PauseCleaningMany = Callable[[list[TopicPartition]], AbstractContextManager[object]]
 
 
 class LogDir:
@@ -92,7 +94,8 @@ class LogDir:
     def __init__(self, path: Path, dir_lock: DirLock, *, default_config: LogConfig,
                  topic_configs: Mapping[str, LogConfig], config: LogDirConfig,
                  recovery_threads: int, clock: Clock, scheduler: Scheduler | None,
-                 pause_cleaning: PauseCleaning | None) -> None:
+                 pause_cleaning: PauseCleaning | None,
+                 pause_cleaning_many: PauseCleaningMany | None = None) -> None:
         self.path = path
         self.config = config
         self.default_config = default_config
@@ -107,6 +110,8 @@ class LogDir:
         self._scheduler = GuardedScheduler(scheduler or self._owned_scheduler, self._health)
         self._checkpoints = DirCheckpoints(path)
         self._pause_cleaning: PauseCleaning = pause_cleaning or (lambda _tp: nullcontext())
+        self._pause_cleaning_many: PauseCleaningMany = (pause_cleaning_many
+                                                        or self._pause_each)
         self._lock = threading.RLock()
         self._release_lock = threading.Lock()
         self._logs: dict[TopicPartition, DirLog] = {}
@@ -132,6 +137,7 @@ class LogDir:
              recovery_threads: int | None = None, config: LogDirConfig | None = None,
              clock: Clock = SYSTEM_CLOCK, scheduler: Scheduler | None = None,
              start_tasks: bool = True, pause_cleaning: PauseCleaning | None = None,
+             pause_cleaning_many: PauseCleaningMany | None = None,
              on_load_progress: Callable[[LoadProgress], None] | None = None) -> LogDir:
         """Open (creating if missing), lock, load and start the directory at ``path``.
 
@@ -139,7 +145,9 @@ class LogDir:
         ``recovery_threads`` defaults to ``config.num_recovery_threads_per_data_dir``. Without a
         ``scheduler`` the directory runs its own thread, stopped by ``close``; with one (tests
         pass a ``FakeScheduler``) the caller drives it. ``pause_cleaning(tp)`` is entered around
-        retention and deletion of ``tp`` so the cleaner leaves it alone meanwhile.
+        retention and deletion of ``tp`` so the cleaner leaves it alone meanwhile;
+        ``pause_cleaning_many(tps)`` holds the pauses of many partitions at once (a deletion of
+        many; default: ``pause_cleaning`` of each).
         ``on_load_progress`` observes loading (see ``node.loading.RecoveryPool``).
 
         Raises ``InvalidLogDirError``, ``LogDirLockedError``, or whatever loading raised (an
@@ -159,7 +167,8 @@ class LogDir:
         try:
             opened = cls(directory, dir_lock, default_config=default_config,
                          topic_configs=resolved, config=config, recovery_threads=threads,
-                         clock=clock, scheduler=scheduler, pause_cleaning=pause_cleaning)
+                         clock=clock, scheduler=scheduler, pause_cleaning=pause_cleaning,
+                         pause_cleaning_many=pause_cleaning_many)
         except BaseException:
             dir_lock.release()
             raise
@@ -393,12 +402,17 @@ class LogDir:
         removed logs by partition; partitions this directory does not hold are left out. A
         failure stops the batch: the partitions renamed before it stay deleted."""
         tps = [_checked(topic, p) for p in partitions]
+        with self._lock:
+            held = [tp for tp in tps if tp in self._logs]
         removed: dict[TopicPartition, Log] = {}
         try:
-            for tp in tps:
-                gone = self._unlist_and_rename(tp)
-                if gone is not None:
-                    removed[tp] = gone
+            # the cleaning pauses of the whole batch in one call, taken before any rename and
+            # released after the last (not one call per partition: see pause_cleaning_many)
+            with self._pause_cleaning_many(held):
+                for tp in held:
+                    gone = self._unlist_and_rename(tp, paused=True)
+                    if gone is not None:
+                        removed[tp] = gone
         finally:
             if removed:
                 with self._io(f"delete logs of {topic}"):
@@ -407,14 +421,24 @@ class LogDir:
                 self._arm_delete(due)
         return {tp.partition: gone for tp, gone in removed.items()}
 
-    def _unlist_and_rename(self, tp: TopicPartition) -> Log | None:
+    @contextmanager
+    def _pause_each(self, tps: list[TopicPartition]) -> Iterator[None]:
+        """``pause_cleaning`` of every partition of ``tps``, held together."""
+        with ExitStack() as stack:
+            for tp in tps:
+                stack.enter_context(self._pause_cleaning(tp))
+            yield
+
+    def _unlist_and_rename(self, tp: TopicPartition, *, paused: bool = False) -> Log | None:
+        """Unlist ``tp`` and rename its directory ``-delete``, inside its cleaning pause (taken
+        here unless the caller holds it: ``paused``)."""
         with self._io(f"delete log {tp}"):
             with self._lock:
                 if tp not in self._logs:
                     return None
             # pause first, then unlist: a clean finishing meanwhile still finds its log to swap
             # into (and the rename waits for it), instead of failing on a missing partition
-            with self._pause_cleaning(tp):
+            with nullcontext() if paused else self._pause_cleaning(tp):
                 with self._lock:
                     removed = self._logs.pop(tp, None)
                 if removed is None:

@@ -91,6 +91,11 @@ class CleaningPauses(Protocol):
 
     def pause(self, tp: TopicPartition, reason: str) -> AbstractContextManager[object]: ...
 
+    def pause_many(self, tps: list[TopicPartition]) -> AbstractContextManager[object]:
+        """The pauses of every partition of ``tps`` (a deletion), taken and released in one
+        call each."""
+        ...
+
 
 class LogDirServer:
     """Owns one ``LogDir`` for the life of the actor. Thread-safe as ``LogDir`` is; topic config
@@ -115,6 +120,7 @@ class LogDirServer:
         self._move_sources = move_sources
         if cleaning_pauses is not None:
             open_kwargs["pause_cleaning"] = lambda tp: self._held_pause(tp, "")
+            open_kwargs["pause_cleaning_many"] = self._held_pauses
         self._last_progress: LoadProgress | None = None
         self._load_wait_s = load_wait_s
         self._loaded = threading.Event()
@@ -611,6 +617,15 @@ class LogDirServer:
                 or not loaded.config_for(tp.topic).compact:
             return nullcontext()
         return self._cleaning_pauses.pause(tp, reason)
+
+    def _held_pauses(self, tps: list[TopicPartition]) -> AbstractContextManager[object]:
+        """``cleaning_pauses.pause_many`` of the compacted partitions of ``tps``."""
+        loaded = self._dir_or_none
+        compacted = [] if self._cleaning_pauses is None or loaded is None else \
+            [tp for tp in tps if loaded.config_for(tp.topic).compact]
+        if not compacted:
+            return nullcontext()
+        return self._cleaning_pauses.pause_many(compacted)
 
     def _appended(self, topic: str, partition: int, size: int, info: LogAppendInfo) -> None:
         if self._observer is not None:
