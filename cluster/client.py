@@ -155,8 +155,13 @@ class Cluster:
         is running (or ran last) on the coordinator; None if there was none."""
         return self._coordinator.call("topic_progress", name, timeout=10)
 
-    def list_topics(self) -> list[TopicInfo]:
-        return self._coordinator.call("list_topics", timeout=60)
+    def list_topics(self, include_internal: bool = False) -> list[TopicInfo]:
+        """The topics of the cluster (``TopicInfo``: partitions, directories, overrides,
+        ``internal``). Internal topics (``__strata_transactions``) only with
+        ``include_internal``, as Kafka's ``Admin.listTopics`` (``ListTopicsOptions.listInternal``,
+        false by default)."""
+        topics = self._coordinator.call("list_topics", timeout=60)
+        return topics if include_internal else [t for t in topics if not t.internal]
 
     def alter_topic_config(self, name: str, config: Mapping[str, Any] | None = None, *,
                            delete: Iterable[str] = ()) -> TopicInfo:
@@ -380,7 +385,8 @@ class Cluster:
         """One dict per node actor (``kind`` "log_dir"), per partition ("partition") and per
         cleaner worker ("cleaner"); each has ``log_dir``: a cleaner's is the directory it is
         cleaning in (``cleaning`` True), else the one of its last clean among the coordinator's
-        recent cleans, else None (it has not cleaned yet)."""
+        recent cleans, else None (it has not cleaned yet). A partition's row says whether its
+        topic is ``internal``."""
         return client_monitoring.stats_rows(self._nodes, self.cleaner_status(),
                                             self.partition_dir)
 
@@ -426,7 +432,7 @@ class Cluster:
     def topic_layout(self, name: str) -> TopicLayout:
         """Where ``name``'s partitions live and its effective config (broker defaults plus the
         topic's overrides); ``UnknownTopicError`` when the cluster has no such topic."""
-        for info in self.list_topics():
+        for info in self.list_topics(include_internal=True):
             if info.name == name:
                 return data_path.topic_layout(info, self.description.properties)
         raise UnknownTopicError(f"the cluster (namespace {self.namespace}) has no topic {name}",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from cluster.errors import ActorUnavailableError, UnknownTopicError
 from cluster.handles import Handle, lookup
-from cluster.naming import COORDINATOR_NAME
+from cluster.naming import COORDINATOR_NAME, is_internal
 
 if TYPE_CHECKING:
     from cluster.status import CleanerStatus, ClusterDescription
@@ -54,7 +54,8 @@ def stats_rows(nodes: Mapping[str, Handle], status: CleanerStatus,
         d.pop("invalid_dirs")
         rows.append({"kind": "log_dir", "log_dir": log_dir, **d,
                      "partitions": len(partitions)})
-        rows.extend({"kind": "partition", "log_dir": log_dir, **p} for p in partitions)
+        rows.extend({"kind": "partition", "log_dir": log_dir, **p,
+                     "internal": is_internal(p["topic"])} for p in partitions)
     last_dir = {s.cleaner_id: s.log_dir for s in status.recent}
     for w in status.workers:
         log_dir = None

@@ -99,7 +99,7 @@ def run_status(args: argparse.Namespace) -> int:
 
 def check_partition(cluster: Any, topic: str, partition: int) -> None:
     """``UsageError`` unless the cluster holds ``topic``-``partition``."""
-    info = next((t for t in cluster.list_topics() if t.name == topic), None)
+    info = next((t for t in cluster.list_topics(include_internal=True) if t.name == topic), None)
     if info is None:
         raise UsageError(f"no topic {topic!r} in Strata cluster {cluster.namespace} "
                          "(`strata topic list` lists them)")
@@ -160,7 +160,8 @@ def run_trigger(args: argparse.Namespace) -> int:
         try:
             explanation = cluster.explain(args.topic, args.partition)
         except UnknownTopicError:
-            config = next(t.config for t in cluster.list_topics() if t.name == args.topic)
+            config = next(t.config for t in cluster.list_topics(include_internal=True)
+                          if t.name == args.topic)
             if "compact" not in config.get("cleanup.policy", ""):
                 return _nothing(args, f"{args.topic} is not compacted: the cleaner knows no "
                                 f"compacted partition {tp}")

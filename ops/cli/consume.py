@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     cluster = connect(args)
     out = sys.stdout
     try:
-        infos = {t.name: t for t in cluster.list_topics()}
+        infos = {t.name: t for t in cluster.list_topics(include_internal=True)}
         if args.topic not in infos:
             raise UsageError(f"the cluster has no topic {args.topic}")
         partitions = sorted(infos[args.topic].partitions)

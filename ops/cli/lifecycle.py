@@ -133,7 +133,7 @@ def status_document(cluster: Any) -> dict[str, Any]:
     description = cluster.description
     rows = cluster.stats()
     status = cluster.cleaner_status()
-    topics = cluster.list_topics()
+    topics = cluster.list_topics(include_internal=True)
     dirs = []
     for r in (r for r in rows if r["kind"] == "log_dir"):
         summary = dir_summary(r)
@@ -145,8 +145,8 @@ def status_document(cluster: Any) -> dict[str, Any]:
         "partitions": [{k: r[k] for k in ("topic", "partition", "log_dir", "log_start_offset",
                                           "log_end_offset", "size_bytes")}
                        for r in rows if r["kind"] == "partition"],
-        "topics": [{"name": t.name, "partitions": len(t.partitions), "config": t.config}
-                   for t in topics],
+        "topics": [{"name": t.name, "partitions": len(t.partitions), "config": t.config,
+                    "internal": t.internal} for t in topics],
         "cleaner": {
             "enabled": status.enabled, "workers": jsonable(status.workers),
             "cleans_completed": status.cleans_completed, "cleans_failed": status.cleans_failed,

@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _partition_count(cluster: Any, topic: str) -> int:
-    for info in cluster.list_topics():
+    for info in cluster.list_topics(include_internal=True):
         if info.name == topic:
             return max(info.partitions) + 1
     raise UsageError(f"the cluster has no topic {topic} (create it with `strata topic create`)")
