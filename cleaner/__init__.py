@@ -7,8 +7,7 @@ names below load on first use, so importing one small module (``cleaner.explain`
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from storage.lazy_exports import lazy_exports
 
 _EXPORTS = {
     "Cleaner": "cleaner.cleaner", "CleanResult": "cleaner.cleaner",
@@ -19,9 +18,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cleaner' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

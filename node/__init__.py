@@ -8,8 +8,7 @@ code and numba with it (a client unpickling a node's answer imports only what th
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from storage.lazy_exports import lazy_exports
 
 _EXPORTS = {
     "LogDirConfig": "node.config",
@@ -24,9 +23,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'node' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
