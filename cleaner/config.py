@@ -12,10 +12,10 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from storage.config import BROKER_SYNONYMS, INT, INT_MAX, LONG, check_integer
+from storage.config import (BROKER_SYNONYMS, DEFAULT_PRODUCER_ID_EXPIRATION_MS, INT, INT_MAX, LONG,
+                            check_integer)
 from storage.dotted_keys import convert, to_properties, unknown_key
 from storage.errors import InvalidConfigError
-from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 DEFAULT_NUM_THREADS = 1
 DEFAULT_DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024

@@ -19,21 +19,23 @@ and is otherwise pinned to the Ray node of the caller (the directory is local to
 cluster); workers follow the host of the directories (the host resource when declared, the Ray node
 otherwise). Every actor is detached, named after its role and directory, restarted forever by Ray,
 and takes no CPU (``num_cpus=0``), so a 2-core machine runs them all.
+
+Shells: an actor class here is a light shell (``NodeShell``, ``WorkerShell``, ``CoordinatorShell``)
+that builds its body (``cluster.actor_bodies``: the plain class with the cluster's seams) in its
+``__init__``, inside the actor process, and forwards the methods of its table to it. Ray loads an
+actor's class in every process that looks the actor up (``ray.get_actor``), so a client such as a
+``strata`` command loads only this module, not the directory code, the cleaner and numba (half a
+second). A method missing from its table cannot be called remotely; other attributes of the
+body are reached through the shell (``__ray_call__`` functions see the shell as the actor).
 """
 
 from __future__ import annotations
 
-import functools
-import os
-from typing import Any
+from typing import Any, Callable
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from cleaner.config import CleanerConfig
-from cluster.coordinator_service import ClusterDescription, CoordinatorService
-from cluster.handles import CoordinatorLink, NamedHandle
-from cluster.metrics import RayMetrics
 from cluster.naming import (
     COORDINATOR_NAME,
     HOST_RESOURCE_PREFIX,
@@ -42,14 +44,8 @@ from cluster.naming import (
     host_resource,
     node_actor_name,
 )
-from cluster.node_service import CoordinatorPauses, NodeMetrics, RemoteMoveSource
-from cluster.worker import CleanerWorker
-from node.config import LogDirConfig
-from node.server import LogDirServer
-from storage.config import LogConfig
 
 NO_RETRY, RETRY = 0, 3
-NODE_METRICS_INTERVAL_S = 5.0
 
 NODE_GROUPS = {"io": 4, "clean": 2, "admin": 2, "move": 4}
 NODE_METHODS: dict[str, tuple[str | None, int]] = {
@@ -78,11 +74,13 @@ WORKER_GROUPS = {"clean": 1, "control": 4}
 WORKER_METHODS: dict[str, tuple[str | None, int]] = {
     "clean": ("clean", NO_RETRY), "abort": ("control", NO_RETRY),
     "reset": ("control", NO_RETRY), "status": ("control", RETRY), "ping": ("control", RETRY),
+    "info": (None, RETRY),
 }
 COORDINATOR_GROUPS = {"pause": 16}
 COORDINATOR_METHODS: dict[str, tuple[str | None, int]] = {
     "abort_and_pause": ("pause", NO_RETRY), "resume": ("pause", NO_RETRY),
     "pause_internal": ("pause", NO_RETRY), "resume_internal": ("pause", NO_RETRY),
+    "pause_internal_many": ("pause", NO_RETRY), "resume_internal_many": ("pause", NO_RETRY),
     "pause_reasons": (None, RETRY), "refresh_routes": (None, RETRY),
     "partition_moved": (None, NO_RETRY),
     "pauses": (None, RETRY),
@@ -125,78 +123,63 @@ def _host_of(node_id: str) -> tuple[str, bool]:
     return node_id, False
 
 
-class _Node(LogDirServer):
-    """A node actor: ``LogDirServer`` with the cluster's seams (metrics, the coordinator's
-    pauses, the other nodes as move sources), built from plain values so Ray can rerun it after
-    a restart: the directory then loads again on a background thread."""
+class _Shell:
+    """An actor's shell: ``_make_body(*args)`` builds the body in the actor process; the methods
+    of the shell's table forward to it (see the module docstring)."""
 
-    def __init__(self, path: str, topic_defaults: dict[str, str],
-                 log_dir_properties: dict[str, str], namespace: str) -> None:
-        host, declared = current_host()
-        self.node_id = ray.get_runtime_context().get_node_id()
-        self.host_declared = declared
-        metrics = NodeMetrics(path, RayMetrics())
-        super().__init__(path, load_in_background=True, observer=metrics,
-                         cleaning_pauses=CoordinatorPauses(
-                             CoordinatorLink(COORDINATOR_NAME, namespace)),
-                         move_sources=lambda d: RemoteMoveSource(
-                             NamedHandle(node_actor_name(d), namespace)),
-                         host=host,
-                         default_config=LogConfig.from_properties(topic_defaults),
-                         config=LogDirConfig.from_properties(log_dir_properties))
-        metrics.publish_every(self.stats, NODE_METRICS_INTERVAL_S, lambda: self.load_finished)
+    _make_body: Callable[..., Any]
 
-    def info(self) -> dict[str, Any]:
-        return {**super().info(), "node_id": self.node_id, "host_declared": self.host_declared}
+    def __init__(self, *args: Any) -> None:
+        self._body = type(self)._make_body(*args)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_body":   # not built yet (or failed to build)
+            raise AttributeError(name)
+        return getattr(self._body, name)
 
 
-class _Worker(CleanerWorker):
-    def __init__(self, cleaner_id: int, cleaner_properties: dict[str, str], namespace: str,
-                 host: str) -> None:
-        def swap_for(log_dir: str):
-            node = NamedHandle(node_actor_name(log_dir), namespace)
-            return lambda topic, partition, base, old: node.call(
-                "swap_cleaned", topic, partition, base, old, timeout=600)
-        super().__init__(cleaner_id, CleanerConfig.from_properties(cleaner_properties),
-                         swap_for, host=host, metrics=RayMetrics())
-
-    def info(self) -> dict[str, Any]:
-        return {"cleaner_id": self.cleaner_id, "host": self.host, "pid": os.getpid(),
-                "node_id": ray.get_runtime_context().get_node_id()}
+def _forward(name: str) -> Callable[..., Any]:
+    def forward(self: _Shell, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self._body, name)(*args, **kwargs)
+    forward.__name__ = forward.__qualname__ = name
+    return forward
 
 
-class _Coordinator(CoordinatorService):
-    def __init__(self, description: ClusterDescription) -> None:
-        namespace = description.namespace
-        super().__init__(
-            description,
-            node_handle=lambda name, d: NamedHandle(name, namespace,
-                                                    description.node_hosts.get(d, "")),
-            worker_handle=lambda name, host: NamedHandle(name, namespace, host),
-            metrics=RayMetrics())
-
-
-def _actor_class(base: type, methods: dict[str, tuple[str | None, int]],
-                 groups: dict[str, int]) -> Any:
-    """``ray.remote`` of a subclass of ``base`` whose listed methods carry their options."""
-    namespace: dict[str, Any] = {}
-    for name, (group, retries) in methods.items():
-        target = getattr(base, name)
-
-        def forward(self: Any, *args: Any, _target: Any = target, **kwargs: Any) -> Any:
-            return _target(self, *args, **kwargs)
-        functools.update_wrapper(forward, target)
+def _shell_class(name: str, make_body: Callable[..., Any],
+                 methods: dict[str, tuple[str | None, int]]) -> type:
+    """A ``_Shell`` subclass whose listed methods carry their options; module-level under
+    ``name``, so Ray pickles it by reference (a driver imports this module, nothing more)."""
+    namespace: dict[str, Any] = {"__module__": __name__, "__qualname__": name,
+                                 "_make_body": staticmethod(make_body)}
+    for method, (group, retries) in methods.items():
         options: dict[str, Any] = {"max_task_retries": retries}
         if group is not None:
             options["concurrency_group"] = group
-        namespace[name] = ray.method(**options)(forward)
-    return ray.remote(concurrency_groups=groups)(type(base.__name__.lstrip("_") + "Actor",
-                                                      (base,), namespace))
+        namespace[method] = ray.method(**options)(_forward(method))
+    return type(name, (_Shell,), namespace)
 
 
-NodeActor = _actor_class(_Node, NODE_METHODS, NODE_GROUPS)
-WorkerActor = _actor_class(_Worker, WORKER_METHODS, WORKER_GROUPS)
-CoordinatorActor = _actor_class(_Coordinator, COORDINATOR_METHODS, COORDINATOR_GROUPS)
+def _node_body(*args: Any) -> Any:
+    from cluster.actor_bodies import NodeBody
+    return NodeBody(*args)
+
+
+def _worker_body(*args: Any) -> Any:
+    from cluster.actor_bodies import WorkerBody
+    return WorkerBody(*args)
+
+
+def _coordinator_body(*args: Any) -> Any:
+    from cluster.actor_bodies import CoordinatorBody
+    return CoordinatorBody(*args)
+
+
+NodeShell = _shell_class("NodeShell", _node_body, NODE_METHODS)
+WorkerShell = _shell_class("WorkerShell", _worker_body, WORKER_METHODS)
+CoordinatorShell = _shell_class("CoordinatorShell", _coordinator_body, COORDINATOR_METHODS)
+NodeActor = ray.remote(concurrency_groups=NODE_GROUPS)(NodeShell)
+WorkerActor = ray.remote(concurrency_groups=WORKER_GROUPS)(WorkerShell)
+CoordinatorActor = ray.remote(concurrency_groups=COORDINATOR_GROUPS)(CoordinatorShell)
 
 _COMMON = {"lifetime": "detached", "max_restarts": -1, "num_cpus": 0}
 
@@ -231,7 +214,8 @@ def start_worker(name: str, cleaner_id: int, host: str, declared: bool, namespac
         cleaner_id, cleaner_properties, namespace, host)
 
 
-def start_coordinator(description: ClusterDescription) -> Any:
+def start_coordinator(description: Any) -> Any:
+    """The coordinator actor of ``description`` (a ``cluster.status.ClusterDescription``)."""
     return CoordinatorActor.options(name=COORDINATOR_NAME, namespace=description.namespace,
                                     get_if_exists=True, max_concurrency=8,
                                     **_COMMON).remote(description)

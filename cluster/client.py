@@ -14,56 +14,46 @@ every directory has loaded. ``Cluster.connect`` attaches to a running one. Leavi
 block (or ``stop()``) shuts the Strata actors down, every directory cleanly, and stops the Ray head
 if this object started it in this process; ``close()`` only detaches.
 
-Produce sends producer-encoded batches: records are encoded here, packed into calls of about
-``batch_bytes`` (64 KiB - 1 MiB is where an actor call costs least per byte) and pipelined,
-``window`` calls in flight per directory. An acknowledged produce is in the log (and on disk with
-``flush=True``).
+``Cluster`` is the facade; its collaborators own the parts: ``cluster.routing`` (cached routes,
+calls that follow a moved partition, moves), ``cluster.data_path`` (encoding, produce, consume),
+``cluster.client_monitoring`` (stats, worker statuses, process samples) and
+``cluster.txn_client`` (a transaction's handle). This module keeps starting and attaching, the
+topic verbs, cleaning control and the transaction verbs.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from cleaner.explain import Explanation
-from cluster.config import BrokerConfig
-from cluster.coordinator_service import ClusterDescription
-from cluster.errors import ActorUnavailableError, ClusterNotRunningError, UnknownTopicError
-from cluster.handles import RayHandle, RayPending, lookup
-from cluster.metadata import TopicInfo
+from cluster import attach, client_monitoring, data_path
+from cluster.data_path import (DEFAULT_BATCH_BYTES, DEFAULT_WINDOW, ProduceResult, TopicLayout,
+                               encode_batches)
+from cluster.errors import UnknownTopicError
+from cluster.handles import RayHandle, lookup
 from cluster.naming import COORDINATOR_NAME, DEFAULT_NAMESPACE, abs_dir
-from cluster.status import CleanerStatus
-from cluster.transactions import TxnOutcome
-from cluster.txn_client import TxnHandle
-from cluster.txn_state import TxnMetadata
-from node.errors import MoveRefusedError, PartitionMovedError, UnknownPartitionError
-from node.mover import MoveResult, MoveStatus
-from node.stats import LoadProgress, PartitionDescription
+from cluster.routing import Routes
+from node.errors import UnknownPartitionError
 from storage import files
-from storage.config import LogConfig
+from storage.config import READ_UNCOMMITTED
 from storage.errors import StorageError
-from storage.log import READ_UNCOMMITTED, LogAppendInfo
-from storage.records import HEADER_SIZE, Record, build_batch, max_record_size
+from storage.record_format import Record
 
-DEFAULT_BATCH_BYTES = 1 << 20
+if TYPE_CHECKING:   # the client's answers; kept out of its imports (``strata`` stays light)
+    from cleaner.explain import Explanation
+    from cluster.metadata import TopicInfo
+    from cluster.status import CleanerStatus, ClusterDescription
+    from cluster.transactions import TxnOutcome
+    from cluster.txn_client import TxnHandle
+    from cluster.txn_state import TxnMetadata
+    from cluster.client_monitoring import ProcessSample
+    from node.mover import MoveResult, MoveStatus
+    from node.stats import LoadProgress, PartitionDescription
+
+__all__ = ["Cluster", "ProduceResult", "TopicLayout", "encode_batches"]
 EARLIEST_TIMESTAMP = -2     # list_offset: the log start offset (Kafka's OffsetSpec.earliest)
 LATEST_TIMESTAMP = -1       # list_offset: the high watermark (Kafka's OffsetSpec.latest)
-DEFAULT_WINDOW = 4
-MOVED_RETRY_S = 60.0    # how long a call follows a moving partition before giving up
-_BATCH_OVERHEAD = HEADER_SIZE    # the v2 batch header (storage.batch_layout)
-
-
-@dataclass(frozen=True)
-class ProduceResult:
-    first_offset: int
-    last_offset: int
-    records: int
-    batches: int
-    calls: int
 
 
 class Cluster:
@@ -90,7 +80,7 @@ class Cluster:
         self._coordinator = lookup(COORDINATOR_NAME, self.namespace)
         self._nodes = {d: lookup(name, self.namespace, description.node_hosts.get(d, ""))
                        for d, name in description.node_names.items()}
-        self._routes: dict[str, dict[int, str]] = {}
+        self._routing = Routes(self._coordinator, self._nodes)
         self._batch_limits: dict[str, int] = {}       # topic -> largest batch it accepts
         self._stopped = False
 
@@ -106,50 +96,20 @@ class Cluster:
         """Start (or complete) the cluster of ``namespace``; ``config`` holds Kafka broker keys
         (``log.dirs`` gives the directories when ``log_dirs`` does not; ``cleaners`` overrides
         ``log.cleaner.threads``)."""
-        from cluster import deploy
-        from cluster.head import connect_ray
-
-        broker = BrokerConfig.from_properties(config or {})
-        if cleaners is not None:
-            broker = broker.with_overrides({"log.cleaner.threads": cleaners})
-        dirs = [abs_dir(d) for d in (log_dirs or broker.log_dirs)]
-        broker = broker.with_log_dirs(dirs)
-        owns = connect_ray(dirs, address=address, dashboard_host=dashboard_host,
-                           include_dashboard=include_dashboard,
-                           metrics_export_port=metrics_export_port)
-        try:
-            description = deploy.deploy(dirs, broker, namespace,
-                                        head_started_by_strata=head_started_by_strata)
-            deploy.wait_loaded(description, timeout_s=timeout_s, on_progress=on_progress)
-        except BaseException:
-            if owns:
-                import ray
-                ray.shutdown()
-            raise
+        description, owns = attach.start(
+            log_dirs, cleaners, config, address=address, namespace=namespace,
+            dashboard_host=dashboard_host, include_dashboard=include_dashboard,
+            metrics_export_port=metrics_export_port, timeout_s=timeout_s,
+            on_progress=on_progress, head_started_by_strata=head_started_by_strata)
         return cls(description, owns_ray=owns)
 
     @classmethod
     def connect(cls, address: str | None = "auto",
                 namespace: str = DEFAULT_NAMESPACE) -> Cluster:
-        import ray
-
-        from cluster.head import check_joined_cluster, init_ray
-
-        if not ray.is_initialized():
-            try:
-                init_ray(address or "auto")
-            except ConnectionError as err:
-                raise ClusterNotRunningError(f"no Ray cluster at {address}: {err}",
-                                             address=address) from None
-        else:
-            check_joined_cluster(address)
-        try:
-            coordinator = lookup(COORDINATOR_NAME, namespace)
-            description = coordinator.call("describe", timeout=60)
-        except ActorUnavailableError as err:
-            raise ClusterNotRunningError(f"no Strata cluster in namespace {namespace}: {err}",
-                                         namespace=namespace) from None
-        return cls(description)
+        """Attach to the running cluster of ``namespace`` on the Ray cluster at ``address``
+        ("auto": the one on this host, or ``RAY_ADDRESS``); ``ClusterNotRunningError`` when
+        there is none."""
+        return cls(attach.connect(address, namespace))
 
     def stop(self) -> None:
         """Shut every Strata actor down (directories closed cleanly); stop the Ray head if this
@@ -183,11 +143,11 @@ class Cluster:
         partitions = files.validate_partition_count(partitions, name)
         info = self._coordinator.call("create_topic", name, partitions, dict(config or {}),
                                       timeout=120 + partitions / 100)   # 10,000 a second at least
-        self._routes[name] = dict(info.partitions)
+        self._routing.remember(name, info.partitions)
         return info
 
     def delete_topic(self, name: str) -> int:
-        self._routes.pop(name, None)
+        self._routing.forget(name)
         return self._coordinator.call("delete_topic", name, timeout=3600)   # batches time out
 
     def topic_progress(self, name: str) -> tuple[str, int, int] | None:
@@ -195,8 +155,13 @@ class Cluster:
         is running (or ran last) on the coordinator; None if there was none."""
         return self._coordinator.call("topic_progress", name, timeout=10)
 
-    def list_topics(self) -> list[TopicInfo]:
-        return self._coordinator.call("list_topics", timeout=60)
+    def list_topics(self, include_internal: bool = False) -> list[TopicInfo]:
+        """The topics of the cluster (``TopicInfo``: partitions, directories, overrides,
+        ``internal``). Internal topics (``__strata_transactions``) only with
+        ``include_internal``, as Kafka's ``Admin.listTopics`` (``ListTopicsOptions.listInternal``,
+        false by default)."""
+        topics = self._coordinator.call("list_topics", timeout=60)
+        return topics if include_internal else [t for t in topics if not t.internal]
 
     def alter_topic_config(self, name: str, config: Mapping[str, Any] | None = None, *,
                            delete: Iterable[str] = ()) -> TopicInfo:
@@ -220,7 +185,7 @@ class Cluster:
         files.validate_topic(name)
         total = files.validate_partition_count(total, name)
         info = self._coordinator.call("add_partitions", name, total, timeout=120)
-        self._routes[name] = dict(info.partitions)
+        self._routing.remember(name, info.partitions)
         return info
 
     def describe_topic(self, name: str | None = None) -> list[PartitionDescription]:
@@ -232,9 +197,7 @@ class Cluster:
             dirs = sorted(self._nodes)
         else:
             files.validate_topic(name)
-            routes = self._coordinator.call("routes", name, timeout=60)[name]
-            self._routes[name] = routes
-            dirs = sorted(set(routes.values()))
+            dirs = sorted(set(self._routing.fetch(name).values()))
         pendings = [self._nodes[d].submit("describe_partitions", name) for d in dirs]
         found = [p for pending in pendings for p in pending.result(60)]
         return sorted(found, key=lambda p: (p.topic, p.partition))
@@ -265,27 +228,17 @@ class Cluster:
     def partition_dir(self, topic: str, partition: int) -> str:
         """The log directory holding ``topic``-``partition``. A partition number that is not an
         int32 >= 0 raises ``InvalidTopicError`` (every per-partition call checks it here)."""
-        partition = files.validate_partition(partition, topic)
-        routes = self._routes.get(topic)
-        if routes is None or partition not in routes:
-            routes = self._coordinator.call("routes", topic, timeout=60)[topic]
-            self._routes[topic] = routes
-        if partition not in routes:
-            raise UnknownTopicError(f"the cluster has no partition {topic}-{partition}",
-                                    topic=topic, partition=partition)
-        return routes[partition]
+        return self._routing.partition_dir(topic, partition)
 
     def partitions(self, topic: str) -> list[int]:
         """The partition numbers of ``topic``, in order; ``UnknownTopicError`` for none."""
-        routes = self._coordinator.call("routes", topic, timeout=60)[topic]
-        self._routes[topic] = routes
-        return sorted(routes)
+        return sorted(self._routing.fetch(topic))
 
     def node(self, log_dir: str) -> RayHandle:
         return self._nodes[abs_dir(log_dir)]
 
     def _node_of(self, topic: str, partition: int) -> RayHandle:
-        return self._nodes[self.partition_dir(topic, partition)]
+        return self._routing.node_of(topic, partition)
 
     # ---- data --------------------------------------------------------------------------------
     def produce(self, topic: str, partition: int, records: Iterable[Record | bytes], *,
@@ -316,66 +269,8 @@ class Cluster:
         (earlier calls may be stored). Batches a node did not take because their partition
         moved (or is not there yet) are sent again, in order, where the partition now lives
         (``_resend_moved``)."""
-        packing: dict[str, list[tuple[str, int, bytes]]] = {}
-        sizes: dict[str, int] = {}
-        flights: dict[str, list[tuple[frozenset[tuple[str, int]], RayPending]]] = {}
-        infos: list[LogAppendInfo] = []
-        moved: list[tuple[tuple[str, int, bytes], StorageError]] = []
-        sent: dict[int, list[tuple[str, int, bytes]]] = {}
-        calls = 0
-
-        def take(pending: RayPending) -> None:
-            for item, result in zip(sent.pop(id(pending)), pending.result()):
-                if isinstance(result, StorageError):
-                    moved.append((item, result))
-                else:
-                    infos.append(result)
-
-        def send(log_dir: str) -> None:
-            nonlocal calls
-            batch = packing.pop(log_dir, [])
-            sizes.pop(log_dir, None)
-            if not batch:
-                return
-            held = frozenset((t, p) for t, p, _ in batch)
-            flight = flights.setdefault(log_dir, [])
-            while flight and (len(flight) >= window or any(held & h for h, _ in flight)):
-                take(flight.pop(0)[1])
-            pending = self._nodes[log_dir].submit("append_batches_or_moved", batch, flush)
-            sent[id(pending)] = batch
-            flight.append((held, pending))
-            calls += 1
-
-        try:
-            for topic, partition, data in items:
-                log_dir = self.partition_dir(topic, partition)
-                packing.setdefault(log_dir, []).append((topic, partition, data))
-                sizes[log_dir] = sizes.get(log_dir, 0) + len(data)
-                if sizes[log_dir] >= batch_bytes:
-                    send(log_dir)
-            for log_dir in list(packing):
-                send(log_dir)
-            for flight in flights.values():
-                while flight:
-                    take(flight.pop(0)[1])
-            if moved:
-                resent = self._resend_moved(moved, flush=flush)
-                infos.extend(resent[0])
-                calls += resent[1]
-        except BaseException:
-            # settle every call still in flight before raising, so none is left unawaited
-            for flight in flights.values():
-                for _, pending in flight:
-                    try:
-                        pending.result()
-                    except BaseException:   # noqa: BLE001 - the first error is the one raised
-                        pass
-            raise
-        if not infos:
-            return ProduceResult(-1, -1, 0, 0, 0)
-        return ProduceResult(min(i.first_offset for i in infos),
-                             max(i.last_offset for i in infos),
-                             sum(i.records_count for i in infos), len(infos), calls)
+        return data_path.produce_batches(self._routing, self._nodes, items, flush=flush,
+                                         batch_bytes=batch_bytes, window=window)
 
     def consume(self, topic: str, partition: int, from_offset: int = 0,
                 max_offset: int | None = None, *,
@@ -398,29 +293,14 @@ class Cluster:
             yield from self._consume_isolated(topic, partition, from_offset, max_offset,
                                               isolation)
             return
-        start, end = self._routed_call(topic, partition, "offsets", topic, partition)
-        stop = end if max_offset is None else min(end, max_offset)
-        offset = max(from_offset, start)
-        while offset < stop:
-            fetch = self._routed_call(topic, partition, "read_raw", topic, partition, offset,
-                                      max_bytes)
-            if fetch is None:
-                return
-            progressed = False
-            for batch in fetch.batches():
-                for record in batch.records():          # checks the batch's CRC
-                    if offset <= record.offset < stop and not batch.is_control:
-                        yield record                    # markers are no records to a consumer
-                offset = max(offset, batch.next_offset)
-                progressed = True
-            if not progressed:
-                max_bytes *= 2
+        yield from data_path.consume(self._routing, topic, partition, from_offset, max_offset,
+                                     max_bytes)
 
     def flush(self, topic: str, partition: int) -> int:
-        return self._routed_call(topic, partition, "flush", topic, partition, timeout=120)
+        return self._routing.call(topic, partition, "flush", topic, partition, timeout=120)
 
     def offsets(self, topic: str, partition: int) -> tuple[int, int]:
-        return self._routed_call(topic, partition, "offsets", topic, partition)
+        return self._routing.call(topic, partition, "offsets", topic, partition)
 
     # ---- moves between log directories (KIP-113) ---------------------------------------------
     def move_partition(self, topic: str, partition: int, target_dir: str, *,
@@ -434,115 +314,22 @@ class Cluster:
         a target without room (``no-room``), a partition being deleted (``being-deleted``);
         an offline target raises its ``LogDirOfflineError``. ``MoveAbortedError``: the move
         started and was abandoned, the source serves every record."""
-        partition = files.validate_partition(partition, topic)
-        target = abs_dir(target_dir)
-        if target not in self._nodes:
-            raise MoveRefusedError(
-                f"{target_dir} is not a log directory of this cluster (namespace "
-                f"{self.namespace}: {', '.join(sorted(self._nodes))})", topic=topic,
-                partition=partition, target_dir=target_dir, reason="unknown-dir")
-        routes = self._coordinator.call("routes", topic, timeout=60)[topic]   # not the cache
-        if partition not in routes:
-            raise UnknownTopicError(f"the cluster has no partition {topic}-{partition}",
-                                    topic=topic, partition=partition)
-        source = routes[partition]
-        if source == target:
-            raise MoveRefusedError(f"partition {topic}-{partition} is already in {target}",
-                                   topic=topic, partition=partition, target_dir=target,
-                                   reason="same-dir")
-        result = self._nodes[target].call("move_in", topic, partition, source,
-                                          timeout=timeout_s)
-        self._routes.setdefault(topic, {})[partition] = target
-        try:
-            self._coordinator.call("partition_moved", topic, partition, target, timeout=60)
-        except ActorUnavailableError:
-            pass   # a restarted coordinator asks the nodes, which know where it is
-        return result
+        return self._routing.move_partition(topic, partition, target_dir, self.namespace,
+                                            timeout_s=timeout_s)
 
     def move_status(self) -> list[MoveStatus]:
         """Moves in progress (Kafka's DescribeLogDirs future replicas): for each, the source and
         target directory, bytes copied of the total, and the offset lag of the copy. A node
         that cannot answer is left out."""
-        pendings = [h.submit("move_status") for _, h in sorted(self._nodes.items())]
-        found: list[MoveStatus] = []
-        for pending in pendings:
-            try:
-                found.extend(pending.result(60))
-            except (ActorUnavailableError, StorageError):
-                continue
-        return found
+        return self._routing.move_status()
 
     def refresh_route(self, topic: str, partition: int,
                       error: StorageError | None = None) -> None:
         """Forget the cached route of ``topic``-``partition`` after a node refused a call
         (``error``): a ``PartitionMovedError`` names where it went; otherwise the coordinator
         asks every node. For callers that talk to node actors themselves (the drills)."""
-        self._reroute(topic, partition, error or UnknownPartitionError(
+        self._routing.reroute(topic, partition, error or UnknownPartitionError(
             f"route of {topic}-{partition} refreshed", topic=topic, partition=partition))
-
-    def _routed_call(self, topic: str, partition: int, method: str, *args: Any,
-                     timeout: float = 60, deadline_s: float = MOVED_RETRY_S) -> Any:
-        """``method`` on the node of ``topic``-``partition``, following the partition when the
-        node answers that it moved (``PartitionMovedError``) or does not hold it: the route is
-        asked again and the call retried until ``deadline_s``."""
-        give_up = time.monotonic() + deadline_s
-        backoff = 0.005
-        while True:
-            try:
-                return self._node_of(topic, partition).call(method, *args, timeout=timeout)
-            except (PartitionMovedError, UnknownPartitionError) as err:
-                if time.monotonic() > give_up:
-                    raise
-                self._reroute(topic, partition, err)
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 0.05)
-
-    def _reroute(self, topic: str, partition: int, err: StorageError) -> None:
-        """Forget the route a node refused: to the directory it moved to when the node says,
-        else as the coordinator finds it by asking every node."""
-        target = getattr(err, "target_dir", None)
-        if target is not None and abs_dir(target) in self._nodes:
-            self._routes.setdefault(topic, {})[partition] = abs_dir(target)
-            return
-        try:
-            routes = self._coordinator.call("refresh_routes", topic, timeout=60)[topic]
-        except (UnknownTopicError, ActorUnavailableError):
-            return   # no node lists it this moment (between a move's commit and its
-            #          promotion), or the coordinator is restarting: ask again next try
-        self._routes[topic] = routes
-
-    def _resend_moved(self, moved: list[tuple[tuple[str, int, bytes], StorageError]], *,
-                      flush: bool) -> tuple[list[LogAppendInfo], int]:
-        """Send again, in order, the batches nodes did not take (see ``produce_batches``),
-        asking the route again between tries, until ``MOVED_RETRY_S``."""
-        give_up = time.monotonic() + MOVED_RETRY_S
-        backoff = 0.005
-        infos: list[LogAppendInfo] = []
-        calls = 0
-        while moved:
-            for (topic, partition, _data), err in moved:
-                self._reroute(topic, partition, err)
-            if time.monotonic() > give_up:
-                raise moved[0][1]
-            time.sleep(backoff)
-            backoff = min(backoff * 2, 0.05)
-            items = [item for item, _ in moved]
-            moved = []
-            by_dir: dict[str, list[tuple[str, int, bytes]]] = {}
-            for item in items:
-                try:
-                    by_dir.setdefault(self.partition_dir(item[0], item[1]), []).append(item)
-                except UnknownTopicError as err:
-                    moved.append((item, err))
-            for log_dir, batch in by_dir.items():
-                for item, result in zip(batch, self._nodes[log_dir].call(
-                        "append_batches_or_moved", batch, flush, timeout=120)):
-                    if isinstance(result, StorageError):
-                        moved.append((item, result))
-                    else:
-                        infos.append(result)
-                calls += 1
-        return infos, calls
 
     # ---- transactions (cluster.txn_client states the contract) --------------------------------
     def begin_transaction(self, transactional_id: str, timeout_ms: int | None = None, *,
@@ -552,6 +339,8 @@ class Cluster:
         unless ``join`` and it has the same ``tag`` (then it is returned)."""
         info = self._coordinator.call("begin_transaction", transactional_id, timeout_ms, tag,
                                       join, timeout=300)
+        from cluster.txn_client import TxnHandle
+
         return TxnHandle(self, info)
 
     def describe_transaction(self, transactional_id: str) -> TxnMetadata:
@@ -571,55 +360,35 @@ class Cluster:
         return self._node_of(topic, partition).call("last_stable_offset", topic, partition,
                                                     timeout=60)
 
+    def read_records(self, topic: str, partition: int, from_offset: int = 0,
+                     max_records: int = 10_000, *, max_offset: int | None = None,
+                     isolation: str = READ_UNCOMMITTED) -> list[Record]:
+        """Up to ``max_records`` records from ``from_offset`` (below ``max_offset`` when given),
+        as ``consume`` yields them, in one call: the node holding the partition decodes them
+        (``consume`` fetches raw batches and decodes here). For small reads by a process that
+        should not load the decoder, such as ``strata consume``. Fewer than ``max_records``
+        means the read reached the log end (the last stable offset for read_committed)."""
+        from_offset = files.validate_offset(from_offset, "from_offset",
+                                            partition=f"{topic}-{partition}")
+        return self._routing.call(topic, partition, "read_records", topic, partition,
+                                 from_offset, max_offset, isolation, max_records)
+
     def _consume_isolated(self, topic: str, partition: int, from_offset: int,
-                          max_offset: int | None, isolation: str,
-                          chunk: int = 10_000) -> Iterator[Record]:
-        offset = from_offset
-        while True:
-            records = self._routed_call(topic, partition, "read_records", topic, partition,
-                                        offset, max_offset, isolation, chunk)
-            yield from records
-            if len(records) < chunk:
-                return
-            offset = records[-1].offset + 1
+                          max_offset: int | None, isolation: str) -> Iterator[Record]:
+        return data_path.consume_decoded(
+            lambda offset, chunk: self.read_records(topic, partition, offset, chunk,
+                                                    max_offset=max_offset, isolation=isolation),
+            from_offset)
 
     # ---- monitoring --------------------------------------------------------------------------
     def stats(self) -> list[dict[str, Any]]:
         """One dict per node actor (``kind`` "log_dir"), per partition ("partition") and per
         cleaner worker ("cleaner"); each has ``log_dir``: a cleaner's is the directory it is
         cleaning in (``cleaning`` True), else the one of its last clean among the coordinator's
-        recent cleans, else None (it has not cleaned yet)."""
-        pendings = {d: h.submit("stats") for d, h in self._nodes.items()}
-        rows: list[dict[str, Any]] = []
-        for log_dir, pending in pendings.items():
-            try:
-                s = pending.result(60)
-            except ActorUnavailableError as err:
-                rows.append({"kind": "log_dir", "log_dir": log_dir, "online": False,
-                             "offline_reason": f"node unreachable: {err}", "partitions": 0})
-                continue
-            d = dataclasses.asdict(s)
-            partitions = d.pop("partitions")
-            d.pop("invalid_dirs")
-            rows.append({"kind": "log_dir", "log_dir": log_dir, **d,
-                         "partitions": len(partitions)})
-            rows.extend({"kind": "partition", "log_dir": log_dir, **p} for p in partitions)
-        status = self.cleaner_status()
-        last_dir = {s.cleaner_id: s.log_dir for s in status.recent}
-        for w in status.workers:
-            log_dir = None
-            if w.topic is not None:
-                try:
-                    log_dir = self.partition_dir(w.topic, w.partition or 0)
-                except UnknownTopicError:
-                    log_dir = None
-            cleans = [s for s in status.recent if s.cleaner_id == w.cleaner_id]
-            rows.append({"kind": "cleaner", "log_dir": log_dir or last_dir.get(w.cleaner_id),
-                         "cleaning": w.topic is not None, **dataclasses.asdict(w),
-                         "recent_cleans": len(cleans),
-                         "recent_bytes_read": sum(s.bytes_read for s in cleans),
-                         "recent_bytes_written": sum(s.bytes_written for s in cleans)})
-        return rows
+        recent cleans, else None (it has not cleaned yet). A partition's row says whether its
+        topic is ``internal``."""
+        return client_monitoring.stats_rows(self._nodes, self.cleaner_status(),
+                                            self.partition_dir)
 
     def cleaner_status(self) -> CleanerStatus:
         return self._coordinator.call("status", timeout=60)
@@ -663,13 +432,9 @@ class Cluster:
     def topic_layout(self, name: str) -> TopicLayout:
         """Where ``name``'s partitions live and its effective config (broker defaults plus the
         topic's overrides); ``UnknownTopicError`` when the cluster has no such topic."""
-        for info in self.list_topics():
+        for info in self.list_topics(include_internal=True):
             if info.name == name:
-                base = BrokerConfig.from_properties(self.description.properties).log
-                paths = {p: str(Path(d) / files.partition_dir_name(name, p))
-                         for p, d in info.partitions.items()}
-                return TopicLayout(name, base.with_overrides(info.config), dict(info.partitions),
-                                   paths)
+                return data_path.topic_layout(info, self.description.properties)
         raise UnknownTopicError(f"the cluster (namespace {self.namespace}) has no topic {name}",
                                 topic=name)
 
@@ -681,108 +446,9 @@ class Cluster:
 
     def worker_statuses(self) -> list[Any]:
         """``cluster.worker.WorkerStatus`` of every cleaner worker that answers."""
-        pendings = [lookup(name, self.namespace).submit("status")
-                    for name, _ in self.description.workers]
-        out = []
-        for pending in pendings:
-            try:
-                out.append(pending.result(60))
-            except ActorUnavailableError:
-                continue
-        return out
+        return client_monitoring.worker_statuses(self.description)
 
     def sample_processes(self, interval_s: float = 0.2) -> list[ProcessSample]:
         """Memory and CPU of every Strata actor's process, measured inside it, all at once
         (CPU over ``interval_s``). Actors that do not answer are left out."""
-        actors = [("coordinator", COORDINATOR_NAME, None)]
-        actors += [("log_dir", name, d) for d, name in self.description.node_names.items()]
-        actors += [("cleaner", name, None) for name, _ in self.description.workers]
-        pendings = []
-        for role, name, log_dir in actors:
-            try:
-                handle = lookup(name, self.namespace)
-            except ActorUnavailableError:
-                continue
-            pendings.append((role, name, log_dir,
-                             handle.submit("__ray_call__", _sample_process, interval_s)))
-        out = []
-        for role, name, log_dir, pending in pendings:
-            try:
-                sample = pending.result(60 + interval_s)
-            except ActorUnavailableError:
-                continue
-            out.append(ProcessSample(role=role, actor=name, log_dir=log_dir, **sample))
-        return out
-
-
-@dataclass(frozen=True)
-class TopicLayout:
-    """One topic as the Spark data sources see it (``Cluster.topic_layout``)."""
-
-    name: str
-    config: LogConfig                       # effective: broker defaults + topic overrides
-    partitions: dict[int, str]              # partition -> log directory
-    paths: dict[int, str]                   # partition -> partition directory
-
-
-@dataclass(frozen=True)
-class ProcessSample:
-    """One actor's process at the moment of ``Cluster.sample_processes``."""
-
-    role: str                               # "coordinator", "log_dir", "cleaner"
-    actor: str
-    log_dir: str | None
-    host: str
-    pid: int
-    rss_bytes: int
-    uss_bytes: int
-    cpu_percent: float
-    cpu_seconds: float
-    threads: int
-
-
-def _sample_process(_actor: object, interval_s: float) -> dict[str, Any]:
-    """Runs inside an actor (``__ray_call__``): its own process, measured with psutil."""
-    import os
-    import socket
-
-    import psutil
-
-    process = psutil.Process(os.getpid())
-    before = process.cpu_times()
-    time.sleep(interval_s)
-    after = process.cpu_times()
-    used = (after.user - before.user) + (after.system - before.system)
-    try:
-        uss = process.memory_full_info().uss
-    except (psutil.AccessDenied, OSError):
-        uss = 0
-    return {"host": socket.gethostname(), "pid": process.pid,
-            "rss_bytes": process.memory_info().rss, "uss_bytes": uss,
-            "cpu_percent": 100.0 * used / interval_s if interval_s > 0 else 0.0,
-            "cpu_seconds": after.user + after.system, "threads": process.num_threads()}
-
-
-def encode_batches(records: Iterable[Record | bytes], batch_bytes: int, *,
-                   build: Callable[[list[Record]], bytes] = build_batch) -> Iterator[bytes]:
-    """Encoded v2 batches of at most about ``batch_bytes`` (a batch closes before a record that
-    would take it past the limit; a single larger record makes a batch of its own, which the log
-    refuses with a clear error); pre-encoded batches pass through. ``build`` encodes one batch
-    (a transactional producer stamps its id and sequences there)."""
-    pending: list[Record] = []
-    size = _BATCH_OVERHEAD
-    for item in records:
-        if isinstance(item, (bytes, bytearray, memoryview)):
-            if pending:
-                yield build(pending)
-                pending, size = [], _BATCH_OVERHEAD
-            yield bytes(item)
-            continue
-        record_size = max_record_size(item)
-        if pending and size + record_size > batch_bytes:
-            yield build(pending)
-            pending, size = [], _BATCH_OVERHEAD
-        pending.append(item)
-        size += record_size
-    if pending:
-        yield build(pending)
+        return client_monitoring.sample_processes(self.description, interval_s)

@@ -23,6 +23,9 @@ clean of that partition is told to stop (the worker's flag, read at every chunk)
 returns once it has. After a restart the coordinator starts empty: checkpoints are read from the
 nodes on demand, so cleaning resumes where the last clean stopped.
 
+The pauses' bookkeeping (an operator's against a node's, named reasons, many at once) is
+``cluster.pauses.PauseBook``; the gauges are ``cluster.coordinator_metrics``.
+
 Thread-safe: the loop runs on its own thread; the API methods run on the actor's threads.
 ``_lock`` guards the slots and tables and is never held across a call to a node or worker.
 """
@@ -32,22 +35,24 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections import Counter, deque
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from cleaner.checkpoints import CheckpointChange
-from cleaner.cleanable import LogToClean, SegmentRange, cleanable_offsets
+from cleaner.cleanable import LogToClean
 from cleaner.cleaner import CleanResult
 from cleaner.config import CleanerConfig
 from cleaner.explain import CleaningStatus, Explanation
-from cleaner.manager import CleanerManager, CleanerStateError, CleaningPhase
+from cleaner.manager import CleanerManager, CleanerStateError
 from cluster.errors import ActorUnavailableError, PartitionPausedError, UnknownTopicError
 from cluster.handles import Handle
 from cluster.loop import ControlLoop
 from cluster.metrics import MetricsSink, NullMetrics
+from cluster.coordinator_metrics import publish_cleaner_metrics
+from cluster.pauses import PauseBook, pause_holders
 from cluster.naming import abs_dir
 from cluster.slots import CleanerSlot
 from cluster.status import CleanerStatus, CleanSummary, UncleanableInfo
@@ -107,8 +112,7 @@ class Coordinator:
         self._snapshots: dict[TopicPartition, LogSnapshot] = {}
         self._dir_of: dict[TopicPartition, str] = {}
         self._offline: dict[str, str] = {}
-        self._operator_pauses: dict[TopicPartition, int] = {}    # taken by abort_and_pause
-        self._reasons: dict[TopicPartition, Counter[str]] = {}   # node pauses with a reason
+        self._pauses = PauseBook(self._manager, self._stop_cleans, call_timeout_s)
         self._unreachable: set[str] = set()
         self._needs_startup: set[str] = set(self._nodes)
         self._workers_reset = False
@@ -406,22 +410,19 @@ class Coordinator:
         """Stop any clean of the partition and keep it from starting until ``resume``; an
         ``operator`` pause (``strata cleaner pause``, ``Cluster.pause_cleaning``) is counted
         apart from the node's own (``operator=False``)."""
-        tp = TopicPartition(topic, partition)
-        with self._lock:
-            running = [s for s in self._slots if s.assignment is not None
-                       and s.assignment.topic_partition == tp]
-        for slot in running:
-            assert slot.assignment is not None
-            try:
-                slot.handle.call("abort", slot.assignment.assignment_id, timeout=self._timeout)
-            except ActorUnavailableError:
-                pass   # a dead worker stops by itself; the loop collects it
-        self.loop.wake()
-        self._manager.abort_and_pause_cleaning(tp, self._timeout if timeout_s is None
-                                               else timeout_s)
-        if operator:
-            with self._lock:
-                self._operator_pauses[tp] = self._operator_pauses.get(tp, 0) + 1
+        self._pauses.pause([TopicPartition(topic, partition)], timeout_s, operator=operator)
+
+    def pause_many(self, partitions: Iterable[tuple[str, int]],
+                   timeout_s: float | None = None) -> None:
+        """A node's pause (``operator=False``) of every partition of ``partitions`` at once (a
+        topic deletion): their cleans are told to stop together, then each abort is waited
+        for."""
+        self._pauses.pause([TopicPartition(t, p) for t, p in partitions], timeout_s,
+                           operator=False)
+
+    def resume_many(self, partitions: Iterable[tuple[str, int]]) -> list[bool]:
+        """Release a node's pause of every partition of ``partitions`` (see ``resume``)."""
+        return self._pauses.resume_node([TopicPartition(t, p) for t, p in partitions])
 
     def resume(self, topic: str, partition: int, *, operator: bool = True) -> bool:
         """Release one pause: with ``operator``, one an operator took; False (logged) when the
@@ -429,60 +430,39 @@ class Coordinator:
         are the node's to release, and a restarted coordinator forgot the operator's."""
         tp = TopicPartition(topic, partition)
         if not operator:
-            try:
-                self._manager.resume_cleaning(tp)
-                return True
-            except CleanerStateError as err:
-                logger.warning("resume of %s ignored: %s", tp, err)
-                return False
-        with self._lock:            # the manager's lock is never taken inside this one
-            held = self._operator_pauses.pop(tp, 0)
-            if held > 1:
-                self._operator_pauses[tp] = held - 1
-        if not held:
-            logger.warning("resume of %s ignored: no pause of an operator is held", tp)
-            return False
-        try:
-            self._manager.resume_cleaning(tp)
-        except CleanerStateError as err:
-            logger.warning("resume of %s ignored: %s", tp, err)
-            with self._lock:
-                self._operator_pauses.pop(tp, None)
-            return False
-        return True
+            return self._pauses.resume_node([tp])[0]
+        return self._pauses.resume_operator(tp)
 
     def pause_for(self, topic: str, partition: int, reason: str,
                   timeout_s: float | None = None) -> None:
         """A node's pause (``operator=False``) held for a named ``reason`` (``move``: the
         partition is moving between directories), reported by ``pause_reasons``."""
-        self.abort_and_pause(topic, partition, timeout_s, operator=False)
-        with self._lock:
-            self._reasons.setdefault(TopicPartition(topic, partition), Counter())[reason] += 1
+        self._pauses.pause([TopicPartition(topic, partition)], timeout_s, operator=False,
+                           reason=reason)
 
     def resume_for(self, topic: str, partition: int, reason: str) -> bool:
         """Release a pause ``pause_for`` took for ``reason``."""
-        tp = TopicPartition(topic, partition)
-        with self._lock:
-            held = self._reasons.get(tp)
-            if held is not None and held[reason] > 0:
-                held[reason] -= 1
-                if not +held:
-                    del self._reasons[tp]
-        return self.resume(topic, partition, operator=False)
+        return self._pauses.resume_node([TopicPartition(topic, partition)], reason)[0]
 
     def pause_reasons(self, topic: str, partition: int) -> dict[str, int]:
         """The named reasons of the node pauses held on the partition, with their counts."""
-        with self._lock:
-            return dict(+self._reasons.get(TopicPartition(topic, partition), Counter()))
+        return self._pauses.reasons(TopicPartition(topic, partition))
 
     def pauses(self, topic: str, partition: int) -> tuple[int, int]:
         """(pauses an operator holds, all pauses held) of the partition's cleaning."""
-        tp = TopicPartition(topic, partition)
-        state = self._manager.cleaning_state(tp)
-        held = state.paused_count if state is not None and state.phase is CleaningPhase.PAUSED \
-            else 0
+        return self._pauses.held(TopicPartition(topic, partition))
+
+    def _stop_cleans(self, tps: set[TopicPartition]) -> None:
+        """Tell the workers cleaning any of ``tps`` to abort (``PauseBook`` waits for it)."""
         with self._lock:
-            return min(self._operator_pauses.get(tp, 0), held), held
+            running = [(s.handle, s.assignment.assignment_id) for s in self._slots
+                       if s.assignment is not None and s.assignment.topic_partition in tps]
+        for handle, assignment_id in running:
+            try:
+                handle.call("abort", assignment_id, timeout=self._timeout)
+            except ActorUnavailableError:
+                pass   # a dead worker stops by itself; the loop collects it
+        self.loop.wake()
 
     def trigger_clean(self, topic: str, partition: int) -> int:
         """Clean the partition as soon as a worker is free, whatever its dirty ratio. Returns its
@@ -564,43 +544,8 @@ class Coordinator:
 
     # ---- metrics -----------------------------------------------------------------------------
     def _publish_metrics(self, now: int) -> None:
-        m = self._metrics
-        stats = self._manager.statistics()
-        m.set("strata_max_compaction_delay_secs", stats.max_compaction_delay_secs)
-        m.set("strata_max_dirty_percent", stats.max_dirty_percent)
         with self._lock:
             logs = dict(self._snapshots)
             offline = dict(self._offline)
-        for log_dir in self._nodes:
-            tags = {"directory": log_dir}
-            if log_dir in offline:     # strata_log_dir_offline is the node's: one series per fact
-                continue
-            m.set("strata_uncleanable_partitions",
-                  self._manager.uncleanable_partitions_count(log_dir), tags)
-            m.set("strata_uncleanable_bytes", self._manager.uncleanable_bytes(log_dir, logs, now),
-                  tags)
-            checkpoints = self._manager.cleaner_checkpoints(log_dir)
-            for tp, snap in logs.items():
-                if abs_dir(snap.dir.parent) != log_dir:
-                    continue
-                try:
-                    view = SegmentRange(snap)
-                    offsets = cleanable_offsets(snap, checkpoints.get(tp), now, view)
-                    cleanable = LogToClean.of(snap, offsets.first_dirty_offset,
-                                              offsets.first_uncleanable_dirty_offset,
-                                              segments=view).cleanable_bytes
-                except Exception:  # noqa: BLE001 - a metric is never worth a failed round
-                    continue
-                m.set("strata_cleanable_bytes", cleanable,
-                      {"directory": log_dir, "topic": tp.topic, "partition": tp.partition})
-
-
-def pause_holders(operator: int, held: int) -> str:
-    """Who holds the ``held`` pauses of a partition, ``operator`` of them an operator's."""
-    parts = []
-    if operator:
-        parts.append(f"{operator} by an operator (strata cleaner resume releases one)")
-    if held - operator:
-        parts.append(f"{held - operator} held by truncation, deletion, a directory move or "
-                     "retention")
-    return "; ".join(parts) or "no pause held"
+        publish_cleaner_metrics(self._metrics, self._manager, list(self._nodes), logs, offline,
+                                now)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any, Callable
 
 from cleaner.config import CleanerConfig
@@ -24,26 +24,13 @@ from cluster.metadata import TopicInfo, TopicMetadata
 from cluster.metrics import MetricsSink
 from cluster.placement import DirRoom
 from cleaner.explain import Explanation
-from cluster.status import CleanerStatus
+from cluster.status import CleanerStatus, ClusterDescription
 from cluster.transactions import TransactionCoordinator, TxnInfo, TxnOutcome
 from cluster.txn_state import TxnMetadata
 from cluster.txn_store import NodeMarkerWriter, NodeStateStore
 from storage import files
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ClusterDescription:
-    """What a client needs to talk to a running cluster."""
-
-    namespace: str
-    log_dirs: tuple[str, ...]
-    node_names: dict[str, str]                    # log dir -> node actor name
-    node_hosts: dict[str, str]                    # log dir -> host key (see cluster.actors)
-    workers: tuple[tuple[str, str], ...]          # (worker actor name, host)
-    properties: dict[str, str]                    # the broker config
-    head_started_by_strata: bool
 
 
 class CoordinatorService:
@@ -224,6 +211,18 @@ class CoordinatorService:
         if reason:
             return self.coordinator.resume_for(topic, partition, reason)
         return self.coordinator.resume(topic, partition, operator=False)
+
+    def pause_internal_many(self, partitions: list[tuple[str, int]],
+                            timeout_s: float | None = None) -> bool:
+        """``pause_internal`` of every partition of ``partitions`` in one call (a node deleting
+        a topic's partitions)."""
+        checked = [(t, files.validate_partition(p, t)) for t, p in partitions]
+        self.coordinator.pause_many(checked, timeout_s)
+        return True
+
+    def resume_internal_many(self, partitions: list[tuple[str, int]]) -> list[bool]:
+        checked = [(t, files.validate_partition(p, t)) for t, p in partitions]
+        return self.coordinator.resume_many(checked)
 
     def pause_reasons(self, topic: str, partition: int) -> dict[str, int]:
         partition = files.validate_partition(partition, topic)

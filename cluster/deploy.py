@@ -21,10 +21,11 @@ import ray
 
 from cluster import actors
 from cluster.config import BrokerConfig
-from cluster.coordinator_service import ClusterDescription, worker_specs
+from cluster.coordinator_service import worker_specs
 from cluster.errors import ActorUnavailableError
 from cluster.handles import RayHandle, lookup
 from cluster.naming import COORDINATOR_NAME, abs_dir, node_actor_name
+from cluster.status import ClusterDescription
 from node.stats import LoadProgress
 
 logger = logging.getLogger(__name__)

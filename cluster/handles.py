@@ -172,6 +172,15 @@ class CoordinatorLink:
                                                timeout=self.timeout_s, **extra)
 
 
+    def abort_and_pause_many(self, partitions: list[tuple[str, int]]) -> bool:
+        return bool(lookup(self.name, self.namespace).call(
+            "pause_internal_many", partitions, self.timeout_s, timeout=self.timeout_s + 5))
+
+    def resume_many(self, partitions: list[tuple[str, int]]) -> None:
+        lookup(self.name, self.namespace).call("resume_internal_many", partitions,
+                                               timeout=self.timeout_s)
+
+
 def lookup(name: str, namespace: str, host: str = "") -> RayHandle:
     """The named actor's handle; ``ActorUnavailableError`` if there is no such actor."""
     import ray

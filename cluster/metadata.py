@@ -18,6 +18,7 @@ from typing import Any, Callable
 from cluster.errors import (ActorUnavailableError, InvalidPartitionsError, TopicExistsError,
                             UnknownTopicError)
 from cluster.handles import Handle
+from cluster.naming import is_internal
 from cluster.placement import DirRoom, place
 from storage import files
 from storage.config import BROKER_SYNONYMS, TOPIC_KEYS, LogConfig
@@ -31,6 +32,11 @@ class TopicInfo:
     name: str
     partitions: dict[int, str]          # partition -> log directory
     config: dict[str, str]              # the topic's overrides
+
+    @property
+    def internal(self) -> bool:
+        """A topic the cluster keeps for itself (``cluster.naming.INTERNAL_TOPICS``)."""
+        return is_internal(self.name)
 
 
 class TopicMetadata:

@@ -17,6 +17,10 @@ DIR_RESOURCE_PREFIX = "strata_dir:"
 HOST_RESOURCE_PREFIX = "strata_host:"
 HOST_RESOURCE_UNITS = 1000          # each worker takes one unit
 WORKER_HOST_UNITS = 1
+TRANSACTION_STATE_TOPIC = "__strata_transactions"   # the transaction coordinator's state log
+# the topics the cluster keeps for itself (Kafka's Topic.INTERNAL_TOPICS): listed and described
+# marked internal, hidden by Cluster.list_topics unless asked and by --exclude-internal
+INTERNAL_TOPICS = frozenset({TRANSACTION_STATE_TOPIC})
 
 
 def abs_dir(path: str | Path) -> str:
@@ -38,3 +42,8 @@ def dir_resource(log_dir: str | Path) -> str:
 
 def host_resource(host: str) -> str:
     return f"{HOST_RESOURCE_PREFIX}{host}"
+
+
+def is_internal(topic: str) -> bool:
+    """Kafka's ``Topic.isInternal``: a topic of ``INTERNAL_TOPICS``."""
+    return topic in INTERNAL_TOPICS

@@ -41,6 +41,12 @@ class PauseLink(Protocol):
 
     def resume(self, topic: str, partition: int, reason: str = "") -> None: ...
 
+    def abort_and_pause_many(self, partitions: list[tuple[str, int]]) -> bool:
+        """``abort_and_pause`` of every partition of ``partitions`` in one call."""
+        ...
+
+    def resume_many(self, partitions: list[tuple[str, int]]) -> None: ...
+
 
 class NodeMetrics:
     """``node.server.NodeObserver`` over a ``MetricsSink``, every series tagged with the
@@ -115,6 +121,28 @@ class CoordinatorPauses:
                         link.resume(tp.topic, tp.partition)
                 except Exception:  # noqa: BLE001 - a restarted coordinator holds no pause
                     logger.warning("cannot resume cleaning of %s", tp, exc_info=True)
+
+
+    @contextmanager
+    def pause_many(self, tps: list[TopicPartition]) -> Iterator[None]:
+        """``pause`` of every partition of ``tps``, taken in one call and released in one."""
+        link = self._link
+        partitions = [(tp.topic, tp.partition) for tp in tps]
+        held = False
+        try:
+            held = link.abort_and_pause_many(partitions)
+        except Exception:  # noqa: BLE001 - see the class docstring
+            logger.warning("cannot pause cleaning of %d partitions; going on without",
+                           len(partitions), exc_info=True)
+        try:
+            yield
+        finally:
+            if held:
+                try:
+                    link.resume_many(partitions)
+                except Exception:  # noqa: BLE001 - a restarted coordinator holds no pause
+                    logger.warning("cannot resume cleaning of %d partitions", len(partitions),
+                                   exc_info=True)
 
 
 class RemoteMoveSource:

@@ -1,11 +1,27 @@
 """Frozen snapshots the coordinator answers with (STYLE.md P13): plain values that pickle through
-Ray and become JSON with ``dataclasses.asdict``."""
+Ray and become JSON with ``dataclasses.asdict``. Light on purpose: a client unpickling them
+imports this module, not the coordinator."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from cleaner.manager import CleanerManagerStats
+if TYPE_CHECKING:
+    from cleaner.manager import CleanerManagerStats
+
+
+@dataclass(frozen=True)
+class ClusterDescription:
+    """What a client needs to talk to a running cluster (the coordinator's ``describe``)."""
+
+    namespace: str
+    log_dirs: tuple[str, ...]
+    node_names: dict[str, str]                    # log dir -> node actor name
+    node_hosts: dict[str, str]                    # log dir -> host key (see cluster.actors)
+    workers: tuple[tuple[str, str], ...]          # (worker actor name, host)
+    properties: dict[str, str]                    # the broker config
+    head_started_by_strata: bool
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,8 @@ from cluster.txn_state import DATA_EPOCH
 from storage.records import Record, build_batch
 
 if TYPE_CHECKING:
-    from cluster.client import Cluster, ProduceResult
+    from cluster.client import Cluster
+    from cluster.data_path import ProduceResult
 
 PRODUCER_ID_BITS = 62
 REGISTER_LOOKAHEAD_BYTES = 8 << 20
@@ -161,7 +162,7 @@ class TxnProducer:
                            is_transactional=True)
 
     def produce(self, topic: str, partition: int, records: Iterable[Record]) -> ProduceResult:
-        from cluster.client import encode_batches
+        from cluster.data_path import encode_batches
 
         self.register([(topic, partition)])
         cluster = self.txn.cluster

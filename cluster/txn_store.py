@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from cluster.errors import UnknownTopicError
 from cluster.handles import Handle
 from cluster.metadata import TopicMetadata
+from cluster.naming import TRANSACTION_STATE_TOPIC
 from cluster.placement import DirRoom
 from cluster.transactions import Marker
 from cluster.txn_state import MARKER_EPOCH
@@ -26,7 +27,7 @@ from storage.records import Record, build_batch
 
 logger = logging.getLogger(__name__)
 
-STATE_TOPIC = "__strata_transactions"
+STATE_TOPIC = TRANSACTION_STATE_TOPIC
 STATE_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 READ_CHUNK = 10_000
 CALL_TIMEOUT_S = 120.0

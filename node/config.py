@@ -10,9 +10,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from storage.config import INT, LONG, LONG_MAX, check_integer, parse_integer
+from storage.config import (DEFAULT_PRODUCER_ID_EXPIRATION_MS, INT, LONG, LONG_MAX, check_integer,
+                            parse_integer)
 from storage.dotted_keys import unknown_key
-from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 DEFAULT_RETENTION_CHECK_INTERVAL_MS = 5 * 60 * 1000
 DEFAULT_FLUSH_SCHEDULER_INTERVAL_MS = LONG_MAX

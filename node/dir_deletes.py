@@ -8,8 +8,8 @@ delete their files ``file.delete.delay.ms`` later. ``LogDeletes`` owns the delet
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from typing import Callable
 
@@ -26,6 +26,8 @@ from storage.log import Log
 log = logging.getLogger(__name__)
 
 PauseCleaning = Callable[[TopicPartition], AbstractContextManager[object]]
+# the pauses of many partitions held at once (a topic deletion): one call, not one per partition
+PauseCleaningMany = Callable[[list[TopicPartition]], AbstractContextManager[object]]
 IoGuard = Callable[[str], AbstractContextManager[None]]
 
 
@@ -37,7 +39,8 @@ class LogDeletes:
 
     def __init__(self, path: Path, table: LogTable, checkpoints: DirCheckpoints, clock: Clock,
                  scheduler: GuardedScheduler, pause_cleaning: PauseCleaning, io: IoGuard,
-                 armed: Callable[[], bool]) -> None:
+                 armed: Callable[[], bool],
+                 pause_cleaning_many: PauseCleaningMany | None = None) -> None:
         self.path = path
         self.queue = DeleteQueue()
         self._table = table
@@ -45,17 +48,23 @@ class LogDeletes:
         self._clock = clock
         self._scheduler = scheduler
         self._pause_cleaning = pause_cleaning
+        self._pause_cleaning_many: PauseCleaningMany = pause_cleaning_many or self._pause_each
         self._io = io
         self._armed = armed
 
     def delete_logs(self, topic: str, tps: list[TopicPartition]) -> dict[int, Log]:
         """``LogDir.delete_logs`` of the already checked partitions ``tps``."""
+        with self._table.lock:
+            held = [tp for tp in tps if tp in self._table.logs]
         removed: dict[TopicPartition, Log] = {}
         try:
-            for tp in tps:
-                gone = self._unlist_and_rename(tp)
-                if gone is not None:
-                    removed[tp] = gone
+            # the cleaning pauses of the whole batch in one call, taken before any rename and
+            # released after the last (not one call per partition: see pause_cleaning_many)
+            with self._pause_cleaning_many(held):
+                for tp in held:
+                    gone = self._unlist_and_rename(tp, paused=True)
+                    if gone is not None:
+                        removed[tp] = gone
         finally:
             if removed:
                 with self._io(f"delete logs of {topic}"):
@@ -64,7 +73,17 @@ class LogDeletes:
                 self.arm(due)
         return {tp.partition: gone for tp, gone in removed.items()}
 
-    def _unlist_and_rename(self, tp: TopicPartition) -> Log | None:
+    @contextmanager
+    def _pause_each(self, tps: list[TopicPartition]) -> Iterator[None]:
+        """``pause_cleaning`` of every partition of ``tps``, held together."""
+        with ExitStack() as stack:
+            for tp in tps:
+                stack.enter_context(self._pause_cleaning(tp))
+            yield
+
+    def _unlist_and_rename(self, tp: TopicPartition, *, paused: bool = False) -> Log | None:
+        """Unlist ``tp`` and rename its directory ``-delete``, inside its cleaning pause (taken
+        here unless the caller holds it: ``paused``)."""
         table = self._table
         with self._io(f"delete log {tp}"):
             with table.lock:
@@ -72,7 +91,7 @@ class LogDeletes:
                     return None
             # pause first, then unlist: a clean finishing meanwhile still finds its log to swap
             # into (and the rename waits for it), instead of failing on a missing partition
-            with self._pause_cleaning(tp):
+            with nullcontext() if paused else self._pause_cleaning(tp):
                 with table.lock:
                     removed = table.logs.pop(tp, None)
                 if removed is None:

@@ -45,7 +45,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from cleaner.checkpoints import CheckpointChange
 from node.checkpoints import DirCheckpoints
 from node.config import LogDirConfig
-from node.dir_deletes import LogDeletes, PauseCleaning
+from node.dir_deletes import LogDeletes, PauseCleaning, PauseCleaningMany
 from node.dir_load import load_partitions
 from node.dir_moves import DirMoves
 from node.dir_shutdown import DirShutdown
@@ -81,7 +81,8 @@ class LogDir:
     def __init__(self, path: Path, dir_lock: DirLock, *, default_config: LogConfig,
                  topic_configs: Mapping[str, LogConfig], config: LogDirConfig,
                  recovery_threads: int, clock: Clock, scheduler: Scheduler | None,
-                 pause_cleaning: PauseCleaning | None) -> None:
+                 pause_cleaning: PauseCleaning | None,
+                 pause_cleaning_many: PauseCleaningMany | None = None) -> None:
         self.path = path
         self.config = config
         self.default_config = default_config
@@ -98,7 +99,8 @@ class LogDir:
         self._health.on_offline = self._shutdown.on_offline
         self._scheduler = self._shutdown.scheduler
         self._deletes = LogDeletes(path, self._table, self._checkpoints, clock, self._scheduler,
-                                   self._pause_cleaning, self._io, lambda: self._tasks_started)
+                                   self._pause_cleaning, self._io, lambda: self._tasks_started,
+                                   pause_cleaning_many)
         self._moves = DirMoves(path, self._table, self._checkpoints, self._deletes,
                                self._open_log, self._io)
         self._pool: RecoveryPool | None = None
@@ -118,6 +120,7 @@ class LogDir:
              recovery_threads: int | None = None, config: LogDirConfig | None = None,
              clock: Clock = SYSTEM_CLOCK, scheduler: Scheduler | None = None,
              start_tasks: bool = True, pause_cleaning: PauseCleaning | None = None,
+             pause_cleaning_many: PauseCleaningMany | None = None,
              on_load_progress: Callable[[LoadProgress], None] | None = None) -> LogDir:
         """Open (creating if missing), lock, load and start the directory at ``path``.
 
@@ -125,7 +128,9 @@ class LogDir:
         ``recovery_threads`` defaults to ``config.num_recovery_threads_per_data_dir``. Without a
         ``scheduler`` the directory runs its own thread, stopped by ``close``; with one (tests
         pass a ``FakeScheduler``) the caller drives it. ``pause_cleaning(tp)`` is entered around
-        retention and deletion of ``tp`` so the cleaner leaves it alone meanwhile.
+        retention and deletion of ``tp`` so the cleaner leaves it alone meanwhile;
+        ``pause_cleaning_many(tps)`` holds the pauses of many partitions at once (a deletion of
+        many; default: ``pause_cleaning`` of each).
         ``on_load_progress`` observes loading (see ``node.loading.RecoveryPool``).
 
         Raises ``InvalidLogDirError``, ``LogDirLockedError``, or whatever loading raised (an
@@ -145,7 +150,8 @@ class LogDir:
         try:
             opened = cls(directory, dir_lock, default_config=default_config,
                          topic_configs=resolved, config=config, recovery_threads=threads,
-                         clock=clock, scheduler=scheduler, pause_cleaning=pause_cleaning)
+                         clock=clock, scheduler=scheduler, pause_cleaning=pause_cleaning,
+                         pause_cleaning_many=pause_cleaning_many)
         except BaseException:
             dir_lock.release()
             raise

@@ -35,5 +35,10 @@ class CleaningPauses(Protocol):
 
     def pause(self, tp: TopicPartition, reason: str) -> AbstractContextManager[object]: ...
 
+    def pause_many(self, tps: list[TopicPartition]) -> AbstractContextManager[object]:
+        """The pauses of every partition of ``tps`` (a deletion), taken and released in one
+        call each."""
+        ...
+
 
 __all__ = ["CleaningPauses", "NodeObserver"]

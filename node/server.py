@@ -85,6 +85,7 @@ class LogDirServer:
         self._move_sources = move_sources
         if cleaning_pauses is not None:
             open_kwargs["pause_cleaning"] = lambda tp: self._held_pause(tp, "")
+            open_kwargs["pause_cleaning_many"] = self._held_pauses
         self._opening = OpeningDir(self.path, load_wait_s)
         self._topics = TopicAdmin(self.path,
                                   open_kwargs.get("default_config") or LogConfig())
@@ -373,6 +374,15 @@ class LogDirServer:
                 or not loaded.config_for(tp.topic).compact:
             return nullcontext()
         return self._cleaning_pauses.pause(tp, reason)
+
+    def _held_pauses(self, tps: list[TopicPartition]) -> AbstractContextManager[object]:
+        """``cleaning_pauses.pause_many`` of the compacted partitions of ``tps``."""
+        loaded = self._opening.opened
+        compacted = [] if self._cleaning_pauses is None or loaded is None else \
+            [tp for tp in tps if loaded.config_for(tp.topic).compact]
+        if not compacted:
+            return nullcontext()
+        return self._cleaning_pauses.pause_many(compacted)
 
     def move_status(self) -> list[MoveStatus]:
         """The moves into this directory in progress."""

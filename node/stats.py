@@ -7,13 +7,15 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 import psutil
 
 from storage.files import TopicPartition
-from storage.log import Log
 from storage.quarantine import QuarantinedFile
+
+if TYPE_CHECKING:
+    from storage.log import Log
 
 _LAST = 2**63 - 1
 

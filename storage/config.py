@@ -49,7 +49,10 @@ DEFAULT_FLUSH_MS = LONG_MAX
 DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024 + 12
 DEFAULT_PREALLOCATE = False
 DEFAULT_MESSAGE_TIMESTAMP_TYPE = "CreateTime"
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 24 * 60 * 60 * 1000   # producer.id.expiration.ms (a broker key)
 
+READ_UNCOMMITTED = "read_uncommitted"   # Kafka's isolation.level values (a reader's setting)
+READ_COMMITTED = "read_committed"
 COMPACT = "compact"
 DELETE = "delete"
 

@@ -28,7 +28,7 @@ import crc32c
 
 from storage import files
 from storage.clock import SYSTEM_CLOCK, Clock
-from storage.config import LogConfig
+from storage.config import READ_COMMITTED, READ_UNCOMMITTED, LogConfig
 from storage.durable import fsync_dir
 from storage.errors import (
     CorruptRecordError,
@@ -79,8 +79,6 @@ _CRC = struct.Struct(">I")
 _CRC_POSITION = CRC_OFFSET
 _LOG_APPEND_TIME_FLAG = 0x08
 DEFAULT_FETCH_BYTES = 1024 * 1024
-READ_UNCOMMITTED = "read_uncommitted"   # Kafka's isolation.level values
-READ_COMMITTED = "read_committed"
 INDEXED_SEGMENTS_KEPT = 16
 TRUNCATED_IDENTITIES_KEPT = 1024   # truncations are rare: this covers any clean in flight
 

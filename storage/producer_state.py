@@ -50,6 +50,7 @@ from typing import Callable, Iterable, NamedTuple
 import crc32c
 
 from storage import files
+from storage.config import DEFAULT_PRODUCER_ID_EXPIRATION_MS  # noqa: F401 - importable from here
 from storage.durable import atomic_write
 from storage.errors import CorruptRecordError, InvalidRecordError, StorageError
 from storage.records import BatchHeader, ControlType, RecordBatch, parse_control_record
@@ -62,7 +63,6 @@ _COUNT_POSITION = struct.calcsize(">hI")
 CACHED_BATCHES = 5                        # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 INT32_MAX = 2**31 - 1
 NO_TIMESTAMP = -1
-DEFAULT_PRODUCER_ID_EXPIRATION_MS = 24 * 60 * 60 * 1000   # producer.id.expiration.ms
 
 
 class OutOfOrderSequenceError(InvalidRecordError):

@@ -17,6 +17,8 @@ import argparse
 import base64
 import dataclasses
 import enum
+import sys
+import types
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -28,6 +30,10 @@ if TYPE_CHECKING:
 
 DEFAULT_NAMESPACE = "strata"          # cluster.naming.DEFAULT_NAMESPACE, without importing it
 _driver_started = False               # connect() made this process a Ray driver
+_exit_when_done = False               # ops.cli.main.entry ends the process after the command
+# imported by ``import ray`` at its top level, used only inside functions a command never
+# reaches (TPU detection, usage stats, runtime-env schemas): loaded on first use instead
+RAY_DEFERRABLE = ("requests", "jsonschema", "yaml")
 
 
 def add_common_args(parser: argparse.ArgumentParser, *, json_help: str | None = None) -> None:
@@ -43,6 +49,8 @@ def add_common_args(parser: argparse.ArgumentParser, *, json_help: str | None = 
 def connect(args: argparse.Namespace) -> Cluster:
     """The running cluster named by ``--address``/``--namespace``; a ``UsageError`` when there is
     none."""
+    if "ray" not in sys.modules:
+        defer_imports(RAY_DEFERRABLE)
     import ray
 
     from cluster.client import Cluster
@@ -67,6 +75,42 @@ def _lean_serialization() -> None:
     from ray.util import serialization_addons
 
     serialization_addons.apply = lambda context: None
+
+
+def defer_imports(names: tuple[str, ...]) -> None:
+    """Put a ``DeferredModule`` in ``sys.modules`` for each module of ``names`` not imported yet:
+    code that imports it and never uses it no longer pays for it; code that uses it gets the
+    real module then. (``importlib.util.LazyLoader`` does not help: on Python 3.11 a second
+    ``import`` of a lazy module reads its ``__spec__`` and so loads it.)"""
+    import importlib.util
+
+    for name in names:
+        if name not in sys.modules and importlib.util.find_spec(name) is not None:
+            sys.modules[name] = DeferredModule(name)
+
+
+class DeferredModule(types.ModuleType):
+    """Stands for the module ``name`` until an attribute other than its name, spec or loader is
+    read: then the real module is imported (it replaces this one in ``sys.modules``) and every
+    read is answered by it, so references taken before (``import requests`` at the top of a
+    module) keep working."""
+
+    def __init__(self, name: str) -> None:
+        import importlib.util
+
+        super().__init__(name)
+        self.__spec__ = importlib.util.find_spec(name)
+        self.__loader__ = self.__spec__.loader if self.__spec__ else None
+
+    def __getattr__(self, attr: str) -> Any:   # only for attributes this stand-in lacks
+        import importlib
+
+        name = self.__name__
+        if sys.modules.get(name) is self:
+            del sys.modules[name]
+        real = importlib.import_module(name)
+        self.__dict__.update(real.__dict__)       # later reads find the real names here
+        return getattr(real, attr)
 
 
 def topic_partition(text: str) -> tuple[str, int]:
@@ -166,9 +210,10 @@ def text_or_base64(data: bytes | None) -> Any:
 
 def disconnect() -> None:
     """End the Ray driver ``connect`` started (the cluster keeps running); a driver that was
-    there before, such as a test session's, stays."""
+    there before, such as a test session's, stays. Under ``ops.cli.main.entry`` the driver is
+    left for the process exit that follows (see there)."""
     global _driver_started
-    if not _driver_started:
+    if not _driver_started or _exit_when_done:
         return
     import ray
 

@@ -1,7 +1,5 @@
 """``python -m ops.cli``: the ``strata`` command."""
 
-import sys
+from ops.cli.main import entry
 
-from ops.cli.main import main
-
-sys.exit(main())
+entry()

@@ -99,7 +99,7 @@ def run_status(args: argparse.Namespace) -> int:
 
 def check_partition(cluster: Any, topic: str, partition: int) -> None:
     """``UsageError`` unless the cluster holds ``topic``-``partition``."""
-    info = next((t for t in cluster.list_topics() if t.name == topic), None)
+    info = next((t for t in cluster.list_topics(include_internal=True) if t.name == topic), None)
     if info is None:
         raise UsageError(f"no topic {topic!r} in Strata cluster {cluster.namespace} "
                          "(`strata topic list` lists them)")
@@ -146,7 +146,7 @@ def run_explain(args: argparse.Namespace) -> int:
 
 
 def run_trigger(args: argparse.Namespace) -> int:
-    from cluster.coordinator import pause_holders
+    from cluster.pauses import pause_holders
     from cluster.errors import PartitionPausedError, UnknownTopicError
 
     tp = f"{args.topic}-{args.partition}"
@@ -160,7 +160,8 @@ def run_trigger(args: argparse.Namespace) -> int:
         try:
             explanation = cluster.explain(args.topic, args.partition)
         except UnknownTopicError:
-            config = next(t.config for t in cluster.list_topics() if t.name == args.topic)
+            config = next(t.config for t in cluster.list_topics(include_internal=True)
+                          if t.name == args.topic)
             if "compact" not in config.get("cleanup.policy", ""):
                 return _nothing(args, f"{args.topic} is not compacted: the cleaner knows no "
                                 f"compacted partition {tp}")
@@ -206,7 +207,7 @@ def _fail(action: str, message: str) -> int:
 
 
 def run_pause(args: argparse.Namespace) -> int:
-    from cluster.coordinator import pause_holders
+    from cluster.pauses import pause_holders
 
     cluster = connect(args)
     try:
@@ -225,7 +226,7 @@ def run_pause(args: argparse.Namespace) -> int:
 
 
 def run_resume(args: argparse.Namespace) -> int:
-    from cluster.coordinator import pause_holders
+    from cluster.pauses import pause_holders
 
     tp = f"{args.topic}-{args.partition}"
     cluster = connect(args)

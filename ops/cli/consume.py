@@ -10,6 +10,9 @@ null is printed as ``--null-marker``, default empty), or the value only with ``-
 per record (JSON Lines): partition, offset, timestamp, key, value and headers, where bytes that
 are not UTF-8 become ``{"base64": ...}``. Without ``--partition`` every partition is read, in
 order.
+
+Records are decoded by the node holding the partition (``Cluster.read_records``, in chunks of at
+most ``--max-messages``), so the command itself loads no decoder.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from typing import Any, Iterator
 from ops.cli import (add_common_args, connect, disconnect, offset_number,
                               partition_number, text_or_base64)
 from ops.tools import EXIT_OK, UsageError
+
+CHUNK = 10_000   # records per read call
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -64,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     cluster = connect(args)
     out = sys.stdout
     try:
-        infos = {t.name: t for t in cluster.list_topics()}
+        infos = {t.name: t for t in cluster.list_topics(include_internal=True)}
         if args.topic not in infos:
             raise UsageError(f"the cluster has no topic {args.topic}")
         partitions = sorted(infos[args.topic].partitions)
@@ -74,8 +79,9 @@ def run(args: argparse.Namespace) -> int:
             partitions = [args.partition]
         try:
             starts = {p: _start(cluster, args, p) for p in partitions}
-            records = (_follow(cluster, args.topic, starts, args.poll_interval) if args.follow
-                       else _read(cluster, args.topic, starts))
+            chunk = min(args.max_records or CHUNK, CHUNK)
+            records = (_follow(cluster, args.topic, starts, args.poll_interval, chunk)
+                       if args.follow else _read(cluster, args.topic, starts, chunk))
             _print(records, args, out)
         except UnknownTopicError as err:
             raise UsageError(str(err)) from None
@@ -95,16 +101,18 @@ def _start(cluster: Any, args: argparse.Namespace, partition: int) -> int:
     return cluster.offsets(args.topic, partition)[1] if found is None else found
 
 
-def _read(cluster: Any, topic: str, starts: dict[int, int]) -> Iterator[tuple[int, Any]]:
+def _read(cluster: Any, topic: str, starts: dict[int, int],
+          chunk: int) -> Iterator[tuple[int, Any]]:
     """Each partition's records from its start to its end as of the call, partition by
     partition."""
     for partition, start in starts.items():
-        for record in cluster.consume(topic, partition, from_offset=start):
+        end = cluster.offsets(topic, partition)[1]
+        for record in _records(cluster, topic, partition, start, end, chunk):
             yield partition, record
 
 
-def _follow(cluster: Any, topic: str, starts: dict[int, int],
-            poll_interval_s: float) -> Iterator[tuple[int, Any]]:
+def _follow(cluster: Any, topic: str, starts: dict[int, int], poll_interval_s: float,
+            chunk: int) -> Iterator[tuple[int, Any]]:
     """Every partition's records from its start, then the ones appended later, for ever."""
     import time
 
@@ -112,12 +120,25 @@ def _follow(cluster: Any, topic: str, starts: dict[int, int],
     while True:
         idle = True
         for partition, position in positions.items():
-            for record in cluster.consume(topic, partition, from_offset=position):
+            for record in _records(cluster, topic, partition, position, None, chunk):
                 idle = False
                 positions[partition] = record.offset + 1
                 yield partition, record
         if idle:
             time.sleep(poll_interval_s)
+
+
+def _records(cluster: Any, topic: str, partition: int, start: int, stop: int | None,
+             chunk: int) -> Iterator[Any]:
+    """The records of one partition from ``start`` (below ``stop``, else up to its end), read
+    ``chunk`` at a time."""
+    offset = start
+    while stop is None or offset < stop:
+        records = cluster.read_records(topic, partition, offset, chunk, max_offset=stop)
+        yield from records
+        if len(records) < chunk:
+            return
+        offset = records[-1].offset + 1
 
 
 def _print(records: Iterator[tuple[int, Any]], args: argparse.Namespace, out: Any) -> None:

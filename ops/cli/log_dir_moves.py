@@ -194,7 +194,7 @@ def run_reassign(args: argparse.Namespace) -> int:
     reassignment_entries(text, str(path))
     cluster = connect(args)
     try:
-        routes = {t.name: dict(t.partitions) for t in cluster.list_topics()}
+        routes = {t.name: dict(t.partitions) for t in cluster.list_topics(include_internal=True)}
         moves = parse_reassignment(text, str(path), routes, cluster.description.node_hosts)
         return _execute(cluster, moves, args.json)
     finally:

@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _partition_count(cluster: Any, topic: str) -> int:
-    for info in cluster.list_topics():
+    for info in cluster.list_topics(include_internal=True):
         if info.name == topic:
             return max(info.partitions) + 1
     raise UsageError(f"the cluster has no topic {topic} (create it with `strata topic create`)")
@@ -148,7 +148,7 @@ def _route(records: list[Any], partition: int | None, count: int,
 
 def _send(cluster: Any, topic: str, by_partition: dict[int, list[Any]],
           args: argparse.Namespace, totals: dict[str, Any]) -> None:
-    from cluster.client import encode_batches
+    from cluster.data_path import encode_batches
 
     limit = min(args.batch_bytes, cluster.batch_limit(topic))
     items = [(topic, p, batch) for p, records in sorted(by_partition.items())

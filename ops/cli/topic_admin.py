@@ -57,6 +57,8 @@ def register_actions(actions: argparse._SubParsersAction) -> None:
     add_common_args(describe)
     describe.add_argument("topic", nargs="?", default=None,
                           help="the topic to describe (default: every topic)")
+    describe.add_argument("--exclude-internal", action="store_true",
+                          help="leave out internal topics (kafka-topics --exclude-internal)")
     describe.set_defaults(handler=run_describe)
 
     delete = actions.add_parser(
@@ -159,9 +161,14 @@ def run_describe(args: argparse.Namespace) -> int:
         raise _refused(err) from None
     finally:
         disconnect()
+    from cluster.naming import is_internal
+
+    if args.exclude_internal:
+        partitions = [p for p in partitions if not is_internal(p.topic)]
     topics: dict[str, dict[str, Any]] = {}
     for p in partitions:
         entry = topics.setdefault(p.topic, {"name": p.topic, "config": dict(p.config),
+                                            "internal": is_internal(p.topic),
                                             "partitions": []})
         entry["partitions"].append({k: v for k, v in jsonable(p).items()
                                     if k not in ("topic", "config")})
@@ -174,7 +181,8 @@ def run_describe(args: argparse.Namespace) -> int:
     for topic in topics.values():
         overrides = ",".join(f"{k}={v}" for k, v in sorted(topic["config"].items()))
         print(f"Topic: {topic['name']}\tPartitionCount: {len(topic['partitions'])}\t"
-              f"Configs: {overrides}", flush=True)
+              f"Configs: {overrides}" + ("\tInternal: true" if topic["internal"] else ""),
+              flush=True)
     print_table(out, None, ["topic", "partition", "log dir", "log start", "log end",
                             "last stable", "size", "segments"],
                 [(p.topic, p.partition, p.log_dir, p.log_start_offset, p.log_end_offset,

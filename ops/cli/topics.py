@@ -35,8 +35,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     listing = actions.add_parser("list", help="list the topics",
                                  description="The topics, their partitions' directories and "
-                                             "their overrides.")
+                                             "their overrides; internal topics (the cluster's "
+                                             "own, such as __strata_transactions) are listed "
+                                             "and marked, as kafka-topics --list does.")
     add_common_args(listing)
+    listing.add_argument("--exclude-internal", action="store_true",
+                         help="leave out internal topics (kafka-topics --exclude-internal)")
     listing.set_defaults(handler=run_list)
 
     delete = actions.add_parser("delete", help="delete a topic",
@@ -83,7 +87,7 @@ def run_create(args: argparse.Namespace) -> int:
 def run_list(args: argparse.Namespace) -> int:
     cluster = connect(args)
     try:
-        topics = cluster.list_topics()
+        topics = cluster.list_topics(include_internal=not args.exclude_internal)
     finally:
         disconnect()
     if args.json:
@@ -128,15 +132,16 @@ def _per_dir(info: Any) -> None:
 
 def _topic(info: Any) -> dict[str, Any]:
     return {"name": info.name, "partitions": {str(p): d for p, d in sorted(info.partitions.items())},
-            "config": dict(info.config)}
+            "config": dict(info.config), "internal": info.internal}
 
 
 def _table(topics: list[Any]) -> None:
     from ops.tools.output import console, print_table
 
-    rows = [(t.name, p, d, ", ".join(f"{k}={v}" for k, v in sorted(t.config.items())) or None)
+    rows = [(t.name, p, d, "yes" if t.internal else None,
+             ", ".join(f"{k}={v}" for k, v in sorted(t.config.items())) or None)
             for t in topics for p, d in sorted(t.partitions.items())]
-    print_table(console(), None, ["topic", "partition", "log dir", "overrides"], rows,
+    print_table(console(), None, ["topic", "partition", "log dir", "internal", "overrides"], rows,
                 wrap=["overrides"])
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import re
 import sys
 from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any, Iterator, Sequence
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 WIDE = 200   # columns of a console that is not a terminal (a pipe, a file, a test)
+_MARKUP_TAG = re.compile(r"(\\*)\[([a-z#/@][^[]*?)]")   # rich's markup tags (rich.markup.RE_TAGS)
 
 
 def printable(text: str) -> str:
@@ -71,8 +74,12 @@ def write_json(document: Any, stream: IO[str] | None = None) -> None:
 
 
 def console(*, stderr: bool = False) -> Console:
-    """A rich console on stdout (or stderr) that does not wrap at 80 columns when it is not a
-    terminal, so paths in tables stay on one line in logs and tests."""
+    """A rich console on stdout (or stderr) when it is a terminal; otherwise a ``PlainConsole``,
+    which prints every line whole (no wrapping at 80 columns, no colour) without importing rich
+    (a tenth of a second of every command whose output goes to a pipe or a file)."""
+    stream = sys.stderr if stderr else sys.stdout
+    if not _terminal(stream):
+        return PlainConsole(stream)  # type: ignore[return-value]
     from rich.console import Console
 
     probe = Console(stderr=stderr)
@@ -81,18 +88,77 @@ def console(*, stderr: bool = False) -> Console:
     return Console(stderr=stderr, highlight=False, width=WIDE, no_color=True)
 
 
+def _terminal(stream: IO[str]) -> bool:
+    """Whether rich could take ``stream`` for a terminal: a tty, or an environment that says so
+    (rich's ``TTY_COMPATIBLE`` and ``FORCE_COLOR``)."""
+    if os.environ.get("TTY_COMPATIBLE") or os.environ.get("FORCE_COLOR") is not None:
+        return True
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def plain_markup(text: str) -> str:
+    """``text`` with rich's markup tags removed (``[bold]x[/]`` -> ``x``); an escaped tag
+    (``\\[bold]``) and a closing tag that closes nothing (``[/tmp/x]``, which rich refuses)
+    stay as literal text."""
+    opened: list[str] = []
+
+    def replace(match: re.Match[str]) -> str:
+        backslashes, escaped = divmod(len(match.group(1)), 2)
+        tag = match.group(2)
+        if escaped:
+            kept = f"[{tag}]"
+        elif not tag.startswith("/"):
+            opened.append(tag.partition("=")[0])
+            kept = ""
+        elif tag == "/" and opened:
+            opened.pop()
+            kept = ""
+        elif tag[1:] in opened:
+            opened.remove(tag[1:])
+            kept = ""
+        else:
+            kept = f"[{tag}]"
+        return "\\" * backslashes + kept
+    return _MARKUP_TAG.sub(replace, text)
+
+
+class PlainConsole:
+    """The part of rich's ``Console`` the commands use, for output that is not a terminal:
+    ``print`` writes its text (markup removed unless ``markup=False``) on one line, whatever its
+    length; ``is_terminal`` is False and ``file`` is the stream. Anything that is not text (a
+    rich renderable) is printed by a rich console of the same stream."""
+
+    is_terminal = False
+
+    def __init__(self, file: IO[str]) -> None:
+        self.file = file
+
+    def print(self, *objects: Any, sep: str = " ", end: str = "\n", markup: bool = True,
+              **_options: Any) -> None:
+        if not all(isinstance(o, str) for o in objects):
+            from rich.console import Console
+
+            Console(file=self.file, highlight=False, width=WIDE, no_color=True).print(
+                *objects, sep=sep, end=end, markup=markup)
+            return
+        text = sep.join(objects)
+        self.file.write((plain_markup(text) if markup else text) + end)
+
+
 def print_table(out: Console, title: str | None, columns: Sequence[str],
                 rows: Sequence[Sequence[object]], *, wrap: Sequence[str] = ()) -> None:
     """One rich table on a terminal; ``None`` cells print as empty. Only the ``wrap`` columns
     wrap on a narrow terminal; the others (names, paths, numbers) stay on one line. When ``out``
     is not a terminal (a pipe, a file) the table is plain columns separated by two spaces, every
     value whole: never an ellipsis, whatever the width or ``COLUMNS``."""
-    from rich.table import Table
-    from rich.text import Text
-
     if not out.is_terminal:
         out.file.write(plain_table(title, columns, rows))
         return
+    from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=title, show_lines=False, title_justify="left")
     for column in columns:

@@ -94,6 +94,50 @@ def test_startup_imports_neither_ray_nor_numba() -> None:
     assert result.returncode == 0 and "dump-log" in result.stdout
 
 
+# what a command that talks to a running cluster loads besides ray: the client, the actor classes
+# (``ray.get_actor`` loads an actor's class in the caller) and the modules of the answers it
+# unpickles (status, topics, partitions, records, errors)
+CLIENT_SIDE = ("ops.cli.main", "ops.cli.lifecycle", "ops.cli.topics", "ops.cli.consume",
+               "ops.cli.produce", "ops.tools.output", "cluster.client", "cluster.actors",
+               "cluster.status", "cluster.metadata", "cluster.errors", "node.stats",
+               "node.errors", "storage.record_format", "storage.errors")
+HEAVY = ("numba", "numpy", "cleaner.cleaner", "cleaner.kernels", "storage.log", "storage.records",
+         "node.server", "node.logdir", "cluster.coordinator", "cluster.actor_bodies", "pyspark",
+         "rich")
+
+
+def test_the_client_and_the_answers_of_common_commands_load_no_numba_cleaner_or_spark() -> None:
+    """Issue 15: ``strata cluster status``/``topic describe``/``consume`` answer in well under a
+    second; numba, numpy, the cleaner and the directory code cost half a second to import, so
+    none of what those commands import may pull them in."""
+    probe = ("import importlib, sys\n"
+             f"for name in {CLIENT_SIDE!r}:\n"
+             "    importlib.import_module(name)\n"
+             f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n")
+    result = run_module("-c", probe)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_a_deferred_module_loads_on_first_use_and_not_on_import() -> None:
+    """``ops.cli.defer_imports`` (what ``strata`` does for the modules ``import ray`` imports and
+    a command never uses): ray imports, the deferred modules stay unloaded, and a use of one
+    gets the real module, through references taken before too."""
+    probe = ("import sys\n"
+             "from ops.cli import RAY_DEFERRABLE, defer_imports\n"
+             "defer_imports(RAY_DEFERRABLE)\n"
+             "import ray\n"
+             "loaded = [m for m in ('requests', 'urllib3', 'jsonschema', 'attrs', 'yaml')\n"
+             "          if m in sys.modules and type(sys.modules[m]).__name__ != 'DeferredModule']\n"
+             "import yaml\n"
+             "early = sys.modules['requests']\n"
+             "print(loaded, yaml.safe_load('a: 1'), early.codes.ok,\n"
+             "      type(sys.modules['requests']).__name__)\n")
+    result = run_module("-c", probe)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["[]", "{'a':", "1}", "200", "module"]
+
+
 def test_the_console_script_runs_when_installed() -> None:
     script = Path(sys.executable).with_name("strata")
     if not script.exists():

@@ -22,6 +22,7 @@ import psutil
 import pytest
 
 from cluster.head import HeadProcess
+from tests.cluster.test_cli import HEAVY
 from tests.strata_cli import live_processes, run_strata, unique_namespace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,9 +43,9 @@ class Strata:
         self.env = {**os.environ, "RAY_ADDRESS": ""}
         self.address: str | None = None
 
-    def __call__(self, *args: str, stdin: str | None = None,
-                 check: bool = True) -> subprocess.CompletedProcess[str]:
-        env = dict(self.env)
+    def __call__(self, *args: str, stdin: str | None = None, check: bool = True,
+                 env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        env = {**self.env, **(env_extra or {})}
         if self.address:
             env["RAY_ADDRESS"] = self.address
         result = subprocess.run([sys.executable, "-m", "ops.cli", *args], cwd=ROOT, env=env,
@@ -125,6 +126,15 @@ def test_the_cluster_commands_end_to_end(strata: Strata, tmp_path: Path) -> None
                strata("consume", "t", "--partition=1", "--json").stdout.splitlines()]
     assert [(r["offset"], r["key"], r["value"]) for r in records] == [(0, None, "x"),
                                                                       (1, None, "y")]
+    # issue 15: the common commands load no decoder, cleaner or directory code, whatever the
+    # cluster answers (python -X importtime lists every module a process imports)
+    for command in (["cluster", "status"], ["topic", "describe", "t"],
+                    ["consume", "t", "--partition=0", "--max=3"]):
+        result = strata(*command, env_extra={"PYTHONPROFILEIMPORTTIME": "1"})
+        loaded = {line.rpartition("|")[2].strip() for line in result.stderr.splitlines()
+                  if line.startswith("import time:")}
+        assert loaded & set(HEAVY) == set(), (command, sorted(loaded & set(HEAVY)))
+        assert "cluster.client" in loaded and "ray" in loaded
     described = strata.json("log-dirs", "describe")
     assert described["version"] == 1 and len(described["brokers"]) == 1
     dirs = {d["logDir"]: d for d in described["brokers"][0]["logDirs"]}

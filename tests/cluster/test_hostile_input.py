@@ -16,9 +16,10 @@ import cluster.client as client_module
 from ops.cli import main as cli
 from cluster.client import Cluster
 from ops.cli import topic_partition
-from cluster.coordinator_service import ClusterDescription, CoordinatorService
+from cluster.coordinator_service import CoordinatorService
 from cluster.handles import LocalHandle
 from cluster.naming import COORDINATOR_NAME
+from cluster.status import ClusterDescription
 from cluster.spark import options
 from cluster.spark.errors import SourceOptionError
 from ops.tools import UsageError

@@ -291,6 +291,47 @@ def test_consume_follow_ends_quietly_on_ctrl_c(cluster, ray_session) -> None:
 
 
 # ---- tables --------------------------------------------------------------------------------------
+def test_internal_topics_are_listed_marked_and_hidden_only_when_asked_as_kafka_does(
+        cluster, capsys) -> None:
+    """Issue 16: ``__strata_transactions`` (created by the first transaction) is the cluster's
+    own. As Kafka: ``Cluster.list_topics`` leaves it out unless ``include_internal``
+    (``ListTopicsOptions.listInternal``, false by default); ``topic list`` and ``topic describe``
+    show it marked internal (kafka-topics lists internal topics) and ``--exclude-internal``
+    leaves it out; ``stats`` marks its partition."""
+    from cluster.naming import TRANSACTION_STATE_TOPIC as STATE
+
+    c = cluster["c"]
+    c.create_topic("plain", 1)
+    c.begin_transaction("internal-probe").abort()
+    assert "plain" in {t.name for t in c.list_topics()}
+    assert STATE not in {t.name for t in c.list_topics()}
+    every = {t.name: t.internal for t in c.list_topics(include_internal=True)}
+    assert every[STATE] is True and every["plain"] is False
+
+    listed = {t["name"]: t["internal"] for t in
+              json.loads(run(capsys, "topic", "list", "--json"))["topics"]}
+    assert listed[STATE] is True and listed["plain"] is False
+    excluded = json.loads(run(capsys, "topic", "list", "--json", "--exclude-internal"))
+    assert STATE not in {t["name"] for t in excluded["topics"]}
+    table = run(capsys, "topic", "list").splitlines()
+    assert table[0].split() == ["topic", "partition", "log", "dir", "internal", "overrides"]
+    assert [line.split()[3] for line in table if line.startswith(STATE + " ")] == ["yes"]
+    assert not any(line.startswith("plain ") and " yes" in line for line in table)
+
+    described = {t["name"]: t["internal"] for t in
+                 json.loads(run(capsys, "topic", "describe", "--json"))["topics"]}
+    assert described[STATE] is True and described["plain"] is False
+    assert f"Topic: {STATE}\t" in run(capsys, "topic", "describe", STATE)
+    assert "Internal: true" in run(capsys, "topic", "describe", STATE)
+    kept = json.loads(run(capsys, "topic", "describe", "--json", "--exclude-internal"))
+    assert STATE not in {t["name"] for t in kept["topics"]} and "plain" in {
+        t["name"] for t in kept["topics"]}
+
+    rows = [r for r in c.stats() if r["kind"] == "partition"]
+    assert {r["topic"]: r["internal"] for r in rows}[STATE] is True
+    assert not any(r["internal"] for r in rows if r["topic"] != STATE)
+
+
 def test_status_log_dirs_and_stats_tables_show_log_start_and_end(cluster, capsys) -> None:
     c = cluster["c"]
     c.create_topic("tab", 1)
