@@ -72,8 +72,10 @@ def _lean_serialization() -> None:
     the driver's first remote call): it imports pydantic and pyarrow, about half a second of
     every command, and the CLI sends and receives none of them (only Strata's dataclasses, bytes
     and builtins). Actors and other drivers keep Ray's full set."""
-    from ray.util import serialization_addons
-
+    try:
+        from ray.util import serialization_addons
+    except ImportError:       # a Ray without the hook: nothing to skip, the command still works
+        return
     serialization_addons.apply = lambda context: None
 
 
