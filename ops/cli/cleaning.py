@@ -133,12 +133,13 @@ def run_explain(args: argparse.Namespace) -> int:
     if args.json:
         write(document)
         return EXIT_OK
-    from ops.tools.output import console, print_table
+    from ops.tools.output import console, markup_escape, print_table
 
     out = console()
     status = explanation.status.value
     reason = explanation.reason.removeprefix(f"{status}: ")
-    out.print(f"{args.topic}-{args.partition}: [bold]{status}[/]: {reason}", highlight=False)
+    out.print(f"{markup_escape(args.topic)}-{args.partition}: [bold]{status}[/]: "
+              f"{markup_escape(reason)}", highlight=False)
     print_table(out, None, ["field", "value"],
                 [(k, v) for k, v in document.items()
                  if k not in ("topic_partition", "status", "reason")])

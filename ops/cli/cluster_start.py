@@ -86,10 +86,11 @@ def run_start(args: argparse.Namespace) -> int:
     if args.json:
         write(document)
         return EXIT_OK
-    from ops.tools.output import console, print_table
+    from ops.tools.output import console, markup_escape, print_table
 
     out = console()
-    out.print(f"Strata cluster [bold]{cluster.namespace}[/] on Ray at {address}: "
+    out.print(f"Strata cluster [bold]{markup_escape(cluster.namespace)}[/] on Ray at "
+              f"{markup_escape(str(address))}: "
               f"{len(rows)} log directories, {document['cleaners']} cleaners, "
               f"serving after {loaded:.1f} s")
     print_table(out, None, ["log dir", "online", "partitions", "size", "free", "recovered"],

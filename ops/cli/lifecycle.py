@@ -104,11 +104,11 @@ def run_status(args: argparse.Namespace) -> int:
     if args.json:
         write(document)
         return EXIT_PROBLEMS if problems else EXIT_OK
-    from ops.tools.output import console, print_table
+    from ops.tools.output import console, markup_escape, print_table
 
     out = console()
     cleaner = document["cleaner"]
-    out.print(f"Strata cluster [bold]{document['namespace']}[/]: "
+    out.print(f"Strata cluster [bold]{markup_escape(document['namespace'])}[/]: "
               f"{len(document['log_dirs'])} log directories, {len(document['topics'])} topics, "
               f"cleaner {'enabled' if cleaner['enabled'] else 'disabled'}")
     print_table(out, "log directories",

@@ -99,6 +99,17 @@ def _terminal(stream: IO[str]) -> bool:
         return False
 
 
+def markup_escape(text: str) -> str:
+    """``text`` (a path, a topic, a reason: anything not written by us) made literal inside a
+    markup string: every ``[`` that could open or close a tag gets a backslash, as
+    ``rich.markup.escape`` does (without importing rich). Unescaped, ``[/tmp/x]`` in a reason
+    makes rich raise ``MarkupError`` and the plain output drop it."""
+    escaped = _MARKUP_TAG.sub(lambda m: f"{m.group(1)}{m.group(1)}\\[{m.group(2)}]", text)
+    if escaped.endswith("\\") and not escaped.endswith("\\\\"):
+        escaped += "\\"
+    return escaped
+
+
 def plain_markup(text: str) -> str:
     """``text`` with rich's markup tags removed (``[bold]x[/]`` -> ``x``); an escaped tag
     (``\\[bold]``) and a closing tag that closes nothing (``[/tmp/x]``, which rich refuses)
