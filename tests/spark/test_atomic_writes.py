@@ -12,6 +12,13 @@ from cluster.txn_state import TxnState
 TOPIC_ROWS = 30_000
 
 
+@pytest.fixture
+def strata(fresh_strata):
+    """A cluster of the test's own: each test finds its job the only ``spark-write-``
+    transaction of the cluster."""
+    return fresh_strata
+
+
 def committed(cluster, topic: str) -> list[bytes]:
     return [r.value for p in cluster.partitions(topic)
             for r in cluster.consume(topic, p, isolation="read_committed")]
