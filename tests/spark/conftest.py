@@ -1,8 +1,7 @@
 """Fixtures of the Spark tests: ONE local SparkSession for the whole session (a JVM costs 6-9 s),
 whose Python workers join the session's Ray head (``RAY_ADDRESS`` is set for the JVM only), ONE
 Strata cluster per test module (``strata``: five actor processes cost 5-10 s to start; each test
-starts with no topic of its own) or a fresh one per test (``fresh_strata``), and the cluster
-fixtures of tests/cluster."""
+starts with no topic of its own), and the cluster fixtures of tests/cluster."""
 
 from __future__ import annotations
 
@@ -53,19 +52,12 @@ def module_cluster(ray_session: str, tmp_path_factory: pytest.TempPathFactory) -
 def strata(spark: Any, module_cluster: Any) -> Iterator[Any]:
     """The module's 3-directory cluster, holding no topic but the internal ones when the test
     starts (the topics a test created are deleted after it, so the next test may reuse a name);
-    ``strata.read(topic)`` / ``strata.write(df, topic)`` use its namespace. A test that needs a
-    cluster with no history at all (its transaction list, say) takes ``fresh_strata``."""
+    ``strata.read(topic)`` / ``strata.write(df, topic)`` use its namespace. What else a test
+    leaves (transactions, cleaner statistics) stays for the next tests of the module."""
     yield _Strata(spark, module_cluster)
     for topic in module_cluster.list_topics():
         if not topic.name.startswith("__"):
             module_cluster.delete_topic(topic.name)
-
-
-@pytest.fixture
-def fresh_strata(spark: Any, start_cluster: Any) -> Any:
-    """A fresh 3-directory cluster of the test's own."""
-    cluster = start_cluster(dirs=3, cleaners=1, config=FAST_TXN)
-    return _Strata(spark, cluster)
 
 
 class _Strata:
