@@ -1,5 +1,6 @@
 """Scale without surprises and no false success, through the real ``strata`` command on a cluster
-that ``strata cluster start`` started (a Ray head of its own per test):
+that ``strata cluster start`` started (a Ray head of its own: one per test that crashes or stops
+its cluster, one shared by the module's other tests):
 
 * thousands of partitions (5,000: more than one ``BATCH`` of them per directory, so every
   directory gets several create and delete calls; the 10,000-partition figure is
@@ -17,10 +18,12 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
+import pytest
 
 from cluster.metadata import BATCH
 from tests.cluster.test_cli_cluster import ROOT, Strata, strata  # noqa: F401 - the fixture
@@ -37,6 +40,25 @@ def _start(strata: Strata, *dirs: Path) -> subprocess.CompletedProcess[str]:
     return started
 
 
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Strata, list[Path]]]:
+    """A cluster on directories A and B that ``strata cluster start`` started, for the tests that
+    neither crash nor stop it; stopped at the end of the module (and its head checked gone, as
+    the ``strata`` fixture checks)."""
+    temp_dir = tempfile.mkdtemp(prefix="strata-cli-", dir="/tmp")   # short: Ray's socket paths
+    runner = Strata(temp_dir)
+    root = tmp_path_factory.mktemp("scale")
+    logs = [root / "A", root / "B"]
+    try:
+        _start(runner, *logs)
+        yield runner, logs
+        runner("cluster", "stop", f"--namespace={NAMESPACE}")
+    finally:
+        runner.kill_head()
+        assert runner.head_processes() == [], "the CLI's Ray head left processes behind"
+        subprocess.run(["rm", "-rf", temp_dir], check=False)
+
+
 def _live(log_dir: Path, topic: str) -> int:
     """Partition directories of ``topic`` in ``log_dir`` that are not renamed ``-delete``."""
     return sum(1 for e in os.scandir(log_dir)
@@ -44,9 +66,8 @@ def _live(log_dir: Path, topic: str) -> int:
 
 
 def test_thousands_of_partitions_are_created_and_deleted_in_batches_in_seconds_with_progress(
-        strata: Strata, tmp_path: Path) -> None:
-    logs = [tmp_path / "A", tmp_path / "B"]
-    _start(strata, *logs)
+        served: tuple[Strata, list[Path]]) -> None:
+    strata, logs = served
     began = time.monotonic()
     created = strata("topic", "create", "big", f"--partitions={MANY}", f"--namespace={NAMESPACE}")
     create_s = time.monotonic() - began
@@ -62,9 +83,8 @@ def test_thousands_of_partitions_are_created_and_deleted_in_batches_in_seconds_w
     assert sum(_live(d, "big") for d in logs) == 0
     assert create_s < CREATE_DELETE_LIMIT_S and delete_s < CREATE_DELETE_LIMIT_S, \
         (create_s, delete_s)
-    assert json.loads(strata("topic", "list", f"--namespace={NAMESPACE}", "--json").stdout) \
-        == {"topics": []}
-    strata("cluster", "stop", f"--namespace={NAMESPACE}")
+    topics = json.loads(strata("topic", "list", f"--namespace={NAMESPACE}", "--json").stdout)
+    assert "big" not in [t["name"] for t in topics["topics"]]
 
 
 def test_a_topic_delete_cut_short_by_a_crash_is_finished_by_the_next_start(
@@ -125,8 +145,8 @@ def test_stop_says_closed_cleanly_only_when_every_directory_did(
 
 
 def test_pause_resume_and_trigger_of_a_missing_partition_are_refused_by_the_api(
-        strata: Strata, tmp_path: Path) -> None:
-    _start(strata, tmp_path / "A")
+        served: tuple[Strata, list[Path]]) -> None:
+    strata, _ = served
     strata("topic", "create", "kv", "--partitions=1", "--config=cleanup.policy=compact",
            f"--namespace={NAMESPACE}")
     probe = f"""
@@ -150,4 +170,3 @@ print("pauses", c._coordinator.call("pauses", "kv", 9, timeout=60))
                                                               "pauses (0, 0)"], out.stdout
     one_line(strata("cleaner", "pause", "kv", "--partition=9", f"--namespace={NAMESPACE}",
                     check=False), 2, "no partition 9")
-    strata("cluster", "stop", f"--namespace={NAMESPACE}")
