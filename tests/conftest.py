@@ -159,6 +159,11 @@ SLOW_MODULES = frozenset({
     "tests/storage/test_transactions_model.py",
     "tests/storage/test_log_model.py",
     "tests/cleaner/test_compaction.py",
+    # end to end through a Spark JVM and Strata clusters (minutes together)
+    "tests/spark/test_sources.py",
+    "tests/spark/test_stream.py",
+    "tests/spark/test_atomic_writes.py",
+    "tests/spark/test_streaming_sink.py",
 })
 
 

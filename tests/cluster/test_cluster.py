@@ -7,6 +7,7 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
 import ray
 
 from cluster.naming import COORDINATOR_NAME, node_actor_name
@@ -44,6 +45,7 @@ def test_produce_to_three_directories_and_read_back(start_cluster) -> None:
     assert c.delete_topic("orders") == 6 and c.list_topics() == []
 
 
+@pytest.mark.slow     # 3,000 records cleaned by two cleaners on their own schedule
 def test_compaction_runs_by_itself_and_matches_the_latest_per_key_oracle(start_cluster) -> None:
     c = start_cluster(dirs=3, cleaners=2)
     c.create_topic("state", partitions=3, config=COMPACT)

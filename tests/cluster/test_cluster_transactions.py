@@ -77,6 +77,7 @@ def test_the_coordinator_loop_aborts_a_transaction_past_its_timeout(start_cluste
         txn.commit()
 
 
+@pytest.mark.slow     # a coordinator killed and restarted by Ray
 def test_transactions_survive_a_kill_of_the_coordinator(start_cluster) -> None:
     """kill -9 of the coordinator between the appends and the commit: the restarted coordinator
     loads the members from __strata_transactions and the commit reaches every partition."""

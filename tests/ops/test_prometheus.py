@@ -28,6 +28,7 @@ NAMESPACE = "strata-prom"
 DASHBOARD = ROOT / "ops" / "grafana-dashboard.json"
 SCRAPE_CONFIG = ROOT / "ops" / "prometheus.yml"
 WAIT_S = 150.0     # Ray reports metrics every 10 s, the nodes publish their gauges every 5 s
+ONE_SHOT_AGE_S = 25.0   # > Ray's gauge TTL of two report intervals (20 s)
 
 
 def _panel_exprs() -> list[tuple[str, str]]:
@@ -187,6 +188,7 @@ def test_every_dashboard_panel_evaluates_in_prometheus_and_adds_up(
     for p in range(2):
         strata("cleaner", "resume", "kv", f"--partition={p}", ns)
     strata("cleaner", "trigger", "kv", "--partition=0", "--roll", "--wait", ns)
+    cleaned_at = time.monotonic()       # the cleaner's one-shot gauges were set by now
 
     def every_panel_returns_series() -> str | None:
         empty = [f"{title}: {expr}" for title, expr in _panel_exprs()
@@ -205,7 +207,8 @@ def test_every_dashboard_panel_evaluates_in_prometheus_and_adds_up(
     assert sorted((r["metric"]["topic"], r["metric"]["partition"])
                   for r in prometheus.query("ray_strata_dirty_ratio")) == \
         [("events", "0"), ("events", "1"), ("kv", "0"), ("kv", "1")]
-    # one-shot gauges stay (Ray drops a gauge not set again within 2 report intervals)
-    time.sleep(25)
+    # one-shot gauges stay (Ray drops a gauge not set again within 2 report intervals, 20 s):
+    # asked 25 s after the clean at the earliest (the checks above count towards the 25 s)
+    time.sleep(max(0.0, cleaned_at + ONE_SHOT_AGE_S - time.monotonic()))
     assert len(prometheus.query("ray_strata_cleaner_mb_per_sec")) == 1
     assert len(prometheus.query("ray_strata_recovery_remaining_segments")) == 2

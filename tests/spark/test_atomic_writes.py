@@ -12,6 +12,14 @@ from cluster.txn_state import TxnState
 TOPIC_ROWS = 30_000
 
 
+@pytest.fixture
+def strata(strata):
+    """The module's cluster, with the ``spark-write-`` transactions of the tests before set
+    aside (``_jobs``): each test finds its job the only new one."""
+    strata.earlier_jobs = {t.transactional_id for t in _jobs(strata)}
+    return strata
+
+
 def committed(cluster, topic: str) -> list[bytes]:
     return [r.value for p in cluster.partitions(topic)
             for r in cluster.consume(topic, p, isolation="read_committed")]
@@ -27,9 +35,13 @@ def all_stable(cluster, topic: str) -> bool:
                for p in cluster.partitions(topic))
 
 
-def _jobs(cluster) -> list:
-    return [t for t in cluster.list_transactions()
-            if t.transactional_id.startswith("spark-write-")]
+def _jobs(strata) -> list:
+    """The ``spark-write-`` transactions of the cluster that the test's own writes began (every
+    write has a transactional id of its own)."""
+    earlier = getattr(strata, "earlier_jobs", set())
+    return [t for t in strata.cluster.list_transactions()
+            if t.transactional_id.startswith("spark-write-")
+            and t.transactional_id not in earlier]
 
 
 def _failing_udf(namespace: str, topic: str, partition_id: int, attempts: tuple[int, ...],
@@ -94,7 +106,7 @@ def test_a_job_that_fails_half_way_is_invisible_to_read_committed(strata) -> Non
     assert stored(c, "orders") > TOPIC_ROWS // 3          # others wrote before the failure
     assert committed(c, "orders") == []
     assert all_stable(c, "orders")
-    [job] = _jobs(c)
+    [job] = _jobs(strata)
     assert job.state == TxnState.COMPLETE_ABORT
 
 
@@ -110,7 +122,7 @@ def test_a_successful_job_with_a_retried_task_is_visible_whole_and_once(strata) 
     assert sorted(got) == sorted(str(i).encode() for i in range(TOPIC_ROWS))
     assert stored(c, "orders") > TOPIC_ROWS                # the failed attempt's batch is there
     assert all_stable(c, "orders")
-    [job] = _jobs(c)
+    [job] = _jobs(strata)
     assert job.state == TxnState.COMPLETE_COMMIT
     assert len(job.commit) == 3 and len(job.members) == 4  # 3 attempts committed, 1 aborted
     assert strata.read("orders").count() >= TOPIC_ROWS
@@ -133,7 +145,7 @@ def test_a_job_whose_driver_dies_is_aborted_by_the_timeout(strata) -> None:
     keys = [str(i) for i in range(100)]
     writer.write(iter([pa.RecordBatch.from_pydict({"key": keys, "value": keys})]))
     assert stored(c, "orders") == 100 and not all_stable(c, "orders")
-    wait_for(lambda: _jobs(c)[0].state == TxnState.COMPLETE_ABORT, timeout=30,
+    wait_for(lambda: _jobs(strata)[0].state == TxnState.COMPLETE_ABORT, timeout=30,
              what="the timeout abort")
     assert all_stable(c, "orders") and committed(c, "orders") == []
     with pytest.raises(Exception, match="fenced"):
