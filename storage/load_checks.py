@@ -28,7 +28,8 @@ from storage.records import (
     SIZE_OFFSET,
     BatchHeader,
 )
-from storage.segment import LogSegment, checked_batches
+from storage.segment import LogSegment
+from storage.segment_recovery import checked_batches
 
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")

@@ -25,7 +25,9 @@ from storage.config import LogConfig
 from storage.durable import fsync_dir
 from storage.load_actions import DELETE_SWAPPED, DELETE_TEMP, QUARANTINE_SWAP, LoadActions
 from storage.quarantine import QuarantinedFile, keep_file
-from storage.segment import INT32_MAX, LogSegment, checked_batches
+from storage.records import INT32_MAX
+from storage.segment import LogSegment
+from storage.segment_recovery import checked_batches
 
 log = logging.getLogger("storage.loader")   # the loader's logger: a dry run silences it
 
