@@ -14,40 +14,39 @@ Not thread-safe: a segment is owned by one ``Log``, which serialises writers. Re
 segment may run concurrently with each other.
 
 ``LogSegment`` owns the segment's state (size, next offset, largest timestamp, roll time), its
-append, its indexes' lifecycle and its files; it delegates to ``segment_read`` (the verified batch
-walk, reads by offset and timestamp), ``segment_recovery`` (what recovery keeps of a ``.log``) and
-``segment_io`` (the descriptor cache ``HANDLES`` and the positional write).
+append and its writer; it delegates to ``segment_read`` (the verified batch walk, reads by offset
+and timestamp), ``segment_recovery`` (what recovery keeps of a ``.log``), ``segment_truncation``
+(cutting the file and resetting the state: recovery, truncation), ``segment_indexes`` (the index
+pair's lifecycle), ``segment_roll`` (``RollParams`` and the roll decision), ``segment_txns``
+(producer-state replay, ``.txnindex`` rebuild), ``segment_files`` (creating, renaming and deleting
+its files) and ``segment_io`` (the descriptor cache ``HANDLES``, the positional write, fsync).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple
 
-from storage import files, segment_read
+from storage import files, segment_files, segment_indexes, segment_read, segment_truncation
+from storage import segment_txns
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
-from storage.errors import CorruptRecordError, InvalidOffsetError, StorageError
-from storage.index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
+from storage.errors import InvalidOffsetError, StorageError
+from storage.index import OffsetPosition, TimestampOffset
 from storage.records import INT32_MAX
-from storage.segment_io import HANDLES, HandleCache, write_fully
+from storage.segment_io import HANDLES, HandleCache, fsync_file, truncate_to_size, write_fully
+from storage.segment_files import create_log_file, remove_segment_files
+from storage.segment_indexes import last_indexed_position
+from storage.segment_read import SCAN_CHUNK_BYTES, BatchEntry, walk_batches
+from storage.segment_roll import RollParams, should_roll
 from storage.segment_recovery import (
     RECOVERY_CHUNK_BYTES,
     CheckedBatch,
-    RecoveryIndexer,
     RecoveryPlan,
     checked_batches,
     plan_recovery,
-    recover_file,
-)
-from storage.segment_read import (
-    SCAN_CHUNK_BYTES,
-    BatchEntry,
-    producer_batch_headers,
-    walk_batches,
 )
 from storage.txn_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
 
@@ -72,17 +71,6 @@ class SegmentIdentity(NamedTuple):
     base_offset: int
     size: int
     mtime_ns: int
-
-
-class RollParams(NamedTuple):
-    """What an append brings that decides whether the active segment must roll first.
-
-    A NamedTuple, like every value built on each append: it costs a fifth of a frozen dataclass."""
-
-    max_timestamp_in_append: int
-    max_offset_in_append: int
-    bytes_in_append: int
-    now_ms: int
 
 
 class LogSegment:
@@ -118,11 +106,7 @@ class LogSegment:
     def create(cls, directory: Path, base_offset: int, config: LogConfig, *, suffix: str = "",
                clock: Clock = SYSTEM_CLOCK, rolling_jitter_ms: int = 0) -> LogSegment:
         """A new empty writable segment; an existing ``.log`` of that name is an error."""
-        path = files.log_file(directory, base_offset, suffix)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        if config.preallocate and not suffix:
-            os.ftruncate(fd, config.segment_bytes)
-        os.close(fd)
+        create_log_file(directory, base_offset, config, suffix)
         segment = cls(directory, base_offset, config, suffix=suffix, writable=True, clock=clock,
                       rolling_jitter_ms=rolling_jitter_ms)
         segment._size = 0
@@ -134,13 +118,9 @@ class LogSegment:
     def create_cleaned(cls, directory: Path, base_offset: int, config: LogConfig, *,
                        clock: Clock = SYSTEM_CLOCK) -> LogSegment:
         """A fresh ``<base>.log.cleaned`` segment; stale cleaner output of that name is removed."""
-        suffix = files.CLEANED_SUFFIX
-        for path in (files.log_file(directory, base_offset, suffix),
-                     files.index_file(directory, base_offset, suffix),
-                     files.time_index_file(directory, base_offset, suffix),
-                     files.txn_index_file(directory, base_offset, suffix)):
-            path.unlink(missing_ok=True)
-        return cls.create(directory, base_offset, config, suffix=suffix, clock=clock)
+        remove_segment_files(directory, base_offset, files.CLEANED_SUFFIX)
+        return cls.create(directory, base_offset, config, suffix=files.CLEANED_SUFFIX,
+                          clock=clock)
 
     # ---- sizes and offsets -------------------------------------------------------------------
     @property
@@ -158,15 +138,8 @@ class LogSegment:
         read-only view of an active segment that its owner preallocated (``preallocate=true``:
         ``segment.bytes`` long, zeros after the batches). Walks the batch headers from the last
         offset index entry; stops at the first bytes that are no batch. Returns the new size."""
-        start = self.offset_index.lookup(2**63 - 1).position if self.offset_index.exists() else 0
-        end = start = min(start, self._size)
-        try:
-            for entry in self.batches(start):
-                end = entry.position + entry.size
-        except CorruptRecordError:
-            pass                    # the zeroed tail of the preallocated file
-        self._size = end
-        return end
+        self._size = segment_read.written_size(self)
+        return self._size
 
     @property
     def last_modified_ms(self) -> int:
@@ -203,9 +176,8 @@ class LogSegment:
     def read_next_offset(self) -> int:
         """The offset after the last batch: scan from the last offset index entry to the end."""
         if self._next_offset is None:
-            start = self.offset_index.lookup(2**63 - 1).position if self.offset_index.exists() else 0
             next_offset = self.base_offset
-            for entry in self.batches(start):
+            for entry in self.batches(last_indexed_position(self)):
                 next_offset = entry.last_offset + 1
             self._next_offset = next_offset
         return self._next_offset
@@ -215,24 +187,7 @@ class LogSegment:
         """Kafka's shouldRoll: size, time (with jitter), full index, or relative offset overflow."""
         if not self._indexes_sized:
             self.size_indexes_for_appends()
-        config = self.config
-        return (
-            self._size > config.segment_bytes - params.bytes_in_append
-            or (self._size > 0
-                and self._time_waited_for_roll(params.now_ms, params.max_timestamp_in_append)
-                > config.max_segment_ms - self.rolling_jitter_ms)
-            or self.offset_index.is_full()
-            or self.time_index.is_full()
-            or not 0 <= params.max_offset_in_append - self.base_offset <= INT32_MAX
-        )
-
-    def _time_waited_for_roll(self, now_ms: int, max_timestamp_in_append: int) -> int:
-        if self._rolling_based_timestamp is None:
-            first = self.first_batch_timestamp() if self._size else -1
-            self._rolling_based_timestamp = first
-        if self._rolling_based_timestamp is not None and self._rolling_based_timestamp >= 0:
-            return max_timestamp_in_append - self._rolling_based_timestamp
-        return now_ms - self._created_ms
+        return should_roll(self, params)
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= INT32_MAX
@@ -282,56 +237,34 @@ class LogSegment:
         Safe to call from a thread other than the writer's (the log flushes outside its lock): the
         fsync goes through a descriptor of its own, so a concurrent roll closing the writer cannot
         make it fail, and an index closed meanwhile was trimmed and written by its closer."""
-        fd = os.open(self.log_path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        for index in (self.offset_index, self.time_index):
-            try:
-                index.flush()
-            except ValueError:
-                pass   # its map was closed by a concurrent roll or close
-        self.txn_index.flush()
+        fsync_file(self.log_path)
+        segment_indexes.flush_indexes(self)
 
     def on_become_inactive(self) -> None:
         """At roll: final time-index entry, trim indexes and a preallocated file, stop writing."""
-        max_ts = self._max_ts()
-        self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
-        self.offset_index.trim_to_valid_size()
-        self.time_index.trim_to_valid_size()
+        segment_indexes.append_final_time_entry(self)
+        segment_indexes.trim_indexes(self)
         if self.config.preallocate or self._write_fd is not None:
-            fd = self._writer()
-            if os.fstat(fd).st_size != self._size:
-                os.ftruncate(fd, self._size)
+            truncate_to_size(self._writer(), self._size)
         self.make_read_only()
 
     def _open_indexes(self, writable: bool) -> None:
         """(Re)create the lazy index objects for the current directory and suffix."""
-        size = self.config.segment_index_bytes
-        self.offset_index = OffsetIndex(files.index_file(self.dir, self.base_offset, self.suffix),
-                                        self.base_offset, size, writable=writable)
-        self.time_index = TimeIndex(files.time_index_file(self.dir, self.base_offset, self.suffix),
-                                    self.base_offset, size, writable=writable)
+        segment_indexes.open_indexes(self, writable)
 
     def make_read_only(self) -> None:
         """Close the writer and reopen the indexes read-only (lazily)."""
         self._close_writer()
-        self.offset_index.close()
-        self.time_index.close()
-        self._open_indexes(writable=False)
+        segment_indexes.reopen_indexes(self, writable=False)
 
     def make_writable(self) -> None:
         """Reopen the indexes writable (the active segment after load)."""
-        self.offset_index.close()
-        self.time_index.close()
-        self._open_indexes(writable=True)
+        segment_indexes.reopen_indexes(self, writable=True)
         self._indexes_sized = False   # grown to the maximum at the first append, not at load
 
     def size_indexes_for_appends(self) -> None:
         if not self._indexes_sized:
-            self.offset_index.resize(self.config.segment_index_bytes)
-            self.time_index.resize(self.config.segment_index_bytes)
+            segment_indexes.size_for_appends(self)
             self._indexes_sized = True
 
     # ---- read --------------------------------------------------------------------------------
@@ -393,23 +326,7 @@ class LogSegment:
         ``SegmentOffsetOverflowError`` for a batch beyond the segment's 32-bit relative offsets
         (the loader then splits the segment)."""
         del max_message_bytes
-        self.make_writable()
-        self.offset_index.reset()
-        self.time_index.reset()
-        indexer = RecoveryIndexer(self)
-        valid, prev_last, truncated = recover_file(self, indexer, keep_cut, next_base_offset)
-        max_ts, max_ts_offset = indexer.max_timestamp, indexer.offset_of_max_timestamp
-        last_index_entry = indexer.last_index_position
-        HANDLES.forget(self.log_path)
-        self._size = valid
-        self._next_offset = prev_last + 1
-        self._max_timestamp_and_offset = TimestampOffset(max_ts, max_ts_offset)
-        self._rolling_based_timestamp = None
-        self._bytes_since_last_index_entry = valid - last_index_entry if valid else 0
-        self.offset_index.trim_to_valid_size()
-        self.time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
-        self.time_index.trim_to_valid_size()
-        return truncated
+        return segment_truncation.recover(self, keep_cut, next_base_offset)
 
     def plan_recovery(self, next_base_offset: int | None = None) -> RecoveryPlan:
         """What ``recover`` would keep, read-only: the same checks, no index or file written
@@ -418,52 +335,11 @@ class LogSegment:
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch holding offsets >= ``offset``; return the bytes removed."""
-        entry = self.translate_offset(offset)
-        if entry is None:
-            return 0
-        removed = self._size - entry.position
-        self.offset_index.truncate_to(offset)
-        self.time_index.truncate_to(offset)
-        self.txn_index.truncate_to(offset)
-        fd = self._writer()
-        os.ftruncate(fd, entry.position)
-        HANDLES.forget(self.log_path)
-        self._size = entry.position
-        self._next_offset = None
-        self._max_timestamp_and_offset = self._load_largest_timestamp()
-        self._bytes_since_last_index_entry = 0
-        if self._size == 0:
-            self._created_ms = self.clock.milliseconds()
-            self._rolling_based_timestamp = None
-        else:
-            self._rolling_based_timestamp = None
-        return removed
-
-    def _load_largest_timestamp(self) -> TimestampOffset:
-        """The largest timestamp and its offset: the time index's last entry, raised by any batch
-        after it (Kafka's loadLargestTimestamp; the index only samples every interval)."""
-        largest = self.time_index.last_entry()
-        start = self.offset_index.lookup(largest.offset).position
-        for batch in self.batches(start):
-            if batch.max_timestamp > largest.timestamp:
-                largest = TimestampOffset(batch.max_timestamp, batch.last_offset)
-        return largest
+        return segment_truncation.truncate_to(self, offset)
 
     def truncate_fully(self) -> int:
         """Remove every batch (an unreadable segment found by recovery); return the bytes removed."""
-        removed = self.log_path.stat().st_size
-        self.offset_index.reset()
-        self.time_index.reset()
-        self.txn_index.reset()
-        os.truncate(self.log_path, 0)
-        HANDLES.forget(self.log_path)
-        self._size = 0
-        self._next_offset = self.base_offset
-        self._max_timestamp_and_offset = TimestampOffset(-1, self.base_offset)
-        self._bytes_since_last_index_entry = 0
-        self._rolling_based_timestamp = None
-        self._created_ms = self.clock.milliseconds()
-        return removed
+        return segment_truncation.truncate_fully(self)
 
     def sanity_check(self) -> None:
         """Kafka's load-time check: the offset index must exist (its content is checked by the
@@ -474,9 +350,7 @@ class LogSegment:
     def check_indexes(self) -> None:
         """Full sanity check of the offset, time and transaction indexes; raises
         CorruptIndexError."""
-        self.offset_index.sanity_check()
-        self.time_index.sanity_check()
-        self.txn_index.sanity_check()
+        segment_indexes.check_indexes(self)
 
     # ---- transactions ------------------------------------------------------------------------
     def update_txn_index(self, completed: CompletedTxn, last_stable_offset: int) -> None:
@@ -496,63 +370,32 @@ class LogSegment:
         closing each transaction whose marker is here. With ``write_txn_index`` each aborted one
         is written to this segment's ``.txnindex`` with the LSO after it (recovery, Kafka's
         ``LogSegment.recover`` with a producer state manager)."""
-        position = 0
-        if from_offset is not None and from_offset > self.base_offset:
-            position = self.offset_index.lookup(from_offset).position
-        for batch_position, size, header in producer_batch_headers(self, position):
-            if from_offset is not None and header.last_offset < from_offset:
-                continue
-            completed = state.replay_batch(header, partial(self.read_bytes, batch_position, size))
-            if completed is not None:
-                if write_txn_index:
-                    self.update_txn_index(completed, state.last_stable_offset_after(completed))
-                state.complete_txn(completed)
-        state.map_end_offset = max(state.map_end_offset, self.read_next_offset())
+        segment_txns.replay_producer_state(self, state, from_offset,
+                                           write_txn_index=write_txn_index)
 
     def rebuild_txn_index(self, state: ProducerStateManager) -> None:
         """Rebuild the ``.txnindex`` from the ``.log``; ``state`` must hold the producer state as of
         this segment's base offset and is left at its end."""
-        self.txn_index.reset()
-        self.replay_producer_state(state, write_txn_index=True)
+        segment_txns.rebuild_txn_index(self, state)
 
     # ---- files -------------------------------------------------------------------------------
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename every file of this segment from one temporary suffix to another (``""`` = none)."""
-        self._close_writer()
-        HANDLES.forget(self.log_path)
-        target = files.log_file(self.dir, self.base_offset, new_suffix)
-        os.replace(self.log_path, target)
-        self.log_path = target
-        self.offset_index.rename_to(files.index_file(self.dir, self.base_offset, new_suffix))
-        self.time_index.rename_to(files.time_index_file(self.dir, self.base_offset, new_suffix))
-        self.txn_index.rename_to(files.txn_index_file(self.dir, self.base_offset, new_suffix))
-        self.suffix = new_suffix
         del old_suffix
+        segment_files.change_file_suffixes(self, new_suffix)
 
     def rename_dir(self, directory: Path) -> None:
         """Follow a rename of the partition directory (async delete of a partition)."""
-        self._close_writer()
-        HANDLES.forget(self.log_path)
-        self.release()
-        self.dir = directory
-        self.log_path = files.log_file(directory, self.base_offset, self.suffix)
-        self._open_indexes(writable=False)
-        self.txn_index.update_parent_dir(directory)
+        segment_files.follow_dir(self, directory)
 
     def delete_files(self) -> None:
-        self.close()
-        for path in (self.log_path, self.offset_index.path, self.time_index.path,
-                     self.txn_index.path):
-            try:
-                path.unlink()
-            except FileNotFoundError:
-                pass
+        """Close the segment and remove its files (``segment_files.delete_files``)."""
+        segment_files.delete_files(self)
 
     def release(self) -> None:
         """Drop open descriptors and maps of an idle closed segment; they reopen on next use."""
         HANDLES.forget(self.log_path)
-        self.offset_index.release()
-        self.time_index.release()
+        segment_indexes.release_indexes(self)
 
     def _close_writer(self) -> None:
         if self._write_fd is not None:
@@ -561,14 +404,12 @@ class LogSegment:
 
     def close(self) -> None:
         if self._write_fd is not None:
-            max_ts = self._max_ts()
-            self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
-            if self.config.preallocate and os.fstat(self._write_fd).st_size != self._size:
-                os.ftruncate(self._write_fd, self._size)
+            segment_indexes.append_final_time_entry(self)
+            if self.config.preallocate:
+                truncate_to_size(self._write_fd, self._size)
         self._close_writer()
         HANDLES.forget(self.log_path)
-        self.offset_index.close()
-        self.time_index.close()
+        segment_indexes.close_indexes(self)
 
     @property
     def is_open_for_writes(self) -> bool:

@@ -87,3 +87,20 @@ def write_fully(fd: int, pieces: list[bytes | memoryview], position: int, size: 
             raise OSError(errno.ENOSPC, f"no progress writing at position {position + written}")
         written += n
         rest = rest[n:]
+
+
+def fsync_file(path: Path) -> None:
+    """fsync ``path`` through a descriptor of its own (safe while another thread closes the
+    segment's writer)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def truncate_to_size(fd: int, size: int) -> None:
+    """Cut the file behind ``fd`` to ``size`` bytes when it is longer or shorter (a preallocated
+    ``.log`` at its roll or close)."""
+    if os.fstat(fd).st_size != size:
+        os.ftruncate(fd, size)

@@ -8,8 +8,8 @@ scanned by the kernel (``storage.records.scan_batches``) and, with ``verify``, e
 checked (CRC, offsets between its neighbours, a complete end) before it is yielded, so a reader
 never positions itself by, nor is served, a damaged batch. ``walk_start``, ``translate_offset``,
 ``read`` and ``find_offset_by_timestamp`` are the bodies of the ``LogSegment`` methods of those
-names. ``producer_batch_headers`` finds the batches with a producer id for
-``LogSegment.replay_producer_state``.
+names, ``written_size`` that of ``size_to_written_batches``. ``producer_batch_headers`` finds the
+batches with a producer id for the producer-state replay (``storage.segment_txns``).
 
 Reads only: nothing here writes a file or changes the segment.
 """
@@ -42,6 +42,7 @@ from storage.records import (
     batch_location,
     scan_batches,
 )
+from storage.segment_indexes import last_indexed_position
 
 if TYPE_CHECKING:
     from storage.segment import LogSegment
@@ -138,6 +139,19 @@ def walk_start(segment: LogSegment, offset: int) -> OffsetPosition:
     if entry.position == 0:
         return entry
     return segment.offset_index.lookup(entry.offset - 1)
+
+def written_size(segment: LogSegment) -> int:
+    """The end of the last whole batch (``LogSegment.size_to_written_batches``): the batch
+    headers are walked from the last offset index entry up to the segment's size; the first bytes
+    that are no batch (the zeroed tail of a preallocated file) end the walk."""
+    end = start = min(last_indexed_position(segment), segment.size)
+    try:
+        for entry in segment.batches(start):
+            end = entry.position + entry.size
+    except CorruptRecordError:
+        pass                    # the zeroed tail of the preallocated file
+    return end
+
 
 def translate_offset(segment: LogSegment, offset: int, start_position: int = 0, *,
                      next_base_offset: int | None = None) -> BatchEntry | None:
