@@ -10,31 +10,30 @@ Thread-safety: one lock serialises appends, rolls, flushes' bookkeeping, truncat
 segment swaps. Reads take a snapshot of the segment list and read without the lock; a read that races
 a swap retries on the new segments, so it never sees a half-swapped log.
 
-``Log`` owns the offsets, the lock, rolling, flushing and the lifecycle; it delegates to:
-``log_segments`` (the segments by base offset, Kafka's LogSegments), ``log_append`` (validation
-and offset assignment before a write), ``log_read`` (fetches and the record iterator),
-``log_retention`` (which old segments go), ``log_truncation``, ``log_swap`` (cleaned segments in,
-crash-safely), ``log_files`` (deleting segment files, renaming the directory) and
-``log_producers`` (the producer state after a load or a cut).
+``Log`` owns the offsets, the lock and the lifecycle; it delegates to: ``log_segments`` (the
+segments by base offset, Kafka's LogSegments), ``log_append`` (validation, offset assignment and
+the write), ``log_roll`` (rolling and flushing), ``log_read`` (fetches and the record iterator),
+``log_retention`` (which old segments go, the log start offset), ``log_truncation``, ``log_swap``
+(cleaned segments in, crash-safely), ``log_files`` (closing, deleting segment files, renaming and
+deleting the directory) and ``log_producers`` (the producer state after a load or a cut).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import threading
 from collections import deque
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from storage import files
+from storage import files, log_roll
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
-from storage.errors import InvalidRecordError, OffsetOutOfRangeError, StorageError
+from storage.errors import StorageError
 from storage.loader import LoadResult, LogLoader
-from storage.log_append import LogAppendInfo, assign_offsets, validate_append
-from storage.log_files import delete_partition_dir, delete_segment_files, rename_partition_dir
-from storage.log_producers import complete_txn, rebuild_producer_state
+from storage.log_append import LogAppendInfo, append_batch
+from storage.log_files import close_log, delete_log, delete_segment_files, rename_partition_dir
+from storage.log_producers import rebuild_producer_state
 from storage.log_read import (
     DEFAULT_FETCH_BYTES,
     READ_COMMITTED,
@@ -43,7 +42,7 @@ from storage.log_read import (
     read_raw,
     read_records,
 )
-from storage.log_retention import Predicate, deletable_segments, delete_old_segments
+from storage.log_retention import delete_old_segments, maybe_increment_log_start_offset
 from storage.log_segments import INDEXED_SEGMENTS_KEPT, LogSegments
 from storage.log_swap import replace_cleaned, replace_segments
 from storage.log_truncation import truncate_fully_and_start_at, truncate_to
@@ -62,8 +61,6 @@ __all__ = [   # the log's names, some defined in the modules it delegates to
     "DEFAULT_FETCH_BYTES", "INDEXED_SEGMENTS_KEPT", "READ_COMMITTED", "READ_UNCOMMITTED",
     "FetchData", "Log", "LogAppendInfo",
 ]
-
-log = logging.getLogger(__name__)
 
 TRUNCATED_IDENTITIES_KEPT = 1024   # truncations are rare: this covers any clean in flight
 
@@ -220,44 +217,7 @@ class Log:
         coordinator: may write commit/abort markers, whose producer and coordinator epochs are
         checked). The batches of one producer in one append are checked in order, each against
         the state the earlier ones left; a retry of batches already appended is a duplicate."""
-        if origin not in (ORIGIN_CLIENT, ORIGIN_COORDINATOR):
-            raise InvalidRecordError(f"append to {self.name}: origin {origin!r} is not "
-                                     f"{ORIGIN_CLIENT!r} or {ORIGIN_COORDINATOR!r}",
-                                     partition=self.name, origin=origin)
-        checks = validate_append(data, self.config, self.name,
-                                 from_client=origin == ORIGIN_CLIENT)
-        log_append_time = (self.clock.milliseconds()
-                           if self.config.message_timestamp_type == "LogAppendTime" else -1)
-        with self._lock:
-            self._ensure_open()
-            assigned = assign_offsets(checks, self._log_end_offset, log_append_time,
-                                      self.producer_state, origin, self.name)
-            if not assigned.pieces:
-                first = assigned.duplicates[0]
-                return LogAppendInfo(first.first_offset, assigned.duplicates[-1].last_offset, -1,
-                                     -1, 0, 0, 0, log_append_time, self._log_start_offset,
-                                     duplicate=True)
-            next_offset, max_ts = assigned.next_offset, assigned.max_timestamp
-            last_offset = next_offset - 1
-            segment = self._maybe_roll(RollParams(max_ts, last_offset, assigned.size,
-                                                  self.clock.milliseconds()))
-            segment.append(last_offset, max_ts, assigned.offset_of_max_timestamp,
-                           assigned.pieces, assigned.size)
-            self._log_end_offset = next_offset
-            state = self.producer_state
-            for info in assigned.producers.values():
-                state.commit(info)
-            for txn in assigned.completed:
-                complete_txn(state, segment, txn)
-            state.map_end_offset = max(state.map_end_offset, next_offset)
-            self._unflushed_messages += assigned.records
-            result = LogAppendInfo(assigned.first_offset, last_offset, max_ts,
-                                   assigned.offset_of_max_timestamp, assigned.records,
-                                   len(assigned.pieces) // 2, assigned.size, log_append_time,
-                                   self._log_start_offset)
-            if self._unflushed_messages >= self.config.flush_messages:
-                self.flush()
-        return result
+        return append_batch(self, data, origin)
 
     def update_config(self, config: LogConfig) -> None:
         """Use ``config`` from now on (Kafka's ``UnifiedLog.updateConfig``, a dynamic topic
@@ -283,30 +243,7 @@ class Log:
     def roll(self) -> LogSegment:
         """Close the active segment and start a new one at the log end offset (an empty active
         segment at that offset is reused). The old segment is flushed in the background."""
-        with self._lock:
-            self._ensure_open()
-            new_base = self._log_end_offset
-            active = self._segments.active
-            if active.base_offset == new_base and active.size == 0:
-                return active
-            if new_base in self._segments:
-                raise StorageError(f"{self.name}: a segment with base offset {new_base} exists",
-                                   partition=self.name, offset=new_base)
-            stale = files.log_file(self.dir, new_base)
-            if stale.exists():
-                log.warning("deleting stale segment file %s before rolling", stale)
-                stale.unlink()
-            for index in (files.index_file(self.dir, new_base),
-                          files.time_index_file(self.dir, new_base),
-                          files.txn_index_file(self.dir, new_base)):
-                index.unlink(missing_ok=True)
-            active.on_become_inactive()
-            segment = LogSegment.create(self.dir, new_base, self.config, clock=self.clock,
-                                        rolling_jitter_ms=self.config.random_segment_jitter())
-            self._segments.add(segment)
-            self.producer_state.take_snapshot(new_base)
-            self._schedule("flush-log", lambda: self.flush(new_base), 0)
-            return segment
+        return log_roll.roll(self)
 
     def remove_expired_producers(self, now_ms: int | None = None) -> int:
         """Forget the producers idle for ``producer.id.expiration.ms`` (Kafka's
@@ -321,27 +258,7 @@ class Log:
     def flush(self, offset: int | None = None) -> None:
         """Make every batch below ``offset`` (default: the log end) durable and move the recovery
         point there."""
-        if offset is not None:
-            offset = files.validate_offset(offset, "offset", partition=self.name)
-        with self._lock:
-            if self._closed:
-                return
-            target = self._log_end_offset if offset is None else min(offset, self._log_end_offset)
-            if target <= self._recovery_point:
-                return
-            to_flush = self.segments_in_range(self._recovery_point, target)
-            unflushed_at_start = self._unflushed_messages
-        for segment in to_flush:
-            try:
-                segment.flush()
-            except FileNotFoundError:
-                pass   # swapped out or deleted meanwhile; its replacement was flushed by its writer
-        with self._lock:
-            if target > self._recovery_point:
-                self._recovery_point = target
-            if target >= self._log_end_offset:
-                self._unflushed_messages = max(0, self._unflushed_messages - unflushed_at_start)
-            self._last_flush_ms = self.clock.milliseconds()
+        log_roll.flush(self, offset)
 
     # ---- read --------------------------------------------------------------------------------
     def read_raw(self, start_offset: int, max_bytes: int = DEFAULT_FETCH_BYTES,
@@ -407,42 +324,10 @@ class Log:
         Returns segments deleted."""
         return delete_old_segments(self)
 
-    def _delete_segments_while(self, predicate: Predicate, reason: str) -> int:
-        """Delete the oldest segments while ``predicate(segment, next segment or None)`` holds
-        (``log_retention.deletable_segments``), rolling first when that is every segment, and
-        raise the log start offset to the first segment left. Returns how many went."""
-        with self._lock:
-            self._ensure_open()
-            segments = self.segments()
-            doomed = deletable_segments(segments, self._log_end_offset, self.high_watermark,
-                                        predicate)
-            if not doomed:
-                return 0
-            if len(doomed) == len(segments):
-                self.roll()
-            for segment in doomed:
-                self._segments.remove(segment.base_offset)
-            self._delete_segment_files(doomed)
-            first_base = self._segments.first_base
-            self._log_start_offset = max(self._log_start_offset, first_base)
-            self.producer_state.delete_snapshots_below(first_base)
-            log.info("%s: deleted %d segments by %s; log start offset is now %d", self.name,
-                     len(doomed), reason, self._log_start_offset)
-            return len(doomed)
-
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
         """Raise the log start offset (DeleteRecords); segments below it go at the next retention.
         ``offset`` must be an integer >= 0 (``InvalidOffsetError``)."""
-        offset = files.validate_offset(offset, "offset", partition=self.name)
-        with self._lock:
-            if offset > self._log_end_offset:
-                raise OffsetOutOfRangeError(
-                    f"{self.name}: log start offset {offset} is above the log end "
-                    f"{self._log_end_offset}", partition=self.name, offset=offset)
-            if offset <= self._log_start_offset:
-                return False
-            self._log_start_offset = offset
-            return True
+        return maybe_increment_log_start_offset(self, offset)
 
     # ---- compaction support ------------------------------------------------------------------
     def create_cleaned_segment(self, base_offset: int) -> LogSegment:
@@ -481,15 +366,7 @@ class Log:
     # ---- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
         """Flush bookkeeping stays with the caller; close every segment's files."""
-        with self._lock:
-            if self._closed:
-                return
-            try:
-                self.producer_state.take_snapshot(self._log_end_offset)
-            finally:
-                for segment in self.segments():
-                    segment.close()
-                self._closed = True
+        close_log(self)
 
     def release_idle(self) -> None:
         """Drop descriptors and index maps of every closed segment."""
@@ -511,11 +388,7 @@ class Log:
 
     def delete(self) -> None:
         """Delete every file and the directory itself."""
-        with self._lock:
-            for segment in self.segments():
-                segment.close()
-            self._closed = True
-            delete_partition_dir(self.dir)
+        delete_log(self)
 
     @property
     def is_closed(self) -> bool:

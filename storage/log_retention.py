@@ -9,25 +9,33 @@ Owns the three rules, applied in this order, and the walk that picks the segment
 3. ``retention.ms`` (idem): the oldest segments whose largest timestamp (or mtime) is older.
 
 ``deletable_segments`` walks from the oldest segment and stops at the first one a rule keeps, at
-one not wholly below the high watermark, and at an empty active segment. The ``Log`` removes what
-it returns (``Log._delete_segments_while``), rolling first when every segment goes.
+one not wholly below the high watermark, and at an empty active segment.
+``maybe_increment_log_start_offset`` (DeleteRecords) raises the log start offset; the segments
+below it go at the next retention, by rule 1.
+``delete_segments_while`` removes what it returns, rolling first when every segment goes, and
+raises the log start offset to the first segment left.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from storage import files
+from storage.errors import OffsetOutOfRangeError
 from storage.segment import LogSegment
 
 if TYPE_CHECKING:
     from storage.log import Log
+
+_log = logging.getLogger("storage.log")   # retention's lines keep the log's logger name
 
 Predicate = Callable[[LogSegment, "LogSegment | None"], bool]   # (segment, the next one or None)
 
 
 def delete_old_segments(log: Log) -> int:
     """``Log.delete_old_segments``: the three rules in order; returns the segments deleted."""
-    deleted = log._delete_segments_while(
+    deleted = delete_segments_while(log, 
         lambda _s, following: following is not None
         and following.base_offset <= log.log_start_offset, "log start offset")
     if log.config.delete:
@@ -40,7 +48,7 @@ def _delete_retention_ms_breached(log: Log) -> int:
     if log.config.retention_ms < 0:
         return 0
     now = log.clock.milliseconds()
-    return log._delete_segments_while(
+    return delete_segments_while(log, 
         lambda s, _n: now - s.largest_timestamp > log.config.retention_ms, "retention.ms")
 
 
@@ -57,7 +65,44 @@ def _delete_retention_size_breached(log: Log) -> int:
             remaining[0] -= segment.size
             return True
         return False
-    return log._delete_segments_while(over, "retention.bytes")
+    return delete_segments_while(log, over, "retention.bytes")
+
+
+def delete_segments_while(log: Log, predicate: Predicate, reason: str) -> int:
+    """Delete the oldest segments while ``predicate(segment, next segment or None)`` holds
+    (``deletable_segments``), rolling first when that is every segment, and raise the log start
+    offset to the first segment left. Returns how many went."""
+    with log.appends_held():
+        log._ensure_open()
+        segments = log.segments()
+        doomed = deletable_segments(segments, log._log_end_offset, log.high_watermark, predicate)
+        if not doomed:
+            return 0
+        if len(doomed) == len(segments):
+            log.roll()
+        for segment in doomed:
+            log._segments.remove(segment.base_offset)
+        log._delete_segment_files(doomed)
+        first_base = log._segments.first_base
+        log._log_start_offset = max(log._log_start_offset, first_base)
+        log.producer_state.delete_snapshots_below(first_base)
+        _log.info("%s: deleted %d segments by %s; log start offset is now %d", log.name,
+                  len(doomed), reason, log._log_start_offset)
+        return len(doomed)
+
+
+def maybe_increment_log_start_offset(log: Log, offset: int) -> bool:
+    """``Log.maybe_increment_log_start_offset`` (see its contract): whether it moved."""
+    offset = files.validate_offset(offset, "offset", partition=log.name)
+    with log.appends_held():
+        if offset > log._log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"{log.name}: log start offset {offset} is above the log end "
+                f"{log._log_end_offset}", partition=log.name, offset=offset)
+        if offset <= log._log_start_offset:
+            return False
+        log._log_start_offset = offset
+        return True
 
 
 def deletable_segments(segments: Sequence[LogSegment], log_end_offset: int, high_watermark: int,
