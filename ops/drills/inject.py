@@ -133,10 +133,10 @@ def arm_swap(node: Any, topic: str, partition: int, at_fsync: int, mode: str,
             if state["count"] == at_fsync:
                 fire()
 
-    def replace_hook(new_segments: Any, old_segments: Any) -> None:
+    def replace_hook(new_segments: Any, old_segments: Any, *args: Any, **kwargs: Any) -> None:
         state["armed"] = not state["fired"]
-        try:
-            original(new_segments, old_segments)
+        try:   # the cleaner passes the identities it read (``expected``): forward every argument
+            original(new_segments, old_segments, *args, **kwargs)
         finally:
             state["armed"] = False
 
