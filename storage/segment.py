@@ -48,7 +48,7 @@ from storage.segment_recovery import (
     checked_batches,
     plan_recovery,
 )
-from storage.txn_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
+from storage.txn_index import TransactionIndex, TxnIndexSearchResult
 
 if TYPE_CHECKING:
     from storage.producer_state import CompletedTxn, ProducerStateManager
@@ -344,8 +344,7 @@ class LogSegment:
     def sanity_check(self) -> None:
         """Kafka's load-time check: the offset index must exist (its content is checked by the
         recovery that follows an unclean shutdown). Raises FileNotFoundError otherwise."""
-        if not self.offset_index.exists():
-            raise FileNotFoundError(self.offset_index.path)
+        segment_indexes.require_offset_index(self)
 
     def check_indexes(self) -> None:
         """Full sanity check of the offset, time and transaction indexes; raises
@@ -356,9 +355,7 @@ class LogSegment:
     def update_txn_index(self, completed: CompletedTxn, last_stable_offset: int) -> None:
         """Record a transaction closed by a marker in this segment: an aborted one gets an entry
         in the ``.txnindex`` (Kafka's updateTxnIndex); a committed one needs none."""
-        if completed.is_aborted:
-            self.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
-                                             completed.last_offset, last_stable_offset))
+        segment_txns.update_txn_index(self, completed, last_stable_offset)
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int
                              ) -> TxnIndexSearchResult:
@@ -403,13 +400,8 @@ class LogSegment:
             self._write_fd = None
 
     def close(self) -> None:
-        if self._write_fd is not None:
-            segment_indexes.append_final_time_entry(self)
-            if self.config.preallocate:
-                truncate_to_size(self._write_fd, self._size)
-        self._close_writer()
-        HANDLES.forget(self.log_path)
-        segment_indexes.close_indexes(self)
+        """Close the writer and the indexes (``segment_files.close``); reads reopen them."""
+        segment_files.close(self)
 
     @property
     def is_open_for_writes(self) -> bool:

@@ -1,6 +1,6 @@
 """A segment's files by name (Kafka's ``LogSegment.open``, ``changeFileSuffixes``,
-``updateParentDir`` and ``deleteIfExists``): creating its ``.log``, renaming its four files to
-another suffix or directory, and deleting them.
+``updateParentDir``, ``close`` and ``deleteIfExists``): creating its ``.log``, renaming its four
+files to another suffix or directory, closing and deleting them.
 
 A segment's files are ``<base>.log``, ``<base>.index``, ``<base>.timeindex`` and
 ``<base>.txnindex`` (``storage.files`` names them), each with the segment's temporary suffix
@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from storage import files
 from storage.config import LogConfig
-from storage.segment_io import HANDLES
+from storage.segment_indexes import append_final_time_entry, close_indexes
+from storage.segment_io import HANDLES, truncate_to_size
 
 if TYPE_CHECKING:
     from storage.segment import LogSegment
@@ -73,6 +74,19 @@ def follow_dir(segment: LogSegment, directory: Path) -> None:
     segment.log_path = files.log_file(directory, segment.base_offset, segment.suffix)
     segment._open_indexes(writable=False)
     segment.txn_index.update_parent_dir(directory)
+
+
+def close(segment: LogSegment) -> None:
+    """``LogSegment.close`` (Kafka's ``LogSegment.close``): a segment still writing gets its
+    final time-index entry and, when preallocated, its ``.log`` cut to its batches; then the
+    writer, the cached read descriptor and the index pair are closed."""
+    if segment._write_fd is not None:
+        append_final_time_entry(segment)
+        if segment.config.preallocate:
+            truncate_to_size(segment._write_fd, segment._size)
+    segment._close_writer()
+    HANDLES.forget(segment.log_path)
+    close_indexes(segment)
 
 
 def delete_files(segment: LogSegment) -> None:

@@ -77,6 +77,12 @@ def flush_indexes(segment: LogSegment) -> None:
     segment.txn_index.flush()
 
 
+def require_offset_index(segment: LogSegment) -> None:
+    """Kafka's load-time check: the offset index file must exist (``FileNotFoundError``)."""
+    if not segment.offset_index.exists():
+        raise FileNotFoundError(segment.offset_index.path)
+
+
 def check_indexes(segment: LogSegment) -> None:
     """Full sanity check of the offset, time and transaction indexes (``CorruptIndexError``)."""
     segment.offset_index.sanity_check()

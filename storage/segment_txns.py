@@ -2,8 +2,8 @@
 of ``LogSegment.recover``): replaying its producer batches into a ``ProducerStateManager`` and
 rebuilding its ``.txnindex`` from the ``.log``.
 
-These functions are the bodies of ``LogSegment.replay_producer_state`` and
-``LogSegment.rebuild_txn_index``; ``segment_read.producer_batch_headers`` finds the batches.
+These functions are the bodies of ``LogSegment.update_txn_index``, ``replay_producer_state``
+and ``rebuild_txn_index``; ``segment_read.producer_batch_headers`` finds the batches.
 """
 
 from __future__ import annotations
@@ -12,10 +12,19 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from storage.segment_read import producer_batch_headers
+from storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
-    from storage.producer_state import ProducerStateManager
+    from storage.producer_state import CompletedTxn, ProducerStateManager
     from storage.segment import LogSegment
+
+
+def update_txn_index(segment: LogSegment, completed: CompletedTxn,
+                     last_stable_offset: int) -> None:
+    """``LogSegment.update_txn_index``: an aborted transaction gets a ``.txnindex`` entry."""
+    if completed.is_aborted:
+        segment.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
+                                            completed.last_offset, last_stable_offset))
 
 
 def replay_producer_state(segment: LogSegment, state: ProducerStateManager,
