@@ -109,10 +109,10 @@ def arm_swap(node: Any, topic: str, partition: int, at_fsync: int, mode: str,
     (1: the cleaned segment renamed ``.swap``, the old ones still in place; 2: every rename done)
     the node dies (``mode`` "die"), or writes ``<flags_dir>/paused`` and waits until
     ``<flags_dir>/release`` exists (``mode`` "pause", at most a minute) and goes on."""
-    import storage.log as log_module
+    import storage.log_swap as swap_module
 
     lg = node.log_dir.log(topic, partition)
-    real_fsync = log_module.fsync_dir
+    real_fsync = swap_module.fsync_dir
     original = lg.replace_segments
     state = {"armed": False, "count": 0, "fired": False}
 
@@ -133,14 +133,14 @@ def arm_swap(node: Any, topic: str, partition: int, at_fsync: int, mode: str,
             if state["count"] == at_fsync:
                 fire()
 
-    def replace_hook(new_segments: Any, old_segments: Any) -> None:
+    def replace_hook(new_segments: Any, old_segments: Any, *args: Any, **kwargs: Any) -> None:
         state["armed"] = not state["fired"]
-        try:
-            original(new_segments, old_segments)
+        try:   # the cleaner passes the identities it read (``expected``): forward every argument
+            original(new_segments, old_segments, *args, **kwargs)
         finally:
             state["armed"] = False
 
-    log_module.fsync_dir = fsync_hook
+    swap_module.fsync_dir = fsync_hook
     lg.replace_segments = replace_hook
     return str(lg.dir)
 

@@ -1,0 +1,153 @@
+"""Reading records from a log: the fetch result and the record iterator above ``Log.read_raw``.
+
+Owns ``read_raw`` and ``FetchData`` (whole batches of one segment, ``Log.read_raw``), the
+isolation levels, ``read_records`` (``Log.read``: data records across segments, skipping control
+batches, and for ``read_committed`` stopping at the last stable offset and skipping aborted
+transactions) and ``AbortedFilter``, the consumer-side rule that skips an aborted transaction's
+batches (Kafka's ``CompletedFetch``).
+
+Uses the log's public methods (``read_raw`` also its lock and ``_note_indexed``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+from storage import files
+from storage.config import READ_COMMITTED, READ_UNCOMMITTED
+from storage.errors import OffsetOutOfRangeError, StorageError
+from storage.records import ControlType, Record, RecordBatch, parse_control_record
+from storage.txn_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from storage.log import Log
+
+DEFAULT_FETCH_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class FetchData:
+    """Whole batches read from one segment: ``data`` starts at ``position`` of the file ``path``.
+
+    The segment checked every batch's CRC and offsets when it read them; a decoder in another
+    process checks the CRC again (``RecordBatch.records`` does), and its errors name ``path``."""
+
+    segment_base_offset: int
+    position: int
+    data: bytes
+    path: str | None = None
+
+    def batches(self) -> Iterator[RecordBatch]:
+        """The batches of ``data``, each knowing its file and position for error messages."""
+        from storage.records import iter_batches
+        path = None if self.path is None else Path(self.path)
+        return iter_batches(self.data, path=path, base_position=self.position)
+
+
+def read_raw(log: Log, start_offset: int, max_bytes: int,
+             min_one_message: bool) -> FetchData | None:
+    """``Log.read_raw`` (see its contract): the segments that may hold ``start_offset`` are taken
+    under the log's lock and read without it; a read that meets a file swapped or deleted
+    meanwhile retries on the new segment list (three times, then ``StorageError``)."""
+    start_offset = files.validate_offset(start_offset, "start_offset", partition=log.name,
+                                         minimum=None)
+    for _ in range(3):
+        with log.appends_held():
+            end = log.log_end_offset
+            start = log.log_start_offset
+            if start_offset < start or start_offset > end:
+                raise OffsetOutOfRangeError(
+                    f"{log.name}: offset {start_offset} is outside [{start}, {end}]",
+                    partition=log.name, offset=start_offset, log_start_offset=start,
+                    log_end_offset=end)
+            if start_offset == end:
+                return None
+            candidates = log.segments_in_range(start_offset, end)
+            active = log.active_segment
+            active_size = active.size
+        try:
+            for i, segment in enumerate(candidates):
+                limit = active_size if segment is active else None
+                # offsets a batch may hold: below the next segment's base, and below the
+                # log end offset in the active (or last) segment
+                next_base = candidates[i + 1].base_offset if i + 1 < len(candidates) else end
+                result = segment.read(start_offset, max_bytes, limit, min_one_message,
+                                      next_base_offset=next_base)
+                log._note_indexed(segment)
+                if result is not None:
+                    return FetchData(segment.base_offset, result[0], result[1],
+                                     str(segment.log_path))
+            return None
+        except FileNotFoundError:
+            continue   # raced a swap or a retention delete: retry on the new segment list
+    raise StorageError(f"{log.name}: segments kept changing under a read at {start_offset}",
+                       partition=log.name, offset=start_offset)
+
+
+def read_records(log: Log, start_offset: int | None, max_offset: int | None, fetch_bytes: int,
+                 isolation: str) -> Iterator[Record]:
+    """``Log.read`` (see its contract): a generator, so its arguments are checked at the first
+    ``next``."""
+    if isolation not in (READ_UNCOMMITTED, READ_COMMITTED):
+        raise StorageError(f"{log.name}: isolation {isolation!r} is not "
+                           f"{READ_UNCOMMITTED!r} or {READ_COMMITTED!r}",
+                           partition=log.name, isolation=isolation)
+    committed = isolation == READ_COMMITTED
+    if start_offset is not None:
+        start_offset = files.validate_offset(start_offset, "start_offset",
+                                             partition=log.name, minimum=None)
+    if max_offset is not None:
+        max_offset = files.validate_offset(max_offset, "max_offset", partition=log.name)
+    offset = log.log_start_offset if start_offset is None else start_offset
+    upper = log.last_stable_offset if committed else log.log_end_offset
+    stop = upper if max_offset is None else min(max_offset, upper)
+    aborted = AbortedFilter(log.collect_aborted_transactions(offset, stop)
+                            if committed and offset < stop else [])
+    while offset < stop:
+        fetch = log.read_raw(offset, fetch_bytes)
+        if fetch is None:
+            return
+        progressed = False
+        for batch in fetch.batches():
+            if batch.last_offset < offset:
+                continue
+            if not (aborted.skips(batch) or batch.is_control):
+                for record in batch.records():
+                    if offset <= record.offset < stop:
+                        yield record
+            offset = max(offset, batch.next_offset)
+            progressed = True
+            if offset >= stop:
+                return
+        if not progressed:
+            return
+
+
+class AbortedFilter:
+    """A read_committed reader's view of aborted transactions (Kafka's consumer, CompletedFetch):
+    a producer's transactional batches are skipped from the first offset of its aborted
+    transaction until its abort marker."""
+
+    def __init__(self, aborted: list[AbortedTxn]) -> None:
+        self._pending = sorted(aborted, key=lambda t: t.first_offset, reverse=True)
+        self._producers: set[int] = set()
+
+    def skips(self, batch: RecordBatch) -> bool:
+        """Whether ``batch`` belongs to an aborted transaction (its abort marker included)."""
+        if not self._pending and not self._producers:
+            return False
+        if batch.producer_id < 0:
+            return False
+        while self._pending and self._pending[-1].first_offset <= batch.last_offset:
+            self._producers.add(self._pending.pop().producer_id)
+        producer_id = batch.producer_id
+        if producer_id not in self._producers:
+            return False
+        if batch.is_control:
+            records = batch.records()
+            if records and parse_control_record(records[0])[0] == ControlType.ABORT:
+                self._producers.discard(producer_id)
+            return True
+        return batch.is_transactional

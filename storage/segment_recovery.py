@@ -1,0 +1,265 @@
+"""Recovery of a segment file (Kafka's ``LogSegment.recover``): which bytes of a ``.log`` are kept.
+
+Owns the checks recovery makes on a file it cannot trust:
+
+- ``checked_batches``: the batches whose structure and checksum are valid (v2: CRC32C from the
+  attributes on; a legacy magic 0/1 message: CRC32 from the magic byte on), read in chunks of
+  ``RECOVERY_CHUNK_BYTES`` so memory stays bounded whatever a batch's size;
+- ``recovery_scan``: of those, the ones whose offsets fit between their neighbours (offsets lie
+  outside the CRC), up to the first that does not (see below);
+- ``RecoveryIndexer``: the offset- and time-index entries rebuilt for the batches kept, and the
+  ``SegmentOffsetOverflowError`` of a batch beyond the segment's 32-bit relative offsets.
+
+``LogSegment.recover`` truncates the file to what is kept (``recover_file``);
+``LogSegment.plan_recovery`` (the loader's dry run) only reports it (``plan_recovery``). The
+loader's swap check reuses ``checked_batches``.
+
+What is kept. Like Kafka, recovery judges a batch by its structure and CRC, never by the topic's
+current ``max.message.bytes`` (which may have been lowered after larger batches were written).
+Memory stays bounded all the same: a batch larger than ``RECOVERY_CHUNK_BYTES`` is checked piece
+by piece. Offsets lie outside the CRC, so a batch is kept only when its offsets fit between its
+neighbours: above the batch before it, below the batch after it and below the next segment's
+base, when there is one. When a batch and the batch after it disagree, the one out of place is
+cut: the later one if the earlier one follows its predecessor exactly, else the earlier one (a
+flipped base offset). A batch overflowing the segment's 32-bit relative offsets (an old broker's
+segment) raises ``SegmentOffsetOverflowError`` only once its neighbours agree with it, so a
+flipped base offset is cut, never taken for an overflow to split. In a log that is not compacted,
+the very last v2 batch (no next segment, nothing after it) must follow the batch before it
+exactly, as every append does (a legacy compressed message carries only its last offset).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple
+
+import crc32c
+
+from storage.errors import SegmentOffsetOverflowError
+from storage.kernels import LEGACY_CRC_OFFSET, LEGACY_TIMESTAMP_OFFSET
+from storage.records import (
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER,
+    HEADER_SIZE,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAGIC_OFFSET,
+    SIZE_OFFSET,
+    scan_batches,
+)
+
+if TYPE_CHECKING:
+    from storage.segment import LogSegment
+
+RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024
+_INT64 = struct.Struct(">q")
+_UINT32 = struct.Struct(">I")
+
+
+class RecoveryPlan(NamedTuple):
+    """What ``LogSegment.plan_recovery`` found: recovery keeps ``valid_bytes`` of ``file_size``."""
+
+    file_size: int
+    valid_bytes: int
+    next_offset: int
+
+
+class CheckedBatch(NamedTuple):
+    """A batch that passed its structure and CRC checks: where it is and its offsets."""
+
+    position: int
+    size: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    magic: int = MAGIC
+
+
+def checked_batches(fd: int, start: int, end: int) -> Iterator[CheckedBatch]:
+    """The batches of file ``fd`` from ``start`` whose structure and CRC are valid, in order;
+    stops at the first incomplete or invalid one (the caller compares the last position reached
+    with ``end`` to know whether anything was left). Offsets are not checked here.
+
+    Memory is bounded by ``RECOVERY_CHUNK_BYTES``: batches are scanned in chunks of that size, and
+    a batch larger than a chunk (v2, or a legacy magic 0/1 message) is checked streaming (its
+    header, then its checksum chained over pieces read with ``os.pread``), never read whole."""
+    position = start
+    while position + HEADER_SIZE_UP_TO_MAGIC <= end:
+        data = os.pread(fd, min(RECOVERY_CHUNK_BYTES, end - position), position)
+        scan = scan_batches(data, check_crc=True)
+        if len(scan.positions):
+            for pos, size, base, last, max_ts, magic in zip(
+                    scan.positions.tolist(), scan.sizes.tolist(), scan.base_offsets.tolist(),
+                    scan.last_offsets.tolist(), scan.max_timestamps.tolist(),
+                    scan.magics.tolist()):
+                yield CheckedBatch(position + pos, size, base, last, max_ts, magic)
+            position += scan.valid_bytes
+            if scan.error is not None:
+                return
+            continue
+        if scan.error is not None:
+            return
+        batch_size = int.from_bytes(data[SIZE_OFFSET:LOG_OVERHEAD], "big", signed=True) \
+            + LOG_OVERHEAD
+        if batch_size <= len(data) or position + batch_size > end:
+            return   # incomplete at the end of the file
+        batch = _check_large_batch(fd, position, batch_size)
+        if batch is None:
+            return
+        yield batch
+        position += batch_size
+
+
+def _check_large_batch(fd: int, position: int, size: int) -> CheckedBatch | None:
+    """Check the batch of ``size`` bytes at ``position`` (larger than a recovery chunk) without
+    holding it in memory: its header's structure, then its checksum streamed over
+    ``RECOVERY_CHUNK_BYTES`` pieces (v2: CRC32C from the attributes to the end; a legacy magic 0/1
+    message: CRC32 from the magic byte to the end). None when it is not a valid batch."""
+    header = os.pread(fd, HEADER_SIZE, position)
+    magic = header[MAGIC_OFFSET] if len(header) > MAGIC_OFFSET else -1
+    if magic == MAGIC and len(header) == HEADER_SIZE:
+        (base, _length, _epoch, _magic, crc, _attributes, last_delta, _base_ts, max_ts, _pid,
+         _pepoch, _seq, _count) = BATCH_HEADER.unpack(header)
+        if _streamed_checksum(fd, position + ATTRIBUTES_OFFSET, position + size,
+                              crc32c.crc32c) != crc:
+            return None
+        return CheckedBatch(position, size, base, base + last_delta, max_ts)
+    if magic in (0, 1) and len(header) >= LEGACY_TIMESTAMP_OFFSET + 8:
+        offset = _INT64.unpack_from(header, 0)[0]
+        crc = _UINT32.unpack_from(header, LEGACY_CRC_OFFSET)[0]
+        max_ts = _INT64.unpack_from(header, LEGACY_TIMESTAMP_OFFSET)[0] if magic == 1 else -1
+        if _streamed_checksum(fd, position + MAGIC_OFFSET, position + size, zlib.crc32) != crc:
+            return None
+        return CheckedBatch(position, size, offset, offset, max_ts, magic)
+    return None
+
+
+def _streamed_checksum(fd: int, start: int, stop: int,
+                       update: Callable[..., int]) -> int | None:
+    """``update`` (crc32c.crc32c or zlib.crc32) chained over ``[start, stop)`` of ``fd``, read
+    in ``RECOVERY_CHUNK_BYTES`` pieces; None when the file ends early."""
+    value = 0
+    while start < stop:
+        piece = os.pread(fd, min(RECOVERY_CHUNK_BYTES, stop - start), start)
+        if not piece:
+            return None
+        value = update(piece, value)
+        start += len(piece)
+    return value
+
+
+def recovery_scan(fd: int, file_size: int, base_offset: int, next_base_offset: int | None,
+                  compact: bool, accept: Callable[[CheckedBatch, int], None]) -> tuple[int, int]:
+    """The batches ``LogSegment.recover`` keeps of the segment at ``base_offset`` open as ``fd``
+    (see its docstring; ``compact``: the log is compacted), each passed to ``accept(batch,
+    position)``; returns (bytes kept, last offset kept or base - 1)."""
+    valid = 0
+    prev_last = base_offset - 1
+    held: CheckedBatch | None = None     # accepted once the batch after it agrees
+    for batch in checked_batches(fd, 0, file_size):
+        if held is not None:
+            if batch.base_offset > held.last_offset:
+                accept(held, valid)
+            elif held.base_offset == prev_last + 1:
+                # the next batch's offsets are out of place, not the held one's (which
+                # follows its predecessor exactly): keep the held batch, cut here
+                accept(held, valid)
+                valid += held.size
+                prev_last = held.last_offset
+                held = None
+                break
+            else:
+                held = None              # out of place itself (a flipped base offset)
+                break
+            valid += held.size
+            prev_last = held.last_offset
+        if batch.base_offset <= prev_last or batch.last_offset < batch.base_offset or (
+                next_base_offset is not None and batch.last_offset >= next_base_offset):
+            held = None
+            break
+        held = batch
+    if held is not None and next_base_offset is None and held.magic == MAGIC \
+            and held.base_offset != prev_last + 1 and not compact:
+        # the log's last batch has no neighbour after it to vouch for its base offset;
+        # a log that is not compacted has no gaps (appends follow the batch before), so
+        # a gap there can only be a damaged base offset (a compacted log's last segment
+        # may be a cleaned one brought back by a truncation: gaps are normal there)
+        held = None
+    if held is not None:                 # the last batch: nothing after it to disagree
+        accept(held, valid)
+        valid += held.size
+        prev_last = held.last_offset
+    return valid, prev_last
+
+
+def check_relative_offset(segment: LogSegment, batch: CheckedBatch, position: int) -> None:
+    """``SegmentOffsetOverflowError`` when ``batch`` (at ``position``) ends beyond the offsets
+    ``segment`` can index relative to its base."""
+    if not segment.can_convert_to_relative_offset(batch.last_offset):
+        raise SegmentOffsetOverflowError(
+            f"{segment.log_path}: the batch at position {position} ends at offset "
+            f"{batch.last_offset}, beyond the segment's base {segment.base_offset} + 2^31 - 1",
+            path=str(segment.log_path), position=position, offset=batch.last_offset)
+
+
+class RecoveryIndexer:
+    """The ``accept`` of ``recovery_scan`` for a real recovery: checks each kept batch's relative
+    offset and adds an offset- and time-index entry every ``index.interval.bytes`` to
+    ``segment``'s (reset) indexes. Afterwards ``max_timestamp`` / ``offset_of_max_timestamp`` are
+    the largest timestamp kept and its offset, ``last_index_position`` the position of the last
+    entry."""
+
+    def __init__(self, segment: LogSegment) -> None:
+        self._segment = segment
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = segment.base_offset
+        self.last_index_position = 0
+
+    def __call__(self, batch: CheckedBatch, position: int) -> None:
+        """Index one batch that recovery keeps, at ``position`` (the bytes kept before it)."""
+        segment = self._segment
+        check_relative_offset(segment, batch, position)
+        if batch.max_timestamp > self.max_timestamp:
+            self.max_timestamp = batch.max_timestamp
+            self.offset_of_max_timestamp = batch.last_offset
+        if position - self.last_index_position > segment.config.index_interval_bytes:
+            segment.offset_index.append(batch.last_offset, position)
+            segment.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.last_index_position = position
+
+
+def recover_file(segment: LogSegment, accept: Callable[[CheckedBatch, int], None],
+                 keep_cut: Callable[[int], None] | None,
+                 next_base_offset: int | None) -> tuple[int, int, int]:
+    """Scan ``segment``'s ``.log`` (``recovery_scan``, each kept batch passed to ``accept``) and
+    truncate it after the last batch kept, calling ``keep_cut(position)`` first while the bytes
+    are still there. Returns (bytes kept, last offset kept or base - 1, bytes truncated)."""
+    fd = os.open(segment.log_path, os.O_RDWR)
+    try:
+        file_size = os.fstat(fd).st_size
+        valid, prev_last = recovery_scan(fd, file_size, segment.base_offset, next_base_offset,
+                                         segment.config.compact, accept)
+        truncated = file_size - valid
+        if truncated:
+            if keep_cut is not None:
+                keep_cut(valid)
+            os.ftruncate(fd, valid)
+    finally:
+        os.close(fd)
+    return valid, prev_last, truncated
+
+
+def plan_recovery(segment: LogSegment, next_base_offset: int | None) -> RecoveryPlan:
+    """``LogSegment.plan_recovery``: what ``recover_file`` would keep, nothing written."""
+    fd = os.open(segment.log_path, os.O_RDONLY)
+    try:
+        file_size = os.fstat(fd).st_size
+        valid, prev_last = recovery_scan(
+            fd, file_size, segment.base_offset, next_base_offset, segment.config.compact,
+            lambda batch, position: check_relative_offset(segment, batch, position))
+    finally:
+        os.close(fd)
+    return RecoveryPlan(file_size, valid, prev_last + 1)

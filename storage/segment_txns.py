@@ -1,0 +1,51 @@
+"""A segment's transactions (Kafka's ``LogSegment.updateTxnIndex`` and the producer-state replay
+of ``LogSegment.recover``): replaying its producer batches into a ``ProducerStateManager`` and
+rebuilding its ``.txnindex`` from the ``.log``.
+
+These functions are the bodies of ``LogSegment.update_txn_index``, ``replay_producer_state``
+and ``rebuild_txn_index``; ``segment_read.producer_batch_headers`` finds the batches.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING
+
+from storage.segment_read import producer_batch_headers
+from storage.txn_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from storage.producer_state import CompletedTxn, ProducerStateManager
+    from storage.segment import LogSegment
+
+
+def update_txn_index(segment: LogSegment, completed: CompletedTxn,
+                     last_stable_offset: int) -> None:
+    """``LogSegment.update_txn_index``: an aborted transaction gets a ``.txnindex`` entry."""
+    if completed.is_aborted:
+        segment.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
+                                            completed.last_offset, last_stable_offset))
+
+
+def replay_producer_state(segment: LogSegment, state: ProducerStateManager,
+                          from_offset: int | None = None, *,
+                          write_txn_index: bool = False) -> None:
+    """``LogSegment.replay_producer_state`` (see its contract)."""
+    position = 0
+    if from_offset is not None and from_offset > segment.base_offset:
+        position = segment.offset_index.lookup(from_offset).position
+    for batch_position, size, header in producer_batch_headers(segment, position):
+        if from_offset is not None and header.last_offset < from_offset:
+            continue
+        completed = state.replay_batch(header, partial(segment.read_bytes, batch_position, size))
+        if completed is not None:
+            if write_txn_index:
+                segment.update_txn_index(completed, state.last_stable_offset_after(completed))
+            state.complete_txn(completed)
+    state.map_end_offset = max(state.map_end_offset, segment.read_next_offset())
+
+
+def rebuild_txn_index(segment: LogSegment, state: ProducerStateManager) -> None:
+    """``LogSegment.rebuild_txn_index`` (see its contract)."""
+    segment.txn_index.reset()
+    replay_producer_state(segment, state, write_txn_index=True)
