@@ -353,6 +353,18 @@ class LogMachine(RuleBasedStateMachine):
         self.append(-1, (1, "tiny", seed + 1, 0, Compression.NONE, False))
         self.clean(advance=self.config.delete_retention_ms + 1, roll_first=True)
 
+    @precondition(lambda self: self.config.delete and self.config.retention_ms > 0)
+    @rule(seed=st.integers(0, 2**32 - 1))
+    def segments_outlive_retention_ms(self, seed: int) -> None:
+        """A batch, a roll, then the clock past ``retention.ms``: the rolled segment's newest
+        record is older than the limit, so retention by time (Kafka's first rule) has a segment to
+        delete. The steps are the other rules', in the order that makes the time rule happen in
+        every profile (on its own, the clock rarely passes the limit between a roll and a
+        retention)."""
+        self.append(-1, (2, "tiny", seed, 0, Compression.NONE, False))
+        self.roll()
+        self.retention(self.config.retention_ms + 1)
+
     def _segment_metas(self) -> list[SegmentMeta]:
         return [SegmentMeta(s.base_offset, s.size, s.largest_timestamp)
                 for s in self.log.segments()]
