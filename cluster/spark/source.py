@@ -48,7 +48,7 @@ from pyspark.sql.types import (
 
 from cluster.spark import offsets
 from cluster.spark import options as opts
-from cluster.spark.connection import connect, warm_up
+from cluster.spark.connection import connect, settle_heap, warm_up
 from cluster.spark.decoding import FIXED_COLUMNS, READ_DDL, MsgpackValues, arrow_batches
 from cluster.spark.encoding import DEFAULT_BATCH_BYTES, RESERVED_COLUMNS, BatchEncoder, WritePlan
 from cluster.spark.errors import SourceOptionError, WriteRejectedError
@@ -76,6 +76,7 @@ class StrataDataSource(DataSource):
         return "strata"
 
     def schema(self) -> str:
+        settle_heap()          # the planner process that asks has just imported this module
         if opts.value_format(self.options) == "msgpack":
             fixed = READ_DDL.replace(", value BINARY", "")
             head, tail = fixed.split(", headers ")
