@@ -259,6 +259,28 @@ def test_an_unreachable_cluster_fails_saying_so(strata) -> None:
         strata.spark.read.format("strata-stats").option("namespace", "nobody").load().collect()
 
 
+def test_a_schema_given_picks_columns_and_refuses_one_the_source_lacks(strata) -> None:
+    strata.cluster.create_topic("cols", partitions=2)
+    strata.write(strata.spark.range(300).selectExpr("cast(id as string) as key",
+                                                    "cast(id as string) as value"), "cols")
+
+    def read(schema: str) -> Any:
+        return strata.spark.read.format("strata").option("topic", "cols") \
+            .option("namespace", strata.namespace).schema(schema).load()
+
+    picked = read("value BINARY, offset BIGINT")
+    assert picked.columns == ["value", "offset"]
+    full = strata.read("cols")
+    assert sorted(map(tuple, picked.collect())) == \
+        sorted(map(tuple, full.select("value", "offset").collect()))
+    with pytest.raises(Exception, match="names column price, which the strata source does not "
+                                        "have"):
+        read("value BINARY, price DOUBLE").collect()
+    with pytest.raises(Exception, match="column offset of a read of topic cols is BIGINT, not "
+                                        "INT"):
+        read("offset INT").collect()
+
+
 def test_the_stats_source_refuses_an_unknown_option_naming_it(strata) -> None:
     def stats(option: str) -> Any:
         return strata.spark.read.format("strata-stats").option("namespace", strata.namespace) \
