@@ -30,14 +30,17 @@ PARTITIONS = 6
 def run(quick: bool = False) -> list[Figure]:
     records = 200_000 if quick else 1_000_000
     repeats = 1 if quick else 2
-    with spark_and_cluster("strata-bench-spark") as (spark, cluster, root):
-        return _measure(spark, cluster, root, records, repeats)
+    with spark_and_cluster("strata-bench-spark") as (spark, cluster, root, where):
+        return _measure(spark, cluster, root, records, repeats, where)
 
 
 @contextmanager
-def spark_and_cluster(namespace: str) -> Iterator[tuple[Any, Any, Path]]:
-    """A Ray head of its own, a 3-directory cluster in a temp dir and a ``local[2]`` session
-    whose Python workers join it: (spark, cluster, temp dir); all stopped and removed after."""
+def spark_and_cluster(namespace: str) -> Iterator[tuple[Any, Any, Path, dict[str, str]]]:
+    """A Ray head of its own, a 3-directory cluster in a temp dir and a ``local[2]`` session:
+    (spark, cluster, temp dir, the ``address`` and ``namespace`` options of the cluster); all
+    stopped and removed after. The options name the Ray address: a JVM kept from an earlier
+    session of this process (another bench area) hands its Python workers that session's
+    ``RAY_ADDRESS``."""
     import ray
 
     from cluster import Cluster
@@ -51,7 +54,7 @@ def spark_and_cluster(namespace: str) -> Iterator[tuple[Any, Any, Path]]:
     cluster = Cluster.start(log_dirs=dirs, cleaners=1, namespace=namespace)
     spark = local_session(ray_address=ray_address(), app_name=namespace)
     try:
-        yield spark, cluster, root
+        yield spark, cluster, root, {"address": ray_address(), "namespace": namespace}
     finally:
         spark.stop()
         cluster.stop()
@@ -65,16 +68,15 @@ def _frame(spark: Any, records: int) -> Any:
         f"repeat(substring(sha2(cast(id AS STRING), 256), 1, 10), {VALUE_BYTES // 10}) AS value")
 
 
-def _measure(spark: Any, cluster: Any, root: Path, records: int, repeats: int) -> list[Figure]:
-    ns = cluster.namespace
+def _measure(spark: Any, cluster: Any, root: Path, records: int, repeats: int,
+             where: dict[str, str]) -> list[Figure]:
     payload = records * (KEY_BYTES + VALUE_BYTES)
 
     def write_strata(topic: str, df: Any) -> None:
-        df.write.format("strata").option("topic", topic).option("namespace", ns) \
-            .mode("append").save()
+        df.write.format("strata").option("topic", topic).options(**where).mode("append").save()
 
     def read_strata(topic: str, schema: str | None = None) -> int:
-        reader = spark.read.format("strata").option("topic", topic).option("namespace", ns)
+        reader = spark.read.format("strata").option("topic", topic).options(**where)
         if schema is not None:
             reader = reader.schema(schema)
         return reader.load().selectExpr("sum(length(value)) AS n").first().n

@@ -30,10 +30,10 @@ WAIT_S = 60.0
 def run(quick: bool = False) -> list[Figure]:
     samples = 10 if quick else 50
     records = 50_000 if quick else 500_000
-    with spark_and_cluster("strata-bench-stream") as (spark, cluster, root):
-        strata = _latencies_strata(spark, cluster, root, samples)
+    with spark_and_cluster("strata-bench-stream") as (spark, cluster, root, where):
+        strata = _latencies_strata(spark, cluster, root, samples, where)
         rate = _latencies_rate(spark, root, samples)
-        stream_s, batch_s = _copies(spark, cluster, root, records)
+        stream_s, batch_s = _copies(spark, cluster, root, records, where)
     note = f"{samples} records one at a time, default trigger, local[2]"
     return [
         Figure("spark stream latency produce -> foreachBatch: p50", _ms(strata, 50), "ms",
@@ -72,7 +72,8 @@ class _Seen:
             return self.times[key]
 
 
-def _latencies_strata(spark: Any, cluster: Any, root: Path, samples: int) -> list[float]:
+def _latencies_strata(spark: Any, cluster: Any, root: Path, samples: int,
+                      where: dict[str, str]) -> list[float]:
     cluster.create_topic("latency", 1)
     seen = _Seen()
 
@@ -81,7 +82,7 @@ def _latencies_strata(spark: Any, cluster: Any, root: Path, samples: int) -> lis
                   .collect()])
 
     query = (spark.readStream.format("strata").option("topic", "latency")
-             .option("namespace", cluster.namespace).option("startingOffsets", "earliest")
+             .options(**where).option("startingOffsets", "earliest")
              .load().writeStream.foreachBatch(on_batch)
              .option("checkpointLocation", str(root / "ck-latency")).start())
     try:
@@ -119,24 +120,23 @@ def _latencies_rate(spark: Any, root: Path, samples: int) -> list[float]:
         query.stop()
 
 
-def _copies(spark: Any, cluster: Any, root: Path, records: int) -> tuple[float, float]:
+def _copies(spark: Any, cluster: Any, root: Path, records: int,
+            where: dict[str, str]) -> tuple[float, float]:
     """(seconds of the streaming copy, seconds of the batch copy) of ``records`` rows."""
-    ns = cluster.namespace
     for topic in ("source", "stream-copy", "batch-copy", "warm", "warm-copy"):
         cluster.create_topic(topic, 6)
 
     def write(df: Any, topic: str) -> None:
-        df.write.format("strata").option("topic", topic).option("namespace", ns) \
-            .mode("append").save()
+        df.write.format("strata").option("topic", topic).options(**where).mode("append").save()
 
     def read(topic: str) -> Any:
-        return spark.read.format("strata").option("topic", topic).option("namespace", ns).load()
+        return spark.read.format("strata").option("topic", topic).options(**where).load()
 
     def stream_copy(source: str, target: str, checkpoint: Path) -> None:
         query = (spark.readStream.format("strata").option("topic", source)
-                 .option("namespace", ns).option("startingOffsets", "earliest").load()
+                 .options(**where).option("startingOffsets", "earliest").load()
                  .select("key", "value").writeStream.format("strata").option("topic", target)
-                 .option("namespace", ns).option("checkpointLocation", str(checkpoint))
+                 .options(**where).option("checkpointLocation", str(checkpoint))
                  .trigger(availableNow=True).start())
         query.awaitTermination(600)
         if query.exception() is not None:
