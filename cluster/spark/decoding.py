@@ -8,6 +8,11 @@ Columns, as Spark's own Kafka source names them::
 With ``valueFormat=msgpack`` the ``value`` column is replaced by the fields of the value schema,
 decoded from each value's msgpack map (a missing field, or a tombstone, gives nulls).
 
+Only the columns asked for are built (``arrow_batches(columns=...)``, the names of the schema the
+reader was given): a query with ``.schema("value BINARY")`` gathers no keys and no headers and
+hands Spark one column, which is what it costs the JVM that counts (each column is copied into
+Spark's rows whether the query uses it or not: the Python data source API has no column pruning).
+
 Uncompressed v2 batches (what the Spark writer sends) are decoded column-wise: one
 ``walk_records`` kernel call locates every field, one ``gather`` call per column copies keys and
 values into Arrow buffers; nothing per record runs in Python except headers, when a record has
@@ -17,7 +22,7 @@ checked before it is decoded. Control batches are skipped; a timestamp of -1 (no
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import msgpack
@@ -49,17 +54,34 @@ Header = tuple[str, bytes | None]
 
 @dataclass(frozen=True)
 class _Piece:
-    """The wanted records of one stored batch, column-wise."""
+    """The wanted records of one stored batch, column-wise (``keys``/``values`` None when not
+    asked for)."""
 
     offsets: np.ndarray
     timestamps: np.ndarray
-    keys: pa.Array
-    values: pa.Array
-    headers: list[list[Header]] | None     # None: no record of the piece has headers
+    keys: pa.Array | None
+    values: pa.Array | None
+    headers: list[list[Header]] | None     # None: no record of the piece has headers (or not
+    #                                        asked for)
 
 
-def decode_batch(batch: RecordBatch, start: int, end: int) -> _Piece | None:
+@dataclass(frozen=True)
+class Wanted:
+    """Which record fields a read builds: keys, values and headers cost a copy (or Python, for
+    headers) per record; offsets and timestamps are always there (offsets bound the read)."""
+
+    keys: bool = True
+    values: bool = True
+    headers: bool = True
+
+
+ALL_FIELDS = Wanted()
+
+
+def decode_batch(batch: RecordBatch, start: int, end: int,
+                 wanted: Wanted = ALL_FIELDS) -> _Piece | None:
     """The records of ``batch`` with offsets in ``[start, end)``; None when there are none.
+    ``wanted`` says which of keys, values and headers to build (the others are None).
 
     The batch's CRC is checked first, before any header field is trusted: a damaged batch raises
     ``CorruptRecordError`` (naming its file and position), never altered rows."""
@@ -81,16 +103,18 @@ def decode_batch(batch: RecordBatch, start: int, end: int) -> _Piece | None:
     else:
         timestamps = header.base_timestamp + fields[kernels.REC_TIMESTAMP_DELTA]
     if offsets[0] < start or offsets[-1] >= end:
-        wanted = (offsets >= start) & (offsets < end)
-        fields = fields[:, wanted]
-        offsets, timestamps = offsets[wanted], timestamps[wanted]
+        inside = (offsets >= start) & (offsets < end)
+        fields = fields[:, inside]
+        offsets, timestamps = offsets[inside], timestamps[inside]
         if not len(offsets):
             return None
-    keys = _binary(buf, fields[kernels.REC_KEY_POS], fields[kernels.REC_KEY_LEN])
-    values = _binary(buf, fields[kernels.REC_VALUE_POS], fields[kernels.REC_VALUE_LEN])
+    keys = _binary(buf, fields[kernels.REC_KEY_POS], fields[kernels.REC_KEY_LEN]) \
+        if wanted.keys else None
+    values = _binary(buf, fields[kernels.REC_VALUE_POS], fields[kernels.REC_VALUE_LEN]) \
+        if wanted.values else None
     counts = fields[kernels.REC_HEADER_COUNT]
     headers = None
-    if counts.any():
+    if wanted.headers and counts.any():
         data = bytes(batch.buffer)
         headers = [_decode_headers(data, int(p), int(c)) if c else []
                    for p, c in zip(fields[kernels.REC_HEADERS_POS], counts)]
@@ -165,49 +189,70 @@ class MsgpackValues:
 # ---- assembling Arrow batches ----------------------------------------------------------------------
 def arrow_batches(batches: Iterable[RecordBatch], topic: str, partition: int, start: int,
                   end: int, *, values: MsgpackValues | None = None,
-                  rows_per_batch: int = DEFAULT_ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
-    """Arrow record batches of about ``rows_per_batch`` rows (one stored batch is never split)."""
+                  rows_per_batch: int = DEFAULT_ROWS_PER_BATCH,
+                  columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+    """Arrow record batches of about ``rows_per_batch`` rows (one stored batch is never split),
+    with ``columns`` in that order (default: every column, ``FIXED_COLUMNS`` or, with ``values``,
+    the msgpack fields in place of ``value``). Only what the columns need is decoded."""
+    if columns is None:
+        columns = [c for c in FIXED_COLUMNS if c != "value" or values is None]
+        if values is not None:
+            at = columns.index("headers")
+            columns[at:at] = [name for name, _ in values.fields]
+    columns = list(columns)
+    unpacked = values is not None and any(c not in FIXED_COLUMNS for c in columns)
+    wanted = Wanted(keys="key" in columns, values="value" in columns or unpacked,
+                    headers="headers" in columns)
     pending: list[_Piece] = []
     rows = 0
     for batch in batches:
-        piece = decode_batch(batch, start, end)
+        piece = decode_batch(batch, start, end, wanted)
         if piece is None:
             continue
         pending.append(piece)
         rows += len(piece.offsets)
         if rows >= rows_per_batch:
-            yield _assemble(pending, topic, partition, values)
+            yield _assemble(pending, topic, partition, values, columns)
             pending, rows = [], 0
     if pending:
-        yield _assemble(pending, topic, partition, values)
+        yield _assemble(pending, topic, partition, values, columns)
 
 
 def _assemble(pieces: list[_Piece], topic: str, partition: int,
-              values: MsgpackValues | None) -> pa.RecordBatch:
-    offsets = np.concatenate([p.offsets for p in pieces])
-    timestamps = np.concatenate([p.timestamps for p in pieces])
+              values: MsgpackValues | None, columns: list[str]) -> pa.RecordBatch:
+    offsets = pieces[0].offsets if len(pieces) == 1 else np.concatenate(
+        [p.offsets for p in pieces])
     n = len(offsets)
-    ts_nulls = timestamps == NO_TIMESTAMP
-    ts = pa.array(timestamps * 1000, pa.int64(), mask=ts_nulls if ts_nulls.any() else None)
-    keys = pa.concat_arrays([p.keys for p in pieces])
-    value_column = pa.concat_arrays([p.values for p in pieces])
-    columns: list[pa.Array] = [
-        pa.repeat(pa.scalar(topic, pa.string()), n),
-        pa.array(np.full(n, partition, dtype=np.int32)),
-        pa.array(offsets),
-        ts.cast(TIMESTAMP_TYPE),
-        keys,
-    ]
-    names = ["topic", "partition", "offset", "timestamp", "key"]
-    if values is None:
-        columns.append(value_column)
-        names.append("value")
-    else:
-        columns.extend(values.columns(value_column, topic, partition, offsets))
-        names.extend(name for name, _ in values.fields)
-    columns.append(_headers(pieces, n))
-    names.append("headers")
-    return pa.RecordBatch.from_arrays(columns, names=names)
+    built: dict[str, pa.Array] = {}
+    for name in columns:
+        if name == "topic":
+            built[name] = pa.repeat(pa.scalar(topic, pa.string()), n)
+        elif name == "partition":
+            built[name] = pa.array(np.full(n, partition, dtype=np.int32))
+        elif name == "offset":
+            built[name] = pa.array(offsets)
+        elif name == "timestamp":
+            built[name] = _timestamps(np.concatenate([p.timestamps for p in pieces]))
+        elif name == "key":
+            built[name] = pa.concat_arrays([p.keys for p in pieces])
+        elif name == "value":
+            built[name] = _values(pieces)
+        elif name == "headers":
+            built[name] = _headers(pieces, n)
+    if values is not None and any(name not in built for name in columns):
+        unpacked = values.columns(_values(pieces), topic, partition, offsets)
+        built.update((name, column) for (name, _), column in zip(values.fields, unpacked))
+    return pa.RecordBatch.from_arrays([built[name] for name in columns], names=columns)
+
+
+def _values(pieces: list[_Piece]) -> pa.Array:
+    return pieces[0].values if len(pieces) == 1 else pa.concat_arrays([p.values for p in pieces])
+
+
+def _timestamps(timestamps: np.ndarray) -> pa.Array:
+    nulls = timestamps == NO_TIMESTAMP
+    ts = pa.array(timestamps * 1000, pa.int64(), mask=nulls if nulls.any() else None)
+    return ts.cast(TIMESTAMP_TYPE)
 
 
 def _headers(pieces: list[_Piece], n: int) -> pa.Array:

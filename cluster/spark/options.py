@@ -6,7 +6,7 @@ Kafka's Spark source has the same option under another name); ``check_options`` 
 support, or that does not apply to the operation (``endingOffsets`` in a stream, ``compression``
 in a read): an option is never silently ignored. Names are case-insensitive, as Spark's.
 
-Every source:
+Every source (the only options of ``strata-stats``):
     ``address``     Ray address, ``auto`` (default: ``RAY_ADDRESS``, else the cluster on this host)
     ``namespace``   the Strata cluster's Ray namespace (default ``strata``)
 ``strata`` (read and write):
@@ -54,7 +54,10 @@ Every source:
     ``rowsPerBatch``     rows per Arrow batch handed to Spark (default 65536)
 ``strata`` batch read:
     ``endingOffsets``    ``latest`` (default: the last stable offset, read_committed, or the log
-                         end) or JSON as ``startingOffsets`` (-1 latest; -2 is refused, as in Kafka)
+                         end) or JSON as ``startingOffsets`` (-1 latest)
+    As Kafka's source (``KafkaSourceProvider.validateBatchOptions``), a batch read refuses a start
+    at the latest (``startingOffsets=latest``, or -1 for a partition in its JSON) and an end at
+    the earliest (``endingOffsets=earliest``, or -2 for a partition): such a read is always empty.
 ``strata`` stream read:
     ``maxOffsetsPerTrigger`` (Kafka's name) or ``maxRecordsPerTrigger``: at most this many offsets
                          per micro-batch, split over the partitions in proportion to what each has
@@ -78,8 +81,10 @@ READ_COMMITTED, READ_UNCOMMITTED = "read_committed", "read_uncommitted"
 
 # where an option applies
 BATCH_READ, STREAM_READ, WRITE = "batch read", "stream read", "write"
+STATS_READ = "stats read"                       # a read of the strata-stats source
 READS = frozenset({BATCH_READ, STREAM_READ})
 EVERYWHERE = frozenset({BATCH_READ, STREAM_READ, WRITE})
+CONNECTING = EVERYWHERE | {STATS_READ}
 
 
 @dataclass(frozen=True)
@@ -93,8 +98,8 @@ class OptionSpec:
 
 
 KNOWN_OPTIONS: list[OptionSpec] = [
-    OptionSpec("address", EVERYWHERE),
-    OptionSpec("namespace", EVERYWHERE),
+    OptionSpec("address", CONNECTING),
+    OptionSpec("namespace", CONNECTING),
     OptionSpec("topic", EVERYWHERE),
     # reads
     OptionSpec("startingOffsets", READS),
@@ -145,12 +150,22 @@ def _spec_by_name() -> dict[str, OptionSpec]:
     return out
 
 
+def source_name(operation: str) -> str:
+    """The data source an operation belongs to, as the user names it in ``format(...)``."""
+    return "strata-stats" if operation == STATS_READ else "strata"
+
+
 def check_options(options: Mapping[str, str], operation: str) -> None:
     """Refuse (``SourceOptionError`` naming it) an option that is not in ``KNOWN_OPTIONS``, one of
     Kafka's that we do not support, one that does not apply to ``operation`` (``BATCH_READ``,
-    ``STREAM_READ``, ``WRITE``), and an option given under both its name and Kafka's."""
+    ``STREAM_READ``, ``WRITE`` of ``strata``; ``STATS_READ`` of ``strata-stats``), and an option
+    given under both its name and Kafka's. An unknown option's error suggests the closest known
+    name of the same source."""
+    source = source_name(operation)
+    operations = {operation} if operation == STATS_READ else set(EVERYWHERE)
     specs = _spec_by_name()
-    unsupported = {k.lower(): (k, why) for k, why in UNSUPPORTED_KAFKA_OPTIONS.items()}
+    unsupported = {} if operation == STATS_READ else {
+        k.lower(): (k, why) for k, why in UNSUPPORTED_KAFKA_OPTIONS.items()}
     seen: dict[str, str] = {}
     for given in options:
         key = given.lower()
@@ -160,25 +175,33 @@ def check_options(options: Mapping[str, str], operation: str) -> None:
                                     f"strata source: {why}", option=name)
         spec = specs.get(key)
         if spec is None:
-            known = sorted({s.name for s in KNOWN_OPTIONS}
-                           | {s.kafka_name for s in KNOWN_OPTIONS if s.kafka_name})
-            close = difflib.get_close_matches(key, [k.lower() for k in known], n=1)
-            hint = f" (did you mean {known[[k.lower() for k in known].index(close[0])]}?)" \
-                if close else ""
-            raise SourceOptionError(f"unknown option {given!r} of the strata source{hint}; known: "
-                                    f"{', '.join(known)}", option=given)
+            raise SourceOptionError(_unknown(given, source, operations), option=given)
         if spec.kafka_name and key == spec.kafka_name.lower():
             given = spec.kafka_name            # Spark lower-cases names: show them as documented
         elif key == spec.name.lower():
             given = spec.name
         if operation not in spec.applies:
-            where = " and ".join(sorted(spec.applies))
+            where = " and ".join(sorted(spec.applies - {STATS_READ})) \
+                if operation == STATS_READ else " and ".join(sorted(spec.applies))
             raise SourceOptionError(f"option {given} does not apply to a {operation} of the "
-                                    f"strata source (only to a {where})", option=given)
+                                    f"{source} source (only to a {where}"
+                                    f"{' of the strata source' if source != 'strata' else ''})",
+                                    option=given)
         if spec.name in seen:
             raise SourceOptionError(f"options {seen[spec.name]} and {given} are the same option "
                                     f"({spec.name}): give one", option=spec.name)
         seen[spec.name] = given
+
+
+def _unknown(given: str, source: str, operations: set[str]) -> str:
+    """The message for an option ``source`` does not know, with the closest known name."""
+    known = sorted({s.name for s in KNOWN_OPTIONS if s.applies & operations}
+                   | {s.kafka_name for s in KNOWN_OPTIONS
+                      if s.kafka_name and s.applies & operations})
+    lowered = [k.lower() for k in known]
+    close = difflib.get_close_matches(given.lower(), lowered, n=1)
+    hint = f" (did you mean {known[lowered.index(close[0])]}?)" if close else ""
+    return f"unknown option {given!r} of the {source} source{hint}; known: {', '.join(known)}"
 
 
 def _get(options: Mapping[str, str], key: str) -> str | None:
@@ -353,16 +376,41 @@ def starting_position(options: Mapping[str, str], topic_name: str,
 
 def ending_offsets(options: Mapping[str, str], topic_name: str) -> dict[int, int]:
     """``endingOffsets`` of a batch read: {partition: exclusive end offset, or LATEST}; partitions
-    not named end at the latest. ``earliest`` is refused, as Kafka's source refuses it."""
+    not named end at the latest. An end at the earliest (``earliest``, or -2 for a partition) is
+    refused, as Kafka's source refuses it for batch queries."""
     raw = (_get(options, "endingOffsets") or "latest").strip()
     if raw.lower() == "latest":
         return {}
     if raw.lower() == "earliest":
-        raise SourceOptionError("option endingOffsets cannot be earliest (a read that ends "
-                                "where it starts): give latest or offsets",
+        raise SourceOptionError("option endingOffsets can't be earliest for a batch read (a read "
+                                "that ends where it starts): give latest or offsets",
                                 option="endingOffsets", value=raw)
-    chosen = _partition_json(raw, "endingOffsets", topic_name, "offsets", LATEST)
+    chosen = _partition_json(raw, "endingOffsets", topic_name, "offsets", EARLIEST)
+    for partition, offset in sorted(chosen.items()):
+        if offset == EARLIEST:
+            raise SourceOptionError(
+                f"option endingOffsets for {topic_name}-{partition} can't be earliest (-2) for a "
+                f"batch read: give -1 (latest) or an offset", option="endingOffsets", value=raw,
+                partition=partition)
     return chosen
+
+
+def refuse_latest_start(position: StartingPosition, topic_name: str) -> None:
+    """A batch read never starts at the latest (it would always be empty): Kafka's source refuses
+    ``startingOffsets=latest`` and -1 for a partition of its JSON for batch queries, and so do
+    we (``SourceOptionError`` naming the option and partition). A start by timestamp is fine."""
+    if position.option != "startingOffsets":
+        return
+    if position.default == LATEST:
+        raise SourceOptionError("option startingOffsets can't be latest for a batch read (it "
+                                "would read nothing): give earliest or offsets, or use readStream",
+                                option="startingOffsets", value="latest")
+    for partition, offset in sorted(position.offsets.items()):
+        if offset == LATEST:
+            raise SourceOptionError(
+                f"option startingOffsets for {topic_name}-{partition} can't be latest (-1) for a "
+                f"batch read: give -2 (earliest) or an offset", option="startingOffsets",
+                partition=partition)
 
 
 def isolation(options: Mapping[str, str]) -> str:
@@ -399,12 +447,15 @@ class ReadSettings:
 
 def read_settings(options: Mapping[str, str], operation: str) -> ReadSettings:
     """Check ``options`` for a ``BATCH_READ`` or ``STREAM_READ`` and parse what both take (a batch
-    read starts at the earliest by default, a stream at the latest, as in Kafka's source)."""
+    read starts at the earliest by default, a stream at the latest, as in Kafka's source; a batch
+    read that would start at the latest is refused, ``refuse_latest_start``)."""
     check_options(options, operation)
     name = topic(options)
+    position = starting_position(options, name, EARLIEST if operation == BATCH_READ else LATEST)
+    if operation == BATCH_READ:
+        refuse_latest_start(position, name)
     return ReadSettings(
-        name, value_format(options), positive_int(options, "rowsPerBatch", 1 << 16),
-        starting_position(options, name, EARLIEST if operation == BATCH_READ else LATEST),
+        name, value_format(options), positive_int(options, "rowsPerBatch", 1 << 16), position,
         isolation(options), fail_on_data_loss(options))
 
 

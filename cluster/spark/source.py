@@ -48,7 +48,7 @@ from pyspark.sql.types import (
 
 from cluster.spark import offsets
 from cluster.spark import options as opts
-from cluster.spark.connection import connect, warm_up
+from cluster.spark.connection import connect, settle_heap, warm_up
 from cluster.spark.decoding import FIXED_COLUMNS, READ_DDL, MsgpackValues, arrow_batches
 from cluster.spark.encoding import DEFAULT_BATCH_BYTES, RESERVED_COLUMNS, BatchEncoder, WritePlan
 from cluster.spark.errors import SourceOptionError, WriteRejectedError
@@ -68,7 +68,8 @@ class StrataDataSource(DataSource):
     Reads (batch and stream) are ``read_committed`` by default and end at the last stable offset;
     a batch write is one transaction per job (all of its rows visible, or none); a streaming
     write is exactly once per micro-batch. The schema is ``READ_DDL`` (or the msgpack columns of
-    ``valueSchema``).
+    ``valueSchema``); a schema given with ``.schema(...)`` picks columns of it, and only those
+    are decoded (``check_read_schema``).
     """
 
     @classmethod
@@ -76,6 +77,7 @@ class StrataDataSource(DataSource):
         return "strata"
 
     def schema(self) -> str:
+        settle_heap()          # the planner process that asks has just imported this module
         if opts.value_format(self.options) == "msgpack":
             fixed = READ_DDL.replace(", value BINARY", "")
             head, tail = fixed.split(", headers ")
@@ -83,12 +85,16 @@ class StrataDataSource(DataSource):
         return READ_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return StrataReader(dict(self.options), schema)
+        reader = StrataReader(dict(self.options), schema)
+        check_read_schema(schema, reader.settings.value_format, reader.topic)
+        return reader
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from cluster.spark.stream import StrataStreamReader
 
-        return StrataStreamReader(dict(self.options), schema)
+        reader = StrataStreamReader(dict(self.options), schema)
+        check_read_schema(schema, reader.settings.value_format, reader.topic)
+        return reader
 
     def writer(self, schema: StructType, overwrite: bool) -> StrataWriter:
         if overwrite:
@@ -312,15 +318,46 @@ def read_partition(partition: ReadPartition, schema: StructType, value_format: s
 
         values = MsgpackValues([(f.name, to_arrow_type(f.dataType, timezone="UTC"))
                                 for f in schema.fields if f.name not in FIXED_COLUMNS])
-    names = schema.names
     batches = read_partition_batches(partition.path, partition.config, start, partition.end,
                                      isolation=getattr(partition, "isolation",
                                                        opts.READ_UNCOMMITTED),
                                      relocate=relocate)
-    for batch in arrow_batches(batches, partition.topic, partition.partition,
-                               start, partition.end, values=values,
-                               rows_per_batch=rows_per_batch):
-        yield batch if batch.schema.names == names else batch.select(names)
+    yield from arrow_batches(batches, partition.topic, partition.partition, start,
+                             partition.end, values=values, rows_per_batch=rows_per_batch,
+                             columns=schema.names)
+
+
+READ_TYPES = {"topic": "string", "partition": "int", "offset": "bigint",
+              "timestamp": "timestamp", "key": "binary", "value": "binary",
+              "headers": "array<struct<key:string,value:binary>>"}
+"""The type of each column of ``READ_DDL``, as ``DataType.simpleString()`` writes it."""
+
+
+def check_read_schema(schema: StructType, value_format: str, topic: str) -> None:
+    """A schema given with ``.schema(...)`` may name any of the source's columns, in any order,
+    each with its type: only those are decoded (``.schema("value BINARY")`` reads values alone).
+    A column the source does not have, or one of another type, is refused naming it
+    (``SourceOptionError``, option ``schema``). With ``valueFormat=msgpack`` every column that
+    is not one of ``READ_DDL`` is a field of the values' maps."""
+    seen: set[str] = set()
+    for f in schema.fields:
+        if f.name in seen:
+            raise SourceOptionError(f"the schema of a read of topic {topic} names column "
+                                    f"{f.name} twice", option="schema", column=f.name)
+        seen.add(f.name)
+        wanted = READ_TYPES.get(f.name)
+        if wanted is None:
+            if value_format == "msgpack":
+                continue
+            raise SourceOptionError(
+                f"the schema of a read of topic {topic} names column {f.name}, which the strata "
+                f"source does not have (columns: {', '.join(FIXED_COLUMNS)}; fields of msgpack "
+                f"values need valueFormat=msgpack)", option="schema", column=f.name)
+        if f.dataType.simpleString() != wanted:
+            raise SourceOptionError(
+                f"column {f.name} of a read of topic {topic} is {wanted.upper()}, not "
+                f"{f.dataType.simpleString().upper()} as the schema given says",
+                option="schema", column=f.name)
 
 
 def relocator(options: dict[str, str], partition: ReadPartition) -> Callable[[], str | None]:

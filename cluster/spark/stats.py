@@ -8,6 +8,8 @@ One row per actor (``role`` coordinator, log_dir, cleaner) and per partition (ro
 USS, CPU over 0.2 s, threads) are measured inside each actor's process by psutil at that moment;
 cleaner throughput and buffer utilization are those of the worker's last clean; ``uncleanable``
 marks partitions the coordinator gave up on, ``online`` a log directory that has not failed.
+Options: ``address`` and ``namespace`` only; any other is refused naming it, through the table of
+``cluster.spark.options`` (``KNOWN_OPTIONS``, operation ``STATS_READ``).
 """
 
 from __future__ import annotations
@@ -140,6 +142,7 @@ class StrataStatsDataSource(DataSource):
         return STATS_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        opts.check_options(self.options, opts.STATS_READ)
         return StatsReader(dict(self.options), schema)
 
 

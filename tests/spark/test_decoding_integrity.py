@@ -1,7 +1,8 @@
 """The Spark reader's decoders refuse a damaged batch (issue 12): unit level, no Spark, no Ray.
 
 The Spark reader walks segment files itself (``storage.view.read_partition_batches``) and decodes
-them column-wise (``cluster.spark.decoding``); neither may turn a flipped bit into a row.
+them column-wise (``cluster.spark.decoding``); neither may turn a flipped bit into a row. The
+column-wise decoder builds only the columns a read asks for.
 """
 
 from __future__ import annotations
@@ -75,3 +76,26 @@ def test_the_spark_reader_refuses_a_damaged_segment_naming_the_file(tmp_path: Pa
                                           "t", 0, 8, end)
              for v in batch.column("value").to_pylist()]
     assert after == [b"balance=%06d" % i for i in range(8, end)]
+
+
+def test_only_the_columns_asked_for_are_built_in_the_order_asked() -> None:
+    """``arrow_batches(columns=...)``: the columns of a schema given with ``.schema(...)``, in its
+    order; keys and headers are not gathered when not asked for."""
+    from cluster.spark import decoding
+
+    data = build_batch([Record(key=b"k%d" % i, value=b"v%d" % i, timestamp=1000 + i,
+                               headers=(("h", b"x"),)) for i in range(5)], base_offset=10)
+    full = next(arrow_batches([RecordBatch(data)], "t", 3, 0, 100))
+    assert full.schema.names == list(decoding.FIXED_COLUMNS)
+    picked = next(arrow_batches([RecordBatch(data)], "t", 3, 12, 100,
+                                columns=["value", "offset", "topic"]))
+    assert picked.schema.names == ["value", "offset", "topic"]
+    assert picked.column("value").to_pylist() == [b"v2", b"v3", b"v4"]
+    assert picked.column("offset").to_pylist() == [12, 13, 14]
+    assert picked.column("topic").to_pylist() == ["t"] * 3
+    for name in ("offset", "value", "topic"):
+        assert picked.column(name).equals(full.column(name).slice(2))
+    piece = decoding.decode_batch(RecordBatch(data), 0, 100, decoding.Wanted(keys=False,
+                                                                            headers=False))
+    assert piece is not None and piece.keys is None and piece.headers is None
+    assert piece.values.to_pylist() == [b"v%d" % i for i in range(5)]

@@ -47,6 +47,52 @@ def test_an_option_that_would_be_ignored_is_refused_naming_it(options, operation
     assert again.option == raised.value.option and str(again) == str(raised.value)
 
 
+@pytest.mark.parametrize("options, message", [
+    ({"namespce": "strata"}, r"unknown option 'namespce' of the strata-stats source \(did you "
+                             r"mean namespace\?\); known: address, namespace$"),
+    ({"topic": "orders"}, "option topic does not apply to a stats read of the strata-stats "
+                          "source"),
+    ({"startingOffsets": "earliest"}, "option startingOffsets does not apply to a stats read"),
+    ({"subscribe": "orders"}, "unknown option 'subscribe' of the strata-stats source"),
+])
+def test_the_stats_source_refuses_any_option_but_its_connection_naming_it(options,
+                                                                          message) -> None:
+    with pytest.raises(SourceOptionError, match=message) as raised:
+        opts.check_options(options, opts.STATS_READ)
+    assert raised.value.option == next(iter(options)) or raised.value.option == "startingOffsets"
+    opts.check_options({"Address": "auto", "namespace": "strata"}, opts.STATS_READ)
+
+
+@pytest.mark.parametrize("options, message, partition", [
+    ({"startingOffsets": "latest"}, "startingOffsets can't be latest for a batch read", None),
+    ({"startingOffsets": "LATEST"}, "startingOffsets can't be latest for a batch read", None),
+    ({"startingOffsets": '{"t": {"0": 5, "1": -1}}'},
+     r"startingOffsets for t-1 can't be latest \(-1\) for a batch read", 1),
+    ({"endingOffsets": "earliest"}, "endingOffsets can't be earliest for a batch read", None),
+    ({"endingOffsets": '{"2": -2}'},
+     r"endingOffsets for t-2 can't be earliest \(-2\) for a batch read", 2),
+])
+def test_a_batch_read_refuses_a_start_at_latest_and_an_end_at_earliest_as_kafka(
+        options, message, partition) -> None:
+    """Kafka's ``KafkaSourceProvider.validateBatchOptions``: a batch query may not start at the
+    latest offset nor end at the earliest, globally or for one partition of the JSON."""
+    with pytest.raises(SourceOptionError, match=message) as raised:
+        opts.read_settings({"topic": "t", **options}, opts.BATCH_READ)
+        opts.ending_offsets({"topic": "t", **options}, "t")
+    assert raised.value.option == next(iter(options))
+    assert getattr(raised.value, "partition", None) == partition
+    again = pickle.loads(pickle.dumps(raised.value))
+    assert str(again) == str(raised.value)
+
+
+def test_a_start_at_latest_is_fine_for_a_stream_and_a_timestamp_takes_precedence() -> None:
+    assert opts.read_settings({"topic": "t", "startingOffsets": "latest"},
+                              opts.STREAM_READ).position.default == opts.LATEST
+    both = {"topic": "t", "startingOffsets": "latest", "startingTimestamp": "5"}
+    assert opts.read_settings(both, opts.BATCH_READ).position.timestamp == 5
+    assert opts.ending_offsets({"endingOffsets": '{"0": -1, "1": 7}'}, "t") == {0: -1, 1: 7}
+
+
 def test_option_names_are_case_insensitive_and_take_kafkas_name_too() -> None:
     lowered = {"topic": "t", "maxoffsetspertrigger": "7", "failondataloss": "false"}
     opts.check_options(lowered, opts.STREAM_READ)

@@ -5,6 +5,7 @@ under a task retry, and bad input."""
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -77,8 +78,10 @@ def test_starting_offsets_skip_what_came_before(strata) -> None:
     strata.write(strata.spark.range(100).selectExpr("cast(id as string) as key",
                                                     "cast(id as string) as value"), "t")
     offsets = [[r.offset for r in strata.cluster.consume("t", p)] for p in range(2)]
-    latest = strata.read("t", startingOffsets="latest")
-    assert latest.count() == 0
+    with pytest.raises(Exception, match="startingOffsets can't be latest for a batch read"):
+        strata.read("t", startingOffsets="latest").count()
+    with pytest.raises(Exception, match="endingOffsets for t-1 can't be earliest"):
+        strata.read("t", endingOffsets='{"1": -2}').count()
     some = strata.read("t", startingOffsets='{"t": {"0": %d}}' % offsets[0][-3])
     assert some.count() == 3 + len(offsets[1])     # (a commit marker follows the records)
 
@@ -254,6 +257,40 @@ def test_an_unreachable_cluster_fails_saying_so(strata) -> None:
             .mode("append").save()
     with pytest.raises(Exception, match="no Strata cluster in namespace nobody"):
         strata.spark.read.format("strata-stats").option("namespace", "nobody").load().collect()
+
+
+def test_a_schema_given_picks_columns_and_refuses_one_the_source_lacks(strata) -> None:
+    strata.cluster.create_topic("cols", partitions=2)
+    strata.write(strata.spark.range(300).selectExpr("cast(id as string) as key",
+                                                    "cast(id as string) as value"), "cols")
+
+    def read(schema: str) -> Any:
+        return strata.spark.read.format("strata").option("topic", "cols") \
+            .option("namespace", strata.namespace).schema(schema).load()
+
+    picked = read("value BINARY, offset BIGINT")
+    assert picked.columns == ["value", "offset"]
+    full = strata.read("cols")
+    assert sorted(map(tuple, picked.collect())) == \
+        sorted(map(tuple, full.select("value", "offset").collect()))
+    with pytest.raises(Exception, match="names column price, which the strata source does not "
+                                        "have"):
+        read("value BINARY, price DOUBLE").collect()
+    with pytest.raises(Exception, match="column offset of a read of topic cols is BIGINT, not "
+                                        "INT"):
+        read("offset INT").collect()
+
+
+def test_the_stats_source_refuses_an_unknown_option_naming_it(strata) -> None:
+    def stats(option: str) -> Any:
+        return strata.spark.read.format("strata-stats").option("namespace", strata.namespace) \
+            .option(option, "x").load()
+
+    with pytest.raises(Exception, match="unknown option 'namespce' of the strata-stats source "
+                                        r"\(did you mean namespace\?\)"):
+        stats("namespce").collect()
+    with pytest.raises(Exception, match="option topic does not apply to a stats read"):
+        stats("topic").collect()
 
 
 def test_arrow_columns_survive_a_round_trip_through_the_encoder_and_decoder() -> None:
