@@ -261,10 +261,13 @@ class BatchEncoder:
         partitions = self._partitions(batch, keys, n)
         timestamps = self._timestamps(batch, n)
         self._check_sizes(bounds, keys, values, timestamps, first_row)
-        order = np.argsort(partitions, kind="stable")
-        sorted_parts = partitions[order]
-        cuts = np.flatnonzero(np.diff(sorted_parts)) + 1
+        # numpy's stable sort of 16-bit integers is a radix sort: linear in the rows
+        order = np.argsort(partitions.astype(np.uint16) if plan.partitions <= 1 << 16
+                           else partitions, kind="stable")
+        cuts = np.cumsum(np.bincount(partitions, minlength=plan.partitions))[:-1]
         for group in np.split(order, cuts):
+            if not len(group):
+                continue
             partition = int(partitions[group[0]])
             yield from self._append(partition, group, keys, values, headers, timestamps, bounds)
 
