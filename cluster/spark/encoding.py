@@ -56,7 +56,7 @@ from cluster.txn_client import REGISTER_LOOKAHEAD_BYTES
 from cluster.txn_state import DATA_EPOCH
 from storage.kernels import MAX_RECORD_OVERHEAD, as_input
 from storage.record_builder import build_batch_arrays, header_block
-from storage.records import HEADER_SIZE, Compression, build_batch_columns
+from storage.records import HEADER_SIZE, Compression
 
 RESERVED_COLUMNS = ("key", "value", "partition", "timestamp", "headers")
 PRODUCER_PARTITION_BITS = 24
@@ -260,7 +260,7 @@ class BatchEncoder:
             bounds += headers.lengths
         partitions = self._partitions(batch, keys, n)
         timestamps = self._timestamps(batch, n)
-        self._check_sizes(bounds, keys, values, timestamps, first_row)
+        self._check_sizes(bounds, keys, values, headers, timestamps, first_row)
         # numpy's stable sort of 16-bit integers is a radix sort: linear in the rows
         order = np.argsort(partitions.astype(np.uint16) if plan.partitions <= 1 << 16
                            else partitions, kind="stable")
@@ -363,13 +363,17 @@ class BatchEncoder:
         return out
 
     def _check_sizes(self, bounds: np.ndarray, keys: _Column, values: _Column,
-                     timestamps: np.ndarray, first_row: int) -> None:
+                     headers: _Column | None, timestamps: np.ndarray, first_row: int) -> None:
+        """Refuse a row whose record alone (headers included, uncompressed) makes a batch over
+        the topic's limit; set the exact size as the bound of the other rows near it."""
         limit, key_name = self.plan.largest_batch
         for row in np.flatnonzero(bounds + HEADER_SIZE > limit):
-            key = keys.row(int(row))
-            size = len(build_batch_columns([key], [values.row(int(row))],
-                                           [int(timestamps[row])]))
+            one = row.reshape(1)
+            header_data, header_lens = headers.take(one) if headers is not None else (None, None)
+            size = len(build_batch_arrays(*keys.take(one), *values.take(one), timestamps[one],
+                                          header_data=header_data, header_lens=header_lens))
             if size > limit:
+                key = keys.row(int(row))
                 shown = repr(key[:40]) + ("..." if key is not None and len(key) > 40 else "")
                 raise WriteRejectedError(
                     f"row {first_row + int(row)} of Spark partition {self.spark_partition} "

@@ -132,3 +132,26 @@ def test_columnar_encoder_packs_columns_into_msgpack_values_as_before() -> None:
     # row 1 has no partition and no key: round robin from Spark partition 0
     assert got == {0: [{"a": 2, "b": None}, {"a": 3, "b": "zz"}], 1: [{"a": 1, "b": "x"}]}
     assert np.all([RecordBatch(d).base_sequence == 0 for _, _, d in sent])
+
+
+def test_a_record_whose_headers_alone_exceed_segment_bytes_is_refused_before_anything_is_sent(
+        ) -> None:
+    """The size check counts a record's headers: a row whose key and value are small but whose
+    headers make a batch over the topic's segment.bytes is refused with the setting named, not
+    encoded into a batch the log would refuse."""
+    from cluster.spark.errors import WriteRejectedError
+
+    plan = WritePlan(topic="small", address="auto", namespace="n", partitions=1, compact=False,
+                     max_message_bytes=1 << 20, segment_bytes=2_000, batch_bytes=1 << 20,
+                     producer_nonce=1, has_key=True, has_value=True, packed_columns=(),
+                     has_partition=False, has_timestamp=False, has_headers=True)
+    header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array([b"k", b"big"]), pa.array([b"v", b"v"]),
+         pa.array([[], [{"key": "h", "value": bytes(1_000)}, {"key": "i", "value": bytes(1_000)}]],
+                  header_type)],
+        ["key", "value", "headers"])
+    with pytest.raises(WriteRejectedError, match=r"row 1 of Spark partition 0 \(key b'big'\) "
+                                                 r"makes a record batch of 2\d{3} bytes, over "
+                                                 r"segment.bytes=2000 of topic small"):
+        list(BatchEncoder(plan, 0, now_ms=NOW_MS).batches([batch]))
