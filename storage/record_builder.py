@@ -150,8 +150,6 @@ def build_batch_arrays(key_data: np.ndarray, key_lens: np.ndarray, value_data: n
         raise ValueError(f"columns differ in length or are empty: {n} keys, {len(value_lens)} "
                          f"values, {len(timestamps)} timestamps")
     ts = np.asarray(timestamps, dtype=np.int64)
-    if (ts < NO_TIMESTAMP).any():
-        raise ValueError(f"invalid negative timestamp {int(ts.min())}")
     if header_lens is None or header_data is None:
         header_data = kernels.as_input(b"")
         header_lens = np.zeros(n, dtype=np.int64)
@@ -235,8 +233,6 @@ def _build(keys: Sequence[bytes | None], values: Sequence[bytes | None],
                       producer_epoch, base_sequence, 0)
         return bytes(out)
     ts = np.array(timestamps, dtype=np.int64)
-    if (ts < NO_TIMESTAMP).any():
-        raise ValueError(f"invalid negative timestamp {int(ts.min())}")
     deltas = _offset_deltas(offset_deltas, n)
     last_delta = int(deltas[-1]) if last_offset_delta is None else last_offset_delta
     if last_delta < deltas[-1] or last_delta > INT32_MAX:
@@ -266,6 +262,8 @@ def _encode(key_data: np.ndarray, key_lens: np.ndarray, value_data: np.ndarray,
             max_timestamp: int | None) -> bytes:
     """The batch of ``n >= 1`` records from checked columns (the kernel's input conventions)."""
     n = len(key_lens)
+    if (ts < NO_TIMESTAMP).any():
+        raise ValueError(f"invalid negative timestamp {int(ts.min())}")
     base_timestamp = int(ts[0]) if delete_horizon_ms is None else delete_horizon_ms
     max_ts = max(NO_TIMESTAMP, int(ts.max())) if max_timestamp is None else max_timestamp
     bound = (HEADER_SIZE + kernels.MAX_RECORD_OVERHEAD * n + len(key_data) + len(value_data)
