@@ -72,5 +72,17 @@ def partitions_for_keys(keys: Sequence[bytes], count: int) -> np.ndarray:
     return out
 
 
+def partitions_for_buffer(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+                          count: int) -> np.ndarray:
+    """``partitions_for_keys`` of keys held as Arrow holds a binary column: key i is
+    ``data[starts[i]:starts[i] + lengths[i]]`` (``data`` a ``uint8`` array, ``starts`` and
+    ``lengths`` int64); one kernel call, no per-key Python."""
+    if count <= 0:
+        raise ValueError(f"partition count must be positive, got {count}")
+    out = np.empty(len(starts), dtype=np.int64)
+    _partitions(data if len(data) else np.zeros(1, dtype=np.uint8), starts, lengths, count, out)
+    return out
+
+
 def warm_up() -> None:
     partitions_for_keys([b"warm", b"up"], 3)

@@ -131,6 +131,46 @@ def build_batch_columns(keys: Sequence[bytes | None], values: Sequence[bytes | N
                   last_offset_delta=last_offset_delta, max_timestamp=max_timestamp)
 
 
+def build_batch_arrays(key_data: np.ndarray, key_lens: np.ndarray, value_data: np.ndarray,
+                       value_lens: np.ndarray, timestamps: np.ndarray, *,
+                       header_data: np.ndarray | None = None,
+                       header_lens: np.ndarray | None = None,
+                       compression: Compression = Compression.NONE,
+                       producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
+                       base_sequence: int = NO_SEQUENCE, is_transactional: bool = False) -> bytes:
+    """``build_batch_columns`` from buffers, for writers that hold their columns as Arrow does:
+    ``key_data`` is the keys of the records back to back (a read-only ``uint8`` array, see
+    ``kernels.as_input``), ``key_lens`` (int64) their lengths, -1 for a null key; the same for
+    values, and for header blocks (each an encoded headerCount and headers as ``header_block``
+    makes it; length 0 = no headers; absent = no record has headers). ``timestamps`` (int64)
+    are the records' create times. At least one record; offset deltas 0..n-1, base offset 0.
+    The bytes equal those of ``build_batch`` for the same records."""
+    n = len(key_lens)
+    if n == 0 or len(value_lens) != n or len(timestamps) != n:
+        raise ValueError(f"columns differ in length or are empty: {n} keys, {len(value_lens)} "
+                         f"values, {len(timestamps)} timestamps")
+    ts = np.asarray(timestamps, dtype=np.int64)
+    if header_lens is None or header_data is None:
+        header_data = kernels.as_input(b"")
+        header_lens = np.zeros(n, dtype=np.int64)
+    if n - 1 > INT32_MAX:
+        raise ValueError(f"{n} records do not fit the int32 offset deltas of one batch")
+    attributes = (int(TimestampType.CREATE_TIME) << 3) | (TRANSACTIONAL_MASK if is_transactional
+                                                           else 0)
+    return _encode(kernels.as_input(key_data), key_lens, kernels.as_input(value_data),
+                   value_lens, kernels.as_input(header_data), header_lens, ts,
+                   np.arange(n, dtype=np.int64), attributes, base_offset=0, codec=compression,
+                   producer_id=producer_id, producer_epoch=producer_epoch,
+                   base_sequence=base_sequence, partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
+                   delete_horizon_ms=None, last_delta=n - 1, max_timestamp=None)
+
+
+def header_block(headers: tuple[tuple[str, bytes | None], ...]) -> bytes:
+    """The encoded headers of one record (headerCount, then each header), as ``build_batch``
+    writes them; the header column of ``build_batch_arrays``. No headers: b"" (count 0)."""
+    return _encode_headers(headers) if headers else b""
+
+
 def max_record_size(record: Record) -> int:
     """An upper bound of the bytes ``record`` takes in a v2 batch (before compression), by the
     bounds the batch builder sizes its buffer with: ``MAX_RECORD_OVERHEAD`` plus the key and
@@ -193,15 +233,11 @@ def _build(keys: Sequence[bytes | None], values: Sequence[bytes | None],
                       producer_epoch, base_sequence, 0)
         return bytes(out)
     ts = np.array(timestamps, dtype=np.int64)
-    if (ts < NO_TIMESTAMP).any():
-        raise ValueError(f"invalid negative timestamp {int(ts.min())}")
     deltas = _offset_deltas(offset_deltas, n)
     last_delta = int(deltas[-1]) if last_offset_delta is None else last_offset_delta
     if last_delta < deltas[-1] or last_delta > INT32_MAX:
         raise ValueError(f"last offset delta {last_delta} is below the last record's "
                          f"{int(deltas[-1])} or above int32")
-    base_timestamp = int(ts[0]) if delete_horizon_ms is None else delete_horizon_ms
-    max_ts = max(NO_TIMESTAMP, int(ts.max())) if max_timestamp is None else max_timestamp
     key_data, key_lens = _column(keys, n)
     value_data, value_lens = _column(values, n)
     if header_blocks is not None and any(header_blocks):
@@ -210,6 +246,26 @@ def _build(keys: Sequence[bytes | None], values: Sequence[bytes | None],
     else:
         header_data = kernels.as_input(b"")
         header_lens = np.zeros(n, dtype=np.int64)
+    return _encode(key_data, key_lens, value_data, value_lens, header_data, header_lens, ts,
+                   deltas, attributes, base_offset=base_offset, codec=codec,
+                   producer_id=producer_id, producer_epoch=producer_epoch,
+                   base_sequence=base_sequence, partition_leader_epoch=partition_leader_epoch,
+                   delete_horizon_ms=delete_horizon_ms, last_delta=last_delta,
+                   max_timestamp=max_timestamp)
+
+
+def _encode(key_data: np.ndarray, key_lens: np.ndarray, value_data: np.ndarray,
+            value_lens: np.ndarray, header_data: np.ndarray, header_lens: np.ndarray,
+            ts: np.ndarray, deltas: np.ndarray, attributes: int, *, base_offset: int,
+            codec: Compression, producer_id: int, producer_epoch: int, base_sequence: int,
+            partition_leader_epoch: int, delete_horizon_ms: int | None, last_delta: int,
+            max_timestamp: int | None) -> bytes:
+    """The batch of ``n >= 1`` records from checked columns (the kernel's input conventions)."""
+    n = len(key_lens)
+    if (ts < NO_TIMESTAMP).any():
+        raise ValueError(f"invalid negative timestamp {int(ts.min())}")
+    base_timestamp = int(ts[0]) if delete_horizon_ms is None else delete_horizon_ms
+    max_ts = max(NO_TIMESTAMP, int(ts.max())) if max_timestamp is None else max_timestamp
     bound = (HEADER_SIZE + kernels.MAX_RECORD_OVERHEAD * n + len(key_data) + len(value_data)
              + len(header_data))
     out = np.empty(bound, dtype=np.uint8)

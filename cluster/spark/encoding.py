@@ -25,17 +25,21 @@ Exactly once under Spark task retries, two ways:
   drops those it already holds (``storage.producer_state``); a batch is appended whole or not at
   all.
 
-Per-record work is done by Arrow, numpy and the storage kernels; the Python loop runs per Arrow
-batch and per log partition, except for msgpack packing and headers, which are per record.
+Columnar: keys and values are read straight from the Arrow buffers of each batch (``_Column``:
+data, starts, lengths). murmur2 runs over the key buffer in one kernel call
+(``partitions_for_buffer``), a stable argsort groups the rows per log partition, one ``gather``
+call per column copies the rows of a group into a pending batch, and
+``storage.record_builder.build_batch_arrays`` encodes a batch from those buffers (the RecordBatch
+v2 layout stays in storage). The Python loop runs per Arrow batch and per log partition, except for
+msgpack packing and headers, which are per record.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import decimal
-import operator
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,13 +48,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cluster.partitioner import partitions_for_keys
+from cluster.partitioner import partitions_for_buffer
 from cluster.spark.errors import WriteRejectedError
+from cluster.spark.kernels import gather
 from cluster.transactions import TxnInfo
 from cluster.txn_client import REGISTER_LOOKAHEAD_BYTES
 from cluster.txn_state import DATA_EPOCH
-from storage.kernels import MAX_RECORD_OVERHEAD
-from storage.records import HEADER_SIZE, Compression, Record, build_batch, build_batch_columns
+from storage.kernels import MAX_RECORD_OVERHEAD, as_input
+from storage.record_builder import build_batch_arrays, header_block
+from storage.records import HEADER_SIZE, Compression
 
 RESERVED_COLUMNS = ("key", "value", "partition", "timestamp", "headers")
 PRODUCER_PARTITION_BITS = 24
@@ -108,16 +114,87 @@ class WritePlan:
         return min(self.batch_limit * self.partitions, REGISTER_LOOKAHEAD_BYTES)
 
 
+@dataclass(frozen=True)
+class _Column:
+    """A binary column as buffers: row i is ``data[starts[i]:starts[i] + lengths[i]]``, a length
+    of -1 is null. ``data`` is a read-only ``uint8`` array (an Arrow buffer, not copied)."""
+
+    data: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+
+    @classmethod
+    def of_arrow(cls, column: pa.Array) -> _Column:
+        column = _as_binary(column)
+        n = len(column)
+        _, offsets_buffer, data_buffer = column.buffers()
+        offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=n + 1,
+                                offset=column.offset * 4).astype(np.int64)
+        lengths = np.diff(offsets)
+        if column.null_count:
+            lengths[~column.is_valid().to_numpy(zero_copy_only=False)] = -1
+        data = as_input(data_buffer if data_buffer is not None else b"")
+        return cls(data, offsets[:-1], lengths)
+
+    @classmethod
+    def of_bytes(cls, items: list[bytes]) -> _Column:
+        lengths = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
+        starts = np.cumsum(lengths) - lengths
+        return cls(as_input(b"".join(items)), starts, lengths)
+
+    @classmethod
+    def nulls(cls, n: int) -> _Column:
+        return cls(as_input(b""), np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64))
+
+    def sizes(self) -> np.ndarray:
+        """Bytes per row, 0 for null."""
+        return np.maximum(self.lengths, 0)
+
+    def row(self, i: int) -> bytes | None:
+        length = int(self.lengths[i])
+        if length < 0:
+            return None
+        start = int(self.starts[i])
+        return self.data[start:start + length].tobytes()
+
+    def take(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the rows' bytes back to back, their lengths) in the order of ``rows``."""
+        lengths = self.lengths[rows]
+        out = np.empty(int(np.maximum(lengths, 0).sum()), dtype=np.uint8)
+        gather(self.data, self.starts[rows], lengths, out,
+               np.empty(len(rows) + 1, dtype=np.int32))
+        return out, lengths
+
+
 @dataclass
 class _Pending:
-    keys: list[bytes | None] = field(default_factory=list)
-    values: list[bytes | None] = field(default_factory=list)
+    """The records of one log partition not yet sent, as column pieces in record order."""
+
+    keys: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    values: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    headers: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
     timestamps: list[np.ndarray] = field(default_factory=list)
-    headers: list[tuple[tuple[str, bytes | None], ...]] | None = None
+    count: int = 0
     bound: int = HEADER_SIZE
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return self.count
+
+    def add(self, rows: np.ndarray, keys: _Column, values: _Column, headers: _Column | None,
+            timestamps: np.ndarray) -> None:
+        self.keys.append(keys.take(rows))
+        self.values.append(values.take(rows))
+        if headers is not None:
+            self.headers.append(headers.take(rows))
+        self.timestamps.append(timestamps[rows])
+        self.count += len(rows)
+
+
+def _joined(pieces: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    if len(pieces) == 1:
+        return pieces[0]
+    return (np.concatenate([data for data, _ in pieces]),
+            np.concatenate([lengths for _, lengths in pieces]))
 
 
 class BatchEncoder:
@@ -157,51 +234,45 @@ class BatchEncoder:
         first_row = self.rows
         self.rows += n
         if plan.has_key:
-            key_column = _as_binary(batch.column("key"))
-            keys = key_column.to_pylist()
-            key_lens = pc.binary_length(key_column).fill_null(0).to_numpy(zero_copy_only=False)
-            if plan.compact and key_column.null_count:
-                row = first_row + int(np.flatnonzero(
-                    key_column.is_null().to_numpy(zero_copy_only=False))[0])
+            keys = _Column.of_arrow(batch.column("key"))
+            if plan.compact and (keys.lengths < 0).any():
+                row = first_row + int(np.flatnonzero(keys.lengths < 0)[0])
                 raise WriteRejectedError(
                     f"row {row} of Spark partition {self.spark_partition} has a null key, but "
                     f"topic {plan.topic} is compacted (cleanup.policy=compact needs a key on "
                     f"every record)", topic=plan.topic, row=row)
         else:
-            key_column = None
-            keys = [None] * n
-            key_lens = np.zeros(n, dtype=np.int64)
+            keys = _Column.nulls(n)
         if plan.has_value:
-            value_column = _as_binary(batch.column("value"))
-            values = value_column.to_pylist()
-            value_lens = pc.binary_length(value_column).fill_null(0).to_numpy(
-                zero_copy_only=False)
+            values = _Column.of_arrow(batch.column("value"))
         else:
             pack = self._packer.pack
             try:
-                values = [pack(row) for row in batch.select(list(plan.packed_columns)).to_pylist()]
+                packed = [pack(row) for row in batch.select(list(plan.packed_columns)).to_pylist()]
             except TypeError as err:
                 raise WriteRejectedError(f"cannot pack the columns {list(plan.packed_columns)} "
                                          f"into msgpack: {err}", topic=plan.topic) from None
-            value_lens = np.fromiter(map(len, values), dtype=np.int64, count=n)
-        headers = self._headers(batch) if plan.has_headers else None
-        header_lens = (np.fromiter((sum(len(k) + len(v or b"") + 10 for k, v in h)
-                                    for h in headers), dtype=np.int64, count=n)
-                       if headers is not None else 0)
-        bounds = key_lens.astype(np.int64) + value_lens + header_lens + MAX_RECORD_OVERHEAD
-        partitions = self._partitions(batch, key_column, keys, n)
+            values = _Column.of_bytes(packed)
+        headers = (_Column.of_bytes([header_block(h) for h in self._headers(batch)])
+                   if plan.has_headers else None)
+        bounds = keys.sizes() + values.sizes() + MAX_RECORD_OVERHEAD
+        if headers is not None:
+            bounds += headers.lengths
+        partitions = self._partitions(batch, keys, n)
         timestamps = self._timestamps(batch, n)
-        self._check_sizes(bounds, keys, values, timestamps, first_row)
-        order = np.argsort(partitions, kind="stable")
-        sorted_parts = partitions[order]
-        cuts = np.flatnonzero(np.diff(sorted_parts)) + 1
+        self._check_sizes(bounds, keys, values, headers, timestamps, first_row)
+        # numpy's stable sort of 16-bit integers is a radix sort: linear in the rows
+        order = np.argsort(partitions.astype(np.uint16) if plan.partitions <= 1 << 16
+                           else partitions, kind="stable")
+        cuts = np.cumsum(np.bincount(partitions, minlength=plan.partitions))[:-1]
         for group in np.split(order, cuts):
+            if not len(group):
+                continue
             partition = int(partitions[group[0]])
-            yield from self._append(partition, group, keys, values, timestamps, headers, bounds)
+            yield from self._append(partition, group, keys, values, headers, timestamps, bounds)
 
-    def _append(self, partition: int, rows: np.ndarray, keys: list[bytes | None],
-                values: list[bytes | None], timestamps: np.ndarray,
-                headers: list[tuple[tuple[str, bytes | None], ...]] | None,
+    def _append(self, partition: int, rows: np.ndarray, keys: _Column, values: _Column,
+                headers: _Column | None, timestamps: np.ndarray,
                 bounds: np.ndarray) -> Iterator[tuple[str, int, bytes]]:
         limit = self.plan.batch_limit
         pending = self._pending.setdefault(partition, _Pending())
@@ -216,16 +287,7 @@ class BatchEncoder:
                     pending = self._pending.setdefault(partition, _Pending())
                     continue
                 fit = 1                      # a record that fits max.message.bytes only alone
-            chosen = rows[i:i + fit]
-            pending.keys.extend(_pick(keys, chosen))
-            pending.values.extend(_pick(values, chosen))
-            pending.timestamps.append(timestamps[chosen])
-            if headers is not None:
-                if pending.headers is None:
-                    pending.headers = [()] * (len(pending.keys) - len(chosen))
-                pending.headers.extend(_pick(headers, chosen))
-            elif pending.headers is not None:
-                pending.headers.extend([()] * len(chosen))
+            pending.add(rows[i:i + fit], keys, values, headers, timestamps)
             pending.bound += int(cumulative[i + fit - 1]) - done
             i += fit
 
@@ -233,24 +295,21 @@ class BatchEncoder:
         plan = self.plan
         pending = self._pending.pop(partition)
         sequence = self._sequences[partition]
-        timestamps = np.concatenate(pending.timestamps)
-        common = {"producer_id": self.producer_id, "producer_epoch": PRODUCER_EPOCH,
-                  "base_sequence": sequence, "compression": plan.compression,
-                  "is_transactional": self.transactional}
-        if pending.headers is not None and any(pending.headers):
-            data = build_batch([Record(k, v, int(t), h) for k, v, t, h in
-                                zip(pending.keys, pending.values, timestamps.tolist(),
-                                    pending.headers)], **common)
-        else:
-            data = build_batch_columns(pending.keys, pending.values, timestamps, **common)
+        key_data, key_lens = _joined(pending.keys)
+        value_data, value_lens = _joined(pending.values)
+        header_data, header_lens = _joined(pending.headers) if pending.headers else (None, None)
+        data = build_batch_arrays(key_data, key_lens, value_data, value_lens,
+                                  np.concatenate(pending.timestamps), header_data=header_data,
+                                  header_lens=header_lens, compression=plan.compression,
+                                  producer_id=self.producer_id, producer_epoch=PRODUCER_EPOCH,
+                                  base_sequence=sequence, is_transactional=self.transactional)
         self._sequences[partition] = sequence + len(pending)
         self.batches_built += 1
         self.bytes_built += len(data)
         return plan.topic, partition, data
 
     # ---- columns ---------------------------------------------------------------------------------
-    def _partitions(self, batch: pa.RecordBatch, key_column: pa.Array | None,
-                    keys: list[bytes | None], n: int) -> np.ndarray:
+    def _partitions(self, batch: pa.RecordBatch, keys: _Column, n: int) -> np.ndarray:
         count = self.plan.partitions
         out = np.empty(n, dtype=np.int64)
         given = None
@@ -267,14 +326,14 @@ class BatchEncoder:
                     f"partitions 0..{count - 1}", topic=self.plan.topic,
                     partition=int(values[row]))
             out[:] = values
-        has_key = (np.ones(n, dtype=bool) if key_column is not None and not key_column.null_count
-                   else np.array([k is not None for k in keys], dtype=bool))
+        has_key = keys.lengths >= 0
         hashed = has_key if given is None else has_key & ~given
         if hashed.all():
-            out[:] = partitions_for_keys(keys, count)
+            out[:] = partitions_for_buffer(keys.data, keys.starts, keys.lengths, count)
         elif hashed.any():
             where = np.flatnonzero(hashed)
-            out[where] = partitions_for_keys(_pick(keys, where), count)
+            out[where] = partitions_for_buffer(keys.data, keys.starts[where], keys.lengths[where],
+                                               count)
         spread = ~has_key if given is None else ~has_key & ~given
         if spread.any():
             where = np.flatnonzero(spread)
@@ -303,13 +362,18 @@ class BatchEncoder:
                               else h["value"]) for h in row if h is not None))
         return out
 
-    def _check_sizes(self, bounds: np.ndarray, keys: list[bytes | None],
-                     values: list[bytes | None], timestamps: np.ndarray, first_row: int) -> None:
+    def _check_sizes(self, bounds: np.ndarray, keys: _Column, values: _Column,
+                     headers: _Column | None, timestamps: np.ndarray, first_row: int) -> None:
+        """Refuse a row whose record alone (headers included, uncompressed) makes a batch over
+        the topic's limit; set the exact size as the bound of the other rows near it."""
         limit, key_name = self.plan.largest_batch
         for row in np.flatnonzero(bounds + HEADER_SIZE > limit):
-            size = len(build_batch_columns([keys[row]], [values[row]], [int(timestamps[row])]))
+            one = row.reshape(1)
+            header_data, header_lens = headers.take(one) if headers is not None else (None, None)
+            size = len(build_batch_arrays(*keys.take(one), *values.take(one), timestamps[one],
+                                          header_data=header_data, header_lens=header_lens))
             if size > limit:
-                key = keys[row]
+                key = keys.row(int(row))
                 shown = repr(key[:40]) + ("..." if key is not None and len(key) > 40 else "")
                 raise WriteRejectedError(
                     f"row {first_row + int(row)} of Spark partition {self.spark_partition} "
@@ -328,12 +392,6 @@ def _as_binary(column: pa.Array) -> pa.Array:
         return column.cast(pa.binary())
     raise WriteRejectedError(f"a key or value column must be BINARY or STRING, not {column.type}",
                              type=str(column.type))
-
-
-def _pick(items: Sequence[Any], rows: np.ndarray) -> list[Any]:
-    if len(rows) == 1:
-        return [items[int(rows[0])]]
-    return list(operator.itemgetter(*rows.tolist())(items))
 
 
 def _msgpack_default(value: Any) -> Any:
