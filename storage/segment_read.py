@@ -134,7 +134,10 @@ def walk_start(segment: LogSegment, offset: int) -> OffsetPosition:
     """Where a verified walk for ``offset`` starts: the offset-index entry *before* the one at
     or below ``offset`` (``(base offset, 0)`` when there is none). Starting one entry early
     costs about ``index.interval.bytes`` of walk, and gives the first batch a reader may want
-    a predecessor to check its base offset against."""
+    a predecessor to check its base offset against. A read from the segment's base offset (or
+    below) starts at its first byte without touching the index, which could say nothing else."""
+    if offset <= segment.base_offset:
+        return OffsetPosition(segment.base_offset, 0)
     entry = segment.offset_index.lookup(offset)
     if entry.position == 0:
         return entry
