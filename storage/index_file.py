@@ -83,7 +83,8 @@ class _Column:
     __slots__ = ("_buf", "_field", "_stride", "_at", "_count")
 
     def __init__(
-        self, buf: mmap.mmap | bytes, field: struct.Struct, stride: int, at: int, count: int
+        self, buf: mmap.mmap | bytes | int, field: struct.Struct, stride: int, at: int,
+        count: int
     ) -> None:
         self._buf = buf
         self._field = field
@@ -99,24 +100,16 @@ class _Column:
         return value
 
 
-class _FileColumn:
-    """One field of every entry of an index file, read from the file with one ``pread`` per
-    item: a sequence for ``bisect`` that reads about log2(entries) entries, not the file."""
+class _FileColumn(_Column):
+    """One field of every entry of an index file, read from the file (its ``_buf`` is an open
+    file descriptor) with one ``pread`` per item: a sequence for ``bisect`` that reads about
+    log2(entries) entries, not the file."""
 
-    __slots__ = ("_fd", "_field", "_stride", "_at", "_count")
-
-    def __init__(self, fd: int, field: struct.Struct, stride: int, at: int, count: int) -> None:
-        self._fd = fd
-        self._field = field
-        self._stride = stride
-        self._at = at
-        self._count = count
-
-    def __len__(self) -> int:
-        return self._count
+    __slots__ = ()
 
     def __getitem__(self, slot: int) -> int:
-        raw = os.pread(self._fd, self._field.size, slot * self._stride + self._at)
+        assert isinstance(self._buf, int)
+        raw = os.pread(self._buf, self._field.size, slot * self._stride + self._at)
         if len(raw) < self._field.size:
             raise IndexError(f"slot {slot} lies beyond the end of the index file")
         value: int = self._field.unpack_from(raw)[0]

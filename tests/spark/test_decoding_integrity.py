@@ -26,6 +26,27 @@ def _balances(start: int, n: int) -> list[Record]:
     return [Record(b"k%d" % i, b"balance=%06d" % i, TS + i) for i in range(start, start + n)]
 
 
+def _partition(directory: Path, config: LogConfig) -> int:
+    """A partition of 40 balances in batches of 4, closed; returns its end offset."""
+    log = Log.open(directory, config, recovery_point=0, had_clean_shutdown=True)
+    for start in range(0, 40, 4):
+        log.append(_balances(start, 4))
+    log.flush()
+    end = log.log_end_offset
+    log.close()
+    return end
+
+
+def _flip_a_bit(path: Path, value: bytes, bit: int, *, batch: int) -> int:
+    """Flip ``bit`` in the digits of ``value`` in the segment file ``path``; returns the position
+    of the ``batch``-th batch of the file, the one expected to hold it."""
+    data = bytearray(path.read_bytes())
+    at = bytes(data).index(value) + len(b"balance=")
+    data[at] ^= bit
+    path.write_bytes(bytes(data))
+    return int(scan_batches(bytes(data)).positions[batch])
+
+
 @pytest.mark.parametrize("compression", [Compression.NONE, Compression.GZIP])
 def test_decode_batch_refuses_a_batch_whose_crc_does_not_match(compression: Compression) -> None:
     """The column-wise path (uncompressed) and the record path (compressed) both check the CRC
@@ -50,19 +71,10 @@ def test_the_spark_reader_refuses_a_damaged_segment_naming_the_file(tmp_path: Pa
     naming the file and the batch's position; reads from after the damaged batch still work."""
     directory = tmp_path / "t-0"
     config = LogConfig(segment_bytes=600)
-    log = Log.open(directory, config, recovery_point=0, had_clean_shutdown=True)
-    for start in range(0, 40, 4):
-        log.append(_balances(start, 4))
-    log.flush()
-    end = log.log_end_offset
-    assert log.number_of_segments > 1
-    log.close()
+    end = _partition(directory, config)
+    assert len(list(directory.glob("*.log"))) > 1
     path = directory / "00000000000000000000.log"
-    data = bytearray(path.read_bytes())
-    at = bytes(data).index(b"balance=000007") + len(b"balance=")
-    data[at] ^= 0x08
-    path.write_bytes(bytes(data))
-    damaged_position = int(scan_batches(bytes(data)).positions[1])
+    damaged_position = _flip_a_bit(path, b"balance=000007", 0x08, batch=1)
 
     rows: list[bytes] = []
     with pytest.raises(CorruptRecordError) as caught:
@@ -100,16 +112,6 @@ def test_only_the_columns_asked_for_are_built_in_the_order_asked() -> None:
                                                                             headers=False))
     assert piece is not None and piece.keys is None and piece.headers is None
     assert piece.values.to_pylist() == [b"v%d" % i for i in range(5)]
-
-
-def _partition(directory: Path, config: LogConfig) -> int:
-    log = Log.open(directory, config, recovery_point=0, had_clean_shutdown=True)
-    for start in range(0, 40, 4):
-        log.append(_balances(start, 4))
-    log.flush()
-    end = log.log_end_offset
-    log.close()
-    return end
 
 
 def test_the_spark_read_reads_each_batch_once_and_checks_its_crc_once(
@@ -161,11 +163,7 @@ def test_a_damaged_batch_in_the_active_segment_is_refused_by_the_single_check(
     config = LogConfig()
     end = _partition(directory, config)
     path = directory / "00000000000000000000.log"
-    data = bytearray(path.read_bytes())
-    at = bytes(data).index(b"balance=000021") + len(b"balance=")
-    data[at] ^= 0x04
-    path.write_bytes(bytes(data))
-    damaged_position = int(scan_batches(bytes(data)).positions[5])
+    damaged_position = _flip_a_bit(path, b"balance=000021", 0x04, batch=5)
 
     rows: list[bytes] = []
     with pytest.raises(CorruptRecordError) as caught:
