@@ -6,7 +6,9 @@ Owns ``BatchEntry`` (where a batch sits, with the header fields readers need) an
 ``walk_batches`` (``LogSegment.batches``): the file is read in chunks of ``SCAN_CHUNK_BYTES``,
 scanned by the kernel (``storage.records.scan_batches``) and, with ``verify``, every batch is
 checked (CRC, offsets between its neighbours, a complete end) before it is yielded, so a reader
-never positions itself by, nor is served, a damaged batch. ``walk_start``, ``translate_offset``,
+never positions itself by, nor is served, a damaged batch. ``walk_batch_bytes`` is the same
+walk handing out each batch as a ``VerifiedBatch`` over the bytes it checked (bulk reads: one
+read and one CRC per batch). ``walk_start``, ``translate_offset``,
 ``read`` and ``find_offset_by_timestamp`` are the bodies of the ``LogSegment`` methods of those
 names, ``written_size`` that of ``size_to_written_batches``. ``producer_batch_headers`` finds the
 batches with a producer id for the producer-state replay (``storage.segment_txns``).
