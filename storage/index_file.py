@@ -26,6 +26,8 @@ NO_TIMESTAMP = -1  # Kafka's RecordBatch.NO_TIMESTAMP
 _INT32_MAX = 2**31 - 1
 _SMALL_INDEX_ENTRIES = 64   # check_entries loops in Python up to here, in numpy above
 _BACKING_STEP = 64 * 1024   # bytes of index file allocated ahead of the entries
+_PROBE_MIN_BYTES = 64 * 1024   # a read-only index file this large is searched in place ...
+_PROBE_LOOKUPS = 8             # ... by this many lookups, before it is read whole
 
 
 class IndexFullError(StorageError):
@@ -81,7 +83,8 @@ class _Column:
     __slots__ = ("_buf", "_field", "_stride", "_at", "_count")
 
     def __init__(
-        self, buf: mmap.mmap | bytes, field: struct.Struct, stride: int, at: int, count: int
+        self, buf: mmap.mmap | bytes | int, field: struct.Struct, stride: int, at: int,
+        count: int
     ) -> None:
         self._buf = buf
         self._field = field
@@ -94,6 +97,22 @@ class _Column:
 
     def __getitem__(self, slot: int) -> int:
         value: int = self._field.unpack_from(self._buf, slot * self._stride + self._at)[0]
+        return value
+
+
+class _FileColumn(_Column):
+    """One field of every entry of an index file, read from the file (its ``_buf`` is an open
+    file descriptor) with one ``pread`` per item: a sequence for ``bisect`` that reads about
+    log2(entries) entries, not the file."""
+
+    __slots__ = ()
+
+    def __getitem__(self, slot: int) -> int:
+        assert isinstance(self._buf, int)
+        raw = os.pread(self._buf, self._field.size, slot * self._stride + self._at)
+        if len(raw) < self._field.size:
+            raise IndexError(f"slot {slot} lies beyond the end of the index file")
+        value: int = self._field.unpack_from(raw)[0]
         return value
 
 
@@ -128,6 +147,7 @@ class _Index:
         self._entries = 0
         self._max_entries = 0
         self._kept_entries: int | None = None  # entry count kept across release()
+        self._probes = 0   # lookups answered from the file without reading it whole
 
     def __repr__(self) -> str:
         state = f"{self._entries} entries" if self._buf is not None else "not open"
@@ -378,6 +398,38 @@ class _Index:
                 base_offset=self._base_offset,
             )
         return relative
+
+    def _probe(self, key: int) -> tuple[int, tuple[int, ...] | None] | None:
+        """``(slot, entry fields)`` of the last entry whose key field is ``<= key`` (slot -1 and
+        None when there is none), found by a binary search over the file itself: about
+        log2(entries) reads of one entry each, instead of reading the whole file.
+
+        Only a read-only index not yet read, whose file is at least ``_PROBE_MIN_BYTES`` (an
+        active segment's index is preallocated to ``segment.index.bytes``, 10 MiB by default),
+        is searched so, and only by its first ``_PROBE_LOOKUPS`` lookups (a reader that opens a
+        segment for one read then never reads the file); None otherwise, and the caller reads
+        the file whole. The entries are the file's whole entries, as ``_open`` counts them
+        (a preallocated tail included), so the answer is the one the whole file would give."""
+        if (self._buf is not None or self._writable or self._kept_entries is not None
+                or self._probes >= _PROBE_LOOKUPS):
+            return None
+        try:
+            fd = os.open(self._path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            length = os.fstat(fd).st_size
+            if length < _PROBE_MIN_BYTES:
+                return None
+            self._probes += 1
+            size = self.ENTRY.size
+            keys = _FileColumn(fd, self._KEY, size, self._KEY_AT, length // size)
+            slot = bisect.bisect_right(keys, key) - 1
+            if slot < 0:
+                return -1, None
+            return slot, self.ENTRY.unpack(os.pread(fd, size, slot * size))
+        finally:
+            os.close(fd)
 
     def _keys(self) -> _Column:
         return _Column(self._data(), self._KEY, self.ENTRY.size, self._KEY_AT, self._entries)

@@ -95,7 +95,15 @@ class OffsetIndex(_Index):
         return self.entry(self._entries - 1) if self.entries else None
 
     def lookup(self, target_offset: int) -> OffsetPosition:
-        """The entry with the largest offset ``<= target_offset``, else ``(base_offset, 0)``."""
+        """The entry with the largest offset ``<= target_offset``, else ``(base_offset, 0)``.
+        A large read-only index not yet read is searched in its file (``_probe``)."""
+        probed = self._probe(target_offset - self._base_offset)
+        if probed is not None:
+            slot, fields = probed
+            if fields is None:
+                return OffsetPosition(self._base_offset, 0)
+            relative, position = fields
+            return OffsetPosition(self._base_offset + relative, position)
         slot = bisect.bisect_right(self._keys(), target_offset - self._base_offset) - 1
         return self.entry(slot) if slot >= 0 else OffsetPosition(self._base_offset, 0)
 

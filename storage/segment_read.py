@@ -6,7 +6,9 @@ Owns ``BatchEntry`` (where a batch sits, with the header fields readers need) an
 ``walk_batches`` (``LogSegment.batches``): the file is read in chunks of ``SCAN_CHUNK_BYTES``,
 scanned by the kernel (``storage.records.scan_batches``) and, with ``verify``, every batch is
 checked (CRC, offsets between its neighbours, a complete end) before it is yielded, so a reader
-never positions itself by, nor is served, a damaged batch. ``walk_start``, ``translate_offset``,
+never positions itself by, nor is served, a damaged batch. ``walk_batch_bytes`` is the same
+walk handing out each batch as a ``VerifiedBatch`` over the bytes it checked (bulk reads: one
+read and one CRC per batch). ``walk_start``, ``translate_offset``,
 ``read`` and ``find_offset_by_timestamp`` are the bodies of the ``LogSegment`` methods of those
 names, ``written_size`` that of ``size_to_written_batches``. ``producer_batch_headers`` finds the
 batches with a producer id for the producer-state replay (``storage.segment_txns``).
@@ -117,6 +119,50 @@ def walk_batches(segment: LogSegment, start_position: int = 0, end_position: int
                     scan.magics.tolist(), scan.records_counts.tolist()):
                 yield BatchEntry(position + pos, size, base, last, max_ts, magic, n)
         return
+    for entry, _data in _verified_walk(segment, start_position, end, chunk_bytes, chunks,
+                                       next_base_offset=next_base_offset,
+                                       target_offset=target_offset, torn_tail_ok=torn_tail_ok,
+                                       index_entry_offset=index_entry_offset):
+        yield entry
+
+
+def walk_batch_bytes(segment: LogSegment, start_position: int = 0,
+                     end_position: int | None = None, chunk_bytes: int = SCAN_CHUNK_BYTES, *,
+                     next_base_offset: int | None = None, target_offset: int | None = None,
+                     torn_tail_ok: bool = False, index_entry_offset: int | None = None
+                     ) -> Iterator[tuple[BatchEntry, VerifiedBatch]]:
+    """``walk_batches(verify=True)`` that also hands out each batch's bytes, as a
+    ``VerifiedBatch`` over the chunk the walk read and checked (no second read of the file, no
+    second CRC). Same arguments, checks and ``CorruptRecordError`` as ``walk_batches``; the
+    batch's ``position`` is its position in the file. For bulk reads (the Spark read)."""
+    end = segment.size if end_position is None else min(end_position, segment.size)
+    chunks = _chunks(segment, start_position, end, chunk_bytes, torn_tail_ok=torn_tail_ok)
+    path = segment.log_path
+    for entry, data in _verified_walk(segment, start_position, end, chunk_bytes, chunks,
+                                      next_base_offset=next_base_offset,
+                                      target_offset=target_offset, torn_tail_ok=torn_tail_ok,
+                                      index_entry_offset=index_entry_offset):
+        yield entry, VerifiedBatch(data, entry.position, path)
+
+
+class VerifiedBatch(RecordBatch):
+    """A ``RecordBatch`` over bytes whose CRC (and offsets) the verified walk checked: made only
+    by ``walk_batch_bytes``, over the very bytes it checked (an immutable ``bytes`` chunk), so
+    ``ensure_valid`` has nothing left to check and returns at once."""
+
+    __slots__ = ()
+
+    def ensure_valid(self) -> None:
+        """Nothing to do: ``walk_batch_bytes`` checked this batch's CRC before making it."""
+
+
+def _verified_walk(segment: LogSegment, start_position: int, end: int, chunk_bytes: int,
+                   chunks: Iterator[tuple[int, BatchScan, memoryview]], *,
+                   next_base_offset: int | None, target_offset: int | None,
+                   torn_tail_ok: bool, index_entry_offset: int | None
+                   ) -> Iterator[tuple[BatchEntry, memoryview]]:
+    """The verified walk of ``walk_batches`` over ``chunks``: each batch with a view of its
+    bytes, restarted from the segment's first byte on an ``IndexEntryMismatch``."""
     upper = segment.base_offset + INT32_MAX
     if next_base_offset is not None:
         upper = min(upper, next_base_offset - 1)
@@ -134,7 +180,10 @@ def walk_start(segment: LogSegment, offset: int) -> OffsetPosition:
     """Where a verified walk for ``offset`` starts: the offset-index entry *before* the one at
     or below ``offset`` (``(base offset, 0)`` when there is none). Starting one entry early
     costs about ``index.interval.bytes`` of walk, and gives the first batch a reader may want
-    a predecessor to check its base offset against."""
+    a predecessor to check its base offset against. A read from the segment's base offset (or
+    below) starts at its first byte without touching the index, which could say nothing else."""
+    if offset <= segment.base_offset:
+        return OffsetPosition(segment.base_offset, 0)
     entry = segment.offset_index.lookup(offset)
     if entry.position == 0:
         return entry
@@ -255,13 +304,14 @@ def _chunks(segment: LogSegment, start: int, end: int, chunk_bytes: int, *,
 
 def _verified(segment: LogSegment, chunks: Iterator[tuple[int, BatchScan, memoryview]],
               upper: int, target_offset: int | None,
-              first_last: int | None) -> Iterator[BatchEntry]:
-    """The checks of ``batches(verify=True)`` over the chunks of ``_chunks``; raises
+              first_last: int | None) -> Iterator[tuple[BatchEntry, memoryview]]:
+    """The checks of ``batches(verify=True)`` over the chunks of ``_chunks``, each batch with a
+    view of its bytes in its chunk; raises
     ``IndexEntryMismatch``, before yielding anything, when the first batch is not a batch,
     fails its CRC or ends above ``first_last`` (the walk then starts again from the
     segment's first byte, where a damaged index cannot mislead it)."""
     previous_last = segment.base_offset - 1
-    held: BatchEntry | None = None         # yielded once the batch after it fits behind it
+    held: tuple[BatchEntry, memoryview] | None = None   # yielded once the batch after it fits
     damaged: CorruptRecordError | None = None    # a CRC failure that may yet be skipped
     while True:
         try:
@@ -310,7 +360,7 @@ def _verified(segment: LogSegment, chunks: Iterator[tuple[int, BatchScan, memory
                 damaged = None
             if held is not None:
                 yield held
-            held, previous_last = entry, last
+            held, previous_last = (entry, view[pos:pos + size]), last
     if held is not None:
         yield held
     if damaged is not None:

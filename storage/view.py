@@ -26,6 +26,7 @@ from storage.errors import CorruptRecordError, StorageError
 from storage.log import READ_COMMITTED, READ_UNCOMMITTED
 from storage.records import RecordBatch
 from storage.segment import LogSegment, SegmentIdentity, identity_or_none
+from storage.segment_read import walk_batch_bytes
 from storage.txn_index import AbortedTxn, collect_aborted_transactions
 
 SwapFn = Callable[[int, list[SegmentIdentity]], None]
@@ -248,7 +249,9 @@ def read_partition_batches(directory: Path | str, config: LogConfig, start_offse
     makes it list the directory again and go on from the next offset it has not yet returned, so
     every batch comes whole and at most once, and offsets keep increasing.
 
-    Every batch walked is verified (CRC and offsets, ``LogSegment.batches(verify=True)``). A
+    Every batch walked is verified (CRC and offsets, ``LogSegment.batches(verify=True)``) and
+    returned as a ``VerifiedBatch`` over the very bytes checked: each batch is read from the file
+    once and its CRC computed once (a decoder's ``ensure_valid`` has nothing left to do). A
     ``CorruptRecordError`` is raised when the same batch fails twice in a row; a failure that does
     not repeat was a file swapped under the read (new bytes at old positions) and is retried.
 
@@ -284,18 +287,15 @@ def read_partition_batches(directory: Path | str, config: LogConfig, start_offse
                 # the active segment may end in an append still being written
                 active = segment is view.active_segment
                 next_base = None if active else _next_base(view, segment)
-                for entry in segment.batches(index_entry.position, verify=True,
-                                             next_base_offset=next_base, target_offset=offset,
-                                             torn_tail_ok=active,
-                                             index_entry_offset=index_entry.offset):
+                # each batch is served from the bytes its check read (read once, CRC once)
+                for entry, batch in walk_batch_bytes(segment, index_entry.position,
+                                                     next_base_offset=next_base,
+                                                     target_offset=offset, torn_tail_ok=active,
+                                                     index_entry_offset=index_entry.offset):
                     if entry.base_offset >= end_offset:
                         return
                     if entry.last_offset < offset:
                         continue
-                    data = segment.read_bytes(entry.position, entry.size)
-                    if len(data) < entry.size:
-                        raise FileNotFoundError(segment.log_path)
-                    batch = RecordBatch(data, entry.position, segment.log_path)
                     if not (aborted and aborted.skips(batch)):
                         yield batch
                     offset = entry.last_offset + 1

@@ -84,7 +84,9 @@ def decode_batch(batch: RecordBatch, start: int, end: int,
     ``wanted`` says which of keys, values and headers to build (the others are None).
 
     The batch's CRC is checked first, before any header field is trusted: a damaged batch raises
-    ``CorruptRecordError`` (naming its file and position), never altered rows."""
+    ``CorruptRecordError`` (naming its file and position), never altered rows. A batch of the
+    Spark read (``read_partition_batches``) is a ``VerifiedBatch``, checked by the walk that read
+    it, and is not checked again."""
     batch.ensure_valid()
     if batch.is_control or batch.records_count == 0 or batch.last_offset < start:
         return None

@@ -7,6 +7,7 @@ column-wise decoder builds only the columns a read asks for.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,27 @@ TS = 1_700_000_000_000
 
 def _balances(start: int, n: int) -> list[Record]:
     return [Record(b"k%d" % i, b"balance=%06d" % i, TS + i) for i in range(start, start + n)]
+
+
+def _partition(directory: Path, config: LogConfig) -> int:
+    """A partition of 40 balances in batches of 4, closed; returns its end offset."""
+    log = Log.open(directory, config, recovery_point=0, had_clean_shutdown=True)
+    for start in range(0, 40, 4):
+        log.append(_balances(start, 4))
+    log.flush()
+    end = log.log_end_offset
+    log.close()
+    return end
+
+
+def _flip_a_bit(path: Path, value: bytes, bit: int, *, batch: int) -> int:
+    """Flip ``bit`` in the digits of ``value`` in the segment file ``path``; returns the position
+    of the ``batch``-th batch of the file, the one expected to hold it."""
+    data = bytearray(path.read_bytes())
+    at = bytes(data).index(value) + len(b"balance=")
+    data[at] ^= bit
+    path.write_bytes(bytes(data))
+    return int(scan_batches(bytes(data)).positions[batch])
 
 
 @pytest.mark.parametrize("compression", [Compression.NONE, Compression.GZIP])
@@ -49,19 +71,10 @@ def test_the_spark_reader_refuses_a_damaged_segment_naming_the_file(tmp_path: Pa
     naming the file and the batch's position; reads from after the damaged batch still work."""
     directory = tmp_path / "t-0"
     config = LogConfig(segment_bytes=600)
-    log = Log.open(directory, config, recovery_point=0, had_clean_shutdown=True)
-    for start in range(0, 40, 4):
-        log.append(_balances(start, 4))
-    log.flush()
-    end = log.log_end_offset
-    assert log.number_of_segments > 1
-    log.close()
+    end = _partition(directory, config)
+    assert len(list(directory.glob("*.log"))) > 1
     path = directory / "00000000000000000000.log"
-    data = bytearray(path.read_bytes())
-    at = bytes(data).index(b"balance=000007") + len(b"balance=")
-    data[at] ^= 0x08
-    path.write_bytes(bytes(data))
-    damaged_position = int(scan_batches(bytes(data)).positions[1])
+    damaged_position = _flip_a_bit(path, b"balance=000007", 0x08, batch=1)
 
     rows: list[bytes] = []
     with pytest.raises(CorruptRecordError) as caught:
@@ -99,3 +112,66 @@ def test_only_the_columns_asked_for_are_built_in_the_order_asked() -> None:
                                                                             headers=False))
     assert piece is not None and piece.keys is None and piece.headers is None
     assert piece.values.to_pylist() == [b"v%d" % i for i in range(5)]
+
+
+def test_the_spark_read_reads_each_batch_once_and_checks_its_crc_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``read_partition_batches`` + ``arrow_batches`` (the Spark read) read each segment file's
+    bytes once and compute one CRC per batch: the walk's check, whose bytes are the ones
+    decoded (before, the batch was read again and its CRC checked again by the decoder)."""
+    import crc32c
+
+    directory = tmp_path / "t-0"
+    config = LogConfig(segment_bytes=600)
+    end = _partition(directory, config)
+    logs = sorted(directory.glob("*.log"))
+    assert len(logs) > 1
+    log_bytes = sum(p.stat().st_size for p in logs)
+    batches = sum(len(scan_batches(p.read_bytes()).positions) for p in logs)
+
+    crc_calls = [0]
+    read_bytes = [0]
+    crc, pread = crc32c.crc32c, os.pread
+
+    def counting_crc(data: object) -> int:
+        crc_calls[0] += 1
+        return crc(data)
+
+    def counting_pread(fd: int, n: int, at: int) -> bytes:
+        data = pread(fd, n, at)
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".log"):
+            read_bytes[0] += len(data)
+        return data
+
+    monkeypatch.setattr(crc32c, "crc32c", counting_crc)
+    monkeypatch.setattr(os, "pread", counting_pread)
+    rows = [v for batch in arrow_batches(read_partition_batches(directory, config, 0, end),
+                                         "t", 0, 0, end)
+            for v in batch.column("value").to_pylist()]
+    assert rows == [b"balance=%06d" % i for i in range(end)]
+    assert crc_calls[0] == batches
+    assert read_bytes[0] == log_bytes
+
+
+def test_a_damaged_batch_in_the_active_segment_is_refused_by_the_single_check(
+        tmp_path: Path) -> None:
+    """With the CRC checked once, by the walk, a flipped bit in the active segment (the walk
+    there tolerates a torn tail, not a damaged batch) still ends the Spark read with
+    ``CorruptRecordError`` naming the file and the batch's position, after only the rows of
+    the intact batches before it."""
+    directory = tmp_path / "t-0"
+    config = LogConfig()
+    end = _partition(directory, config)
+    path = directory / "00000000000000000000.log"
+    damaged_position = _flip_a_bit(path, b"balance=000021", 0x04, batch=5)
+
+    rows: list[bytes] = []
+    with pytest.raises(CorruptRecordError) as caught:
+        for batch in arrow_batches(read_partition_batches(directory, config, 0, end), "t", 0,
+                                   0, end, rows_per_batch=1):
+            rows.extend(batch.column("value").to_pylist())
+    assert rows == [b"balance=%06d" % i for i in range(20)]
+    assert caught.value.path == str(path) and caught.value.position == damaged_position
+    assert caught.value.base_offset == 20
+    assert str(caught.value).startswith(f"{path}: record batch at position {damaged_position}: "
+                                        f"CRC mismatch")
