@@ -30,6 +30,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ops.tools.output import WIDE
+
 ACCOUNTS = "accounts"
 EVENTS = "events"
 PARTITIONS = 6
@@ -41,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keys", type=int, default=40_000)
     parser.add_argument("--data", default="data/demo", help="where the three directories go")
     args = parser.parse_args(argv)
-    console = Console(width=max(Console().width, 120))
+    # on a terminal at least 120 columns; into a pipe or a file wide enough that no cell is cut
+    console = Console(width=max(Console().width, 120) if Console().is_terminal else WIDE)
     started = time.monotonic()
     root = Path(args.data).resolve()
     shutil.rmtree(root, ignore_errors=True)
