@@ -251,6 +251,19 @@ class Cluster:
                                      encode_batches(records, limit)), flush=flush,
                                     batch_bytes=batch_bytes)
 
+    def produce_records(self, items: Iterable[tuple[str, int, Iterable[Record]]], *,
+                        flush: bool = False,
+                        batch_bytes: int = DEFAULT_BATCH_BYTES) -> ProduceResult:
+        """Append records to many partitions, ``(topic, partition, records)`` each, encoded by
+        the node that holds the partition (batches of at most ``batch_bytes``, within the topic's
+        ``segment.bytes`` and ``max.message.bytes``), one call per directory. For a small
+        produce by a process that should not load the encoder, such as ``strata produce``
+        (``produce`` encodes here, which pays off for large inputs). Order is kept per
+        partition; a partition that moved meanwhile gets its batches where it lives now. The
+        first error raises (other directories' records may be stored)."""
+        return data_path.produce_records(self._routing, self._nodes, items, flush=flush,
+                                         batch_bytes=batch_bytes)
+
     def batch_limit(self, topic: str) -> int:
         """The largest batch ``topic`` accepts: ``min(segment.bytes, max.message.bytes)`` of its
         effective config (cached per client)."""

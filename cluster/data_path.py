@@ -21,7 +21,7 @@ from cluster.errors import UnknownTopicError
 from cluster.handles import Handle, RayPending
 from cluster.routing import MOVED_RETRY_S, Routes
 from storage import files
-from storage.batch_layout import HEADER_SIZE
+from storage.batching import encode_batches
 from storage.config import LogConfig
 from storage.errors import StorageError
 from storage.record_format import Record
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 DEFAULT_BATCH_BYTES = 1 << 20
 DEFAULT_WINDOW = 4
-_BATCH_OVERHEAD = HEADER_SIZE    # the v2 batch header (storage.batch_layout)
 
 Item = tuple[str, int, bytes]    # (topic, partition, one encoded batch)
 
@@ -106,6 +105,43 @@ def produce_batches(routes: Routes, nodes: Mapping[str, Handle], items: Iterable
                 except BaseException:   # noqa: BLE001 - the first error is the one raised
                     pass
         raise
+    return _produced(infos, calls)
+
+
+def produce_records(routes: Routes, nodes: Mapping[str, Handle],
+                    items: Iterable[tuple[str, int, list[Record]]], *, flush: bool,
+                    batch_bytes: int) -> ProduceResult:
+    """``Cluster.produce_records`` (its docstring states the contract): one call per directory,
+    all in flight at once; the batches a node refused because their partition moved are sent
+    again, already encoded, where it lives now (``_resend_moved``)."""
+    by_dir: dict[str, list[tuple[str, int, list[Record]]]] = {}
+    for topic, partition, records in items:
+        by_dir.setdefault(routes.partition_dir(topic, partition), []).append(
+            (topic, partition, list(records)))
+    pending = [nodes[log_dir].submit("append_records_or_moved", batch, flush, batch_bytes)
+               for log_dir, batch in by_dir.items()]
+    infos: list[LogAppendInfo] = []
+    moved: list[tuple[Item, StorageError]] = []
+    errors: list[BaseException] = []
+    for call in pending:         # settle every call before raising the first error
+        try:
+            appended, refused = call.result()
+        except BaseException as err:   # noqa: BLE001 - raised below, after the others settle
+            errors.append(err)
+            continue
+        infos.extend(appended)
+        moved.extend(refused)
+    if errors:
+        raise errors[0]
+    calls = len(pending)
+    if moved:
+        resent, more = _resend_moved(routes, nodes, moved, flush=flush)
+        infos.extend(resent)
+        calls += more
+    return _produced(infos, calls)
+
+
+def _produced(infos: list[LogAppendInfo], calls: int) -> ProduceResult:
     if not infos:
         return ProduceResult(-1, -1, 0, 0, 0)
     return ProduceResult(min(i.first_offset for i in infos),
@@ -168,34 +204,6 @@ def consume(routes: Routes, topic: str, partition: int, from_offset: int,
             progressed = True
         if not progressed:
             max_bytes *= 2
-
-
-def encode_batches(records: Iterable[Record | bytes], batch_bytes: int, *,
-                   build: Callable[[list[Record]], bytes] | None = None) -> Iterator[bytes]:
-    """Encoded v2 batches of at most about ``batch_bytes`` (a batch closes before a record that
-    would take it past the limit; a single larger record makes a batch of its own, which the log
-    refuses with a clear error); pre-encoded batches pass through. ``build`` encodes one batch
-    (a transactional producer stamps its id and sequences there; default ``build_batch``)."""
-    from storage.record_builder import build_batch, max_record_size
-
-    build = build or build_batch
-    pending: list[Record] = []
-    size = _BATCH_OVERHEAD
-    for item in records:
-        if isinstance(item, (bytes, bytearray, memoryview)):
-            if pending:
-                yield build(pending)
-                pending, size = [], _BATCH_OVERHEAD
-            yield bytes(item)
-            continue
-        record_size = max_record_size(item)
-        if pending and size + record_size > batch_bytes:
-            yield build(pending)
-            pending, size = [], _BATCH_OVERHEAD
-        pending.append(item)
-        size += record_size
-    if pending:
-        yield build(pending)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """Kafka's default partitioner: ``(murmur2(key) & 0x7fffffff) % partitions`` for keyed records,
 as the Java client computes it, so a key lands on the same partition whoever produced it.
 
-The hash runs in a numba kernel over all keys of a batch at once (keys concatenated in one buffer
-with start/length arrays); never Python's salted ``hash()``.
+The hash is ``cluster.murmur.murmur2_hash``, compiled here into a numba kernel that runs over all
+keys of a batch at once (keys concatenated in one buffer with start/length arrays); never Python's
+salted ``hash()``.
 """
 
 from __future__ import annotations
@@ -12,38 +13,11 @@ from typing import Sequence
 import numba
 import numpy as np
 
-_SEED = np.uint32(0x9747B28C)
-_M = np.uint32(0x5BD1E995)
-_MASK = 0xFFFFFFFF
+from cluster.murmur import murmur2_hash
 
 
-@numba.njit(cache=True, nogil=True)
-def _murmur2(buf, start, length):
-    m = np.uint32(0x5BD1E995)
-    h = np.uint32(0x9747B28C) ^ np.uint32(length)
-    quads = length // 4
-    for i in range(quads):
-        p = start + i * 4
-        k = (np.uint32(buf[p]) | (np.uint32(buf[p + 1]) << np.uint32(8))
-             | (np.uint32(buf[p + 2]) << np.uint32(16)) | (np.uint32(buf[p + 3]) << np.uint32(24)))
-        k = np.uint32(k * m)
-        k ^= k >> np.uint32(24)
-        k = np.uint32(k * m)
-        h = np.uint32(h * m)
-        h ^= k
-    tail = start + quads * 4
-    rest = length % 4
-    if rest == 3:
-        h ^= np.uint32(buf[tail + 2]) << np.uint32(16)
-    if rest >= 2:
-        h ^= np.uint32(buf[tail + 1]) << np.uint32(8)
-    if rest >= 1:
-        h ^= np.uint32(buf[tail])
-        h = np.uint32(h * m)
-    h ^= h >> np.uint32(13)
-    h = np.uint32(h * m)
-    h ^= h >> np.uint32(15)
-    return h
+# the one definition of the hash (cluster.murmur), compiled
+_murmur2 = numba.njit(cache=True, nogil=True)(murmur2_hash)
 
 
 @numba.njit(cache=True, nogil=True)

@@ -1,7 +1,9 @@
 """A node's append RPCs as plain functions over its ``LogDir``: one partition's batches, several
-partitions' batches in one call, and the variant for a client that follows moves. This module owns
-the rule that an append (or read) racing a move of its partition away fails with
-``PartitionMovedError`` (``served``), and reporting each append to the ``NodeObserver``.
+partitions' batches in one call, the variant for a client that follows moves, and records the
+node encodes itself (``append_records_or_moved``, for a client that should not load the
+encoder). This module owns the rule that an append (or read) racing a move of its partition away
+fails with ``PartitionMovedError`` (``served``), and reporting each append to the
+``NodeObserver``.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from typing import Callable
 from node.errors import PartitionMovedError, UnknownPartitionError
 from node.logdir import LogDir
 from node.seams import NodeObserver
+from storage.batching import encode_batches
 from storage.errors import StorageError
 from storage.log import Log, LogAppendInfo
+from storage.record_format import Record
 
 Batches = Iterable[tuple[str, int, bytes]]
 
@@ -94,6 +98,31 @@ def append_batches_or_moved(d: LogDir, items: Batches, flush: bool,
     return results
 
 
+def append_records_or_moved(d: LogDir, items: Iterable[tuple[str, int, list[Record]]],
+                            flush: bool, batch_bytes: int, observer: NodeObserver | None,
+                            moving_in: Callable[[str, int], bool],
+                            ) -> tuple[list[LogAppendInfo], list[tuple[tuple[str, int, bytes],
+                                                                     StorageError]]]:
+    """``LogDirServer.append_records_or_moved``: each partition's records encoded here into
+    batches of at most ``min(batch_bytes, segment.bytes, max.message.bytes)`` of its log, then
+    ``append_batches_or_moved``. Returns the appends, and each batch not appended with the
+    error that refused it (its partition moved or is not here), for the client to send again
+    where the partition lives now."""
+    batches: list[tuple[str, int, bytes]] = []
+    for topic, partition, records in items:
+        limit = batch_bytes
+        try:
+            config = d.log(topic, partition).config
+            limit = min(batch_bytes, config.segment_bytes, config.max_message_bytes)
+        except StorageError:
+            pass    # refused or raised below, as append_batches_or_moved does
+        batches.extend((topic, partition, data) for data in encode_batches(records, limit))
+    results = append_batches_or_moved(d, batches, flush, observer, moving_in)
+    infos = [r for r in results if not isinstance(r, StorageError)]
+    refused = [(item, r) for item, r in zip(batches, results) if isinstance(r, StorageError)]
+    return infos, refused
+
+
 def _moving_in_error(path: Path, topic: str, partition: int) -> PartitionMovedError:
     return PartitionMovedError(
         f"partition {topic}-{partition} is moving into {path} and is "
@@ -105,4 +134,5 @@ def _flush(targets: Iterable[Log]) -> None:
         target.flush()
 
 
-__all__ = ["append_batch", "append_batches", "append_batches_or_moved", "served"]
+__all__ = ["append_batch", "append_batches", "append_batches_or_moved",
+           "append_records_or_moved", "served"]

@@ -330,6 +330,19 @@ class LogDirServer:
         return appends.append_batches_or_moved(self._dir, items, flush, self._observer,
                                                self._mover.moving_in)
 
+    def append_records_or_moved(self, items: Iterable[tuple[str, int, list[Record]]],
+                                flush: bool = False, batch_bytes: int = 1 << 20,
+                                ) -> tuple[list[LogAppendInfo],
+                                           list[tuple[tuple[str, int, bytes], StorageError]]]:
+        """Records of several partitions encoded here (``encode_batches``, batches of at most
+        ``batch_bytes`` and the log's ``segment.bytes``/``max.message.bytes``) and appended as
+        ``append_batches_or_moved`` appends them: for a client that should not load the encoder
+        (``Cluster.produce_records``). Returns the appends, and the batches not appended, each
+        with the error that refused it (moved, or not here yet), to be sent where the partition
+        lives now."""
+        return appends.append_records_or_moved(self._dir, items, flush, batch_bytes,
+                                               self._observer, self._mover.moving_in)
+
     def move_source(self, topic: str, partition: int) -> SourceSnapshot:
         """The source end of a move: where the partition's files are, how far they reach, and
         the topic's overrides (the target keeps them too, so the log moves with its config)."""

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import crc32c
 
 from storage.batch_layout import CRC_OFFSET, MAX_TIMESTAMP_OFFSET, SIZE_OFFSET
+from storage.append_info import LogAppendInfo
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 from storage.log_producers import complete_txn
@@ -59,21 +60,6 @@ _MAX_TIMESTAMP = struct.Struct(">q")
 _ATTRIBUTES = struct.Struct(">h")
 _CRC = struct.Struct(">I")
 _LOG_APPEND_TIME_FLAG = 0x08
-
-
-class LogAppendInfo(NamedTuple):
-    """What one append did (a NamedTuple: one is built per append, cheaper than a dataclass)."""
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    records_count: int
-    batches: int
-    valid_bytes: int
-    log_append_time: int
-    log_start_offset: int
-    duplicate: bool = False   # every batch was a retry of batches already appended
 
 
 class AssignedAppend(NamedTuple):

@@ -7,7 +7,9 @@ One row per actor (``role`` coordinator, log_dir, cleaner) and per partition (ro
 ``actor`` = its node actor). Columns that do not apply to a role are null. Process columns (RSS,
 USS, CPU over 0.2 s, threads) are measured inside each actor's process by psutil at that moment;
 cleaner throughput and buffer utilization are those of the worker's last clean; ``uncleanable``
-marks partitions the coordinator gave up on, ``online`` a log directory that has not failed.
+marks partitions the coordinator gave up on, ``internal`` the partitions of an internal topic
+(``__strata_transactions``, as ``strata topic list`` marks it), ``online`` a log directory that
+has not failed.
 Options: ``address`` and ``namespace`` only; any other is refused naming it, through the table of
 ``cluster.spark.options`` (``KNOWN_OPTIONS``, operation ``STATS_READ``).
 """
@@ -34,6 +36,7 @@ STATS_COLUMNS: tuple[tuple[str, str, pa.DataType], ...] = (
     ("directory", "STRING", pa.string()),
     ("topic", "STRING", pa.string()),
     ("partition", "INT", pa.int32()),
+    ("internal", "BOOLEAN", pa.bool_()),
     ("online", "BOOLEAN", pa.bool_()),
     ("offline_reason", "STRING", pa.string()),
     ("uncleanable", "BOOLEAN", pa.bool_()),
@@ -93,7 +96,7 @@ def collect(cluster: Cluster, cpu_interval_s: float = CPU_INTERVAL_S) -> list[di
             rows.append({
                 "role": "partition", "actor": names.get(row["log_dir"]),
                 "directory": row["log_dir"], "topic": row["topic"],
-                "partition": row["partition"], "online": True,
+                "partition": row["partition"], "internal": row["internal"], "online": True,
                 "uncleanable": (row["topic"], row["partition"]) in uncleanable,
                 **{k: row[k] for k in ("cleanup_policy", "segments", "size_bytes",
                                        "log_start_offset", "log_end_offset",

@@ -60,6 +60,7 @@ def connect(args: argparse.Namespace) -> Cluster:
     _driver_started = _driver_started or not ray.is_initialized()
     if _driver_started:
         _lean_serialization()
+        ray_messages_to_stderr()
     try:
         return Cluster.connect(args.address or "auto", namespace=args.namespace)
     except ClusterNotRunningError as err:
@@ -77,6 +78,27 @@ def _lean_serialization() -> None:
     except ImportError:       # a Ray without the hook: nothing to skip, the command still works
         return
     serialization_addons.apply = lambda context: None
+
+
+def ray_messages_to_stderr() -> None:
+    """Send what Ray prints in this command's own driver to stderr, so that stdout holds the
+    command's output alone (a ``--json`` document, consumed records). Ray's driver prints the
+    errors the cluster publishes, e.g. "(raylet) Task ... will be retried", to stdout through
+    ``ray._private.worker.print_to_stdstream``, even with ``log_to_driver=False``. A Ray without
+    that function: nothing to redirect, the command still works."""
+    try:
+        from ray._private import worker
+    except ImportError:
+        return
+    original = getattr(worker, "print_to_stdstream", None)
+    if original is None or getattr(original, "strata_to_stderr", False):
+        return
+
+    def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
+        original({**data, "is_err": True}, ignore_prefix)
+
+    to_stderr.strata_to_stderr = True  # type: ignore[attr-defined]
+    worker.print_to_stdstream = to_stderr
 
 
 def defer_imports(names: tuple[str, ...]) -> None:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ops.cli import parse_config, write
+from ops.cli import parse_config, ray_messages_to_stderr, write
 from ops.cli.lifecycle import bytes_text, dir_summary, end_driver
 from ops.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
 
@@ -294,6 +294,7 @@ def _deploy(args: argparse.Namespace, dirs: list[str], properties: dict[str, Any
             address: str, head_started: bool) -> Any:
     from cluster.client import Cluster
 
+    ray_messages_to_stderr()
     with load_progress_bar(enabled=not args.json) as on_progress:
         return Cluster.start(log_dirs=dirs, config=properties, address=address,
                              namespace=args.namespace, timeout_s=args.timeout,

@@ -5,8 +5,11 @@ A line is ``key<TAB>value`` (``--separator`` changes the tab) or, with ``--value
 go to ``--partition`` or, like Kafka's default partitioner, to ``murmur2(key) % partitions``;
 keyless records go to one partition per chunk of input, round robin (Kafka's sticky partitioner,
 roughly). Lines are read in chunks of about ``--batch-bytes``, encoded here into v2 batches and
-sent in pipelined calls (``Cluster.produce_batches``). Exit 1 when the cluster refuses a batch
-(earlier chunks stay stored).
+sent in pipelined calls (``Cluster.produce_batches``). A chunk under ``NODE_ENCODES_BELOW`` bytes
+(a small input, or the tail of a large one) is routed with the interpreted murmur2 and sent as
+records for the nodes to encode (``Cluster.produce_records``), so a small produce does not load
+numba and the encoder, which cost more than the whole command otherwise. Exit 1 when the cluster
+refuses a batch (earlier chunks stay stored).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from ops.cli import add_common_args, connect, disconnect, partition_number, writ
 from ops.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
 
 DEFAULT_BATCH_BYTES = 1 << 20
+NODE_ENCODES_BELOW = 64 << 10    # bytes of input lines in a chunk
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -67,10 +71,11 @@ def run(args: argparse.Namespace) -> int:
                              f"not {args.partition}")
         sep = args.separator.encode()
         null = None if args.null_marker is None else args.null_marker.encode()
-        for index, chunk in enumerate(_chunks(source, args.batch_bytes)):
+        for index, (chunk, size) in enumerate(_chunks(source, args.batch_bytes)):
             records = _parse(chunk, sep, null, args.value_only)
-            by_partition = _route(records, args.partition, count, index)
-            _send(cluster, args.topic, by_partition, args, totals)
+            small = size < NODE_ENCODES_BELOW
+            by_partition = _route(records, args.partition, count, index, compiled=not small)
+            _send(cluster, args.topic, by_partition, args, totals, node_encodes=small)
     except StorageError as err:
         print(f"strata produce: {type(err).__name__}: {err}", file=sys.stderr)
         if args.json:
@@ -95,8 +100,9 @@ def _partition_count(cluster: Any, topic: str) -> int:
     raise UsageError(f"the cluster has no topic {topic} (create it with `strata topic create`)")
 
 
-def _chunks(source: IO[bytes], size: int) -> Iterator[list[tuple[int, bytes]]]:
-    """(line number, line without its newline) in chunks of about ``size`` bytes."""
+def _chunks(source: IO[bytes], size: int) -> Iterator[tuple[list[tuple[int, bytes]], int]]:
+    """Chunks of about ``size`` bytes of (line number, line without its newline), each with
+    the bytes of its lines."""
     chunk: list[tuple[int, bytes]] = []
     held = 0
     for number, line in enumerate(source, 1):
@@ -104,15 +110,15 @@ def _chunks(source: IO[bytes], size: int) -> Iterator[list[tuple[int, bytes]]]:
         chunk.append((number, line))
         held += len(line)
         if held >= size:
-            yield chunk
+            yield chunk, held
             chunk, held = [], 0
     if chunk:
-        yield chunk
+        yield chunk, held
 
 
 def _parse(chunk: list[tuple[int, bytes]], sep: bytes, null: bytes | None,
            value_only: bool) -> list[Any]:
-    from storage.records import Record
+    from storage.record_format import Record
 
     now = int(time.time() * 1000)
     records = []
@@ -129,16 +135,21 @@ def _parse(chunk: list[tuple[int, bytes]], sep: bytes, null: bytes | None,
     return records
 
 
-def _route(records: list[Any], partition: int | None, count: int,
-           chunk_index: int) -> dict[int, list[Any]]:
+def _route(records: list[Any], partition: int | None, count: int, chunk_index: int, *,
+           compiled: bool) -> dict[int, list[Any]]:
+    """Records by partition; keys hashed by the numba kernel when ``compiled``, else by the
+    same function interpreted (a few keys: no numba to load)."""
     if partition is not None:
         return {partition: records}
     keyed = [r for r in records if r.key is not None]
     out: dict[int, list[Any]] = {}
     if keyed:
-        from cluster.partitioner import partitions_for_keys
+        if compiled:
+            from cluster.partitioner import partitions_for_keys as hash_keys
+        else:
+            from cluster.murmur import partitions_of as hash_keys
 
-        for record, p in zip(keyed, partitions_for_keys([r.key for r in keyed], count)):
+        for record, p in zip(keyed, hash_keys([r.key for r in keyed], count)):
             out.setdefault(int(p), []).append(record)
     keyless = [r for r in records if r.key is None]
     if keyless:
@@ -147,13 +158,18 @@ def _route(records: list[Any], partition: int | None, count: int,
 
 
 def _send(cluster: Any, topic: str, by_partition: dict[int, list[Any]],
-          args: argparse.Namespace, totals: dict[str, Any]) -> None:
-    from cluster.data_path import encode_batches
+          args: argparse.Namespace, totals: dict[str, Any], *, node_encodes: bool) -> None:
+    if node_encodes:
+        result = cluster.produce_records(
+            [(topic, p, records) for p, records in sorted(by_partition.items())],
+            flush=args.flush, batch_bytes=args.batch_bytes)
+    else:
+        from cluster.data_path import encode_batches
 
-    limit = min(args.batch_bytes, cluster.batch_limit(topic))
-    items = [(topic, p, batch) for p, records in sorted(by_partition.items())
-             for batch in encode_batches(records, limit)]
-    result = cluster.produce_batches(items, flush=args.flush, batch_bytes=args.batch_bytes)
+        limit = min(args.batch_bytes, cluster.batch_limit(topic))
+        items = [(topic, p, batch) for p, records in sorted(by_partition.items())
+                 for batch in encode_batches(records, limit)]
+        result = cluster.produce_batches(items, flush=args.flush, batch_bytes=args.batch_bytes)
     totals["records"] += result.records
     totals["batches"] += result.batches
     totals["calls"] += result.calls

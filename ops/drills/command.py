@@ -56,11 +56,13 @@ def run(args: argparse.Namespace) -> int:
     import json
     import logging
 
+    from ops.cli import ray_messages_to_stderr
     from ops.tools import UsageError
     from ops.drills import DRILLS, DrillOptions, run_drill
     from ops.drills.report import print_report, summary_table, write_report
 
     logging.basicConfig(level=logging.WARNING)
+    ray_messages_to_stderr()      # stdout holds the reports alone
     names = list(DRILLS) if args.name == "all" else [args.name]
     if args.warmup_records <= 0 or args.after_records <= 0 or args.producers <= 0:
         raise UsageError("--warmup-records, --after-records and --producers must be positive")

@@ -100,7 +100,9 @@ def test_startup_imports_neither_ray_nor_numba() -> None:
 CLIENT_SIDE = ("ops.cli.main", "ops.cli.lifecycle", "ops.cli.topics", "ops.cli.consume",
                "ops.cli.produce", "ops.tools.output", "cluster.client", "cluster.actors",
                "cluster.status", "cluster.metadata", "cluster.errors", "node.stats",
-               "node.errors", "storage.record_format", "storage.errors")
+               "node.errors", "storage.record_format", "storage.errors",
+               # a small produce: routed by the interpreted hash, encoded by the node
+               "cluster.murmur", "cluster.data_path", "storage.batching", "storage.append_info")
 HEAVY = ("numba", "numpy", "cleaner.cleaner", "cleaner.kernels", "storage.log", "storage.records",
          "node.server", "node.logdir", "cluster.coordinator", "cluster.actor_bodies", "pyspark",
          "rich")
@@ -136,6 +138,24 @@ def test_a_deferred_module_loads_on_first_use_and_not_on_import() -> None:
     result = run_module("-c", probe)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["[]", "{'a':", "1}", "200", "module"]
+
+
+def test_what_rays_driver_prints_goes_to_stderr_and_stdout_holds_the_commands_output() -> None:
+    """A command's Ray driver prints the errors the cluster publishes ("(raylet) Task ... will
+    be retried") through Ray's ``print_to_stdstream``, to stdout; after
+    ``ray_messages_to_stderr`` (run where the CLI starts a driver) they go to stderr, so a
+    ``--json`` document or consumed records are all that stdout holds."""
+    probe = ("from ops.cli import ray_messages_to_stderr\n"
+             "from ray._private import worker\n"
+             "ray_messages_to_stderr()\n"
+             "ray_messages_to_stderr()\n"
+             "worker.print_to_stdstream({'lines': ['Task x will be retried'], 'pid': 'raylet',\n"
+             "                           'is_err': False}, ignore_prefix=False)\n"
+             "print('{\"ours\": 1}')\n")
+    result = run_module("-c", probe)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == '{"ours": 1}\n'
+    assert result.stderr.count("Task x will be retried") == 1
 
 
 def test_the_console_script_runs_when_installed() -> None:

@@ -20,6 +20,7 @@ from typing import Iterator
 
 import psutil
 import pytest
+from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
 from cluster.head import HeadProcess
 from tests.cluster.test_cli import HEAVY
@@ -129,19 +130,33 @@ def test_the_cluster_commands_end_to_end(strata: Strata, tmp_path: Path) -> None
     # issue 15: the common commands load no decoder, cleaner or directory code, whatever the
     # cluster answers (python -X importtime lists every module a process imports)
     for command in (["cluster", "status"], ["topic", "describe", "t"],
-                    ["consume", "t", "--partition=0", "--max=3"]):
-        result = strata(*command, env_extra={"PYTHONPROFILEIMPORTTIME": "1"})
+                    ["consume", "t", "--partition=0", "--max=3"], ["produce", "t"]):
+        result = strata(*command, env_extra={"PYTHONPROFILEIMPORTTIME": "1"},
+                        stdin="small\tinput\n" if command[0] == "produce" else None)
         loaded = {line.rpartition("|")[2].strip() for line in result.stderr.splitlines()
                   if line.startswith("import time:")}
         assert loaded & set(HEAVY) == set(), (command, sorted(loaded & set(HEAVY)))
         assert "cluster.client" in loaded and "ray" in loaded
+    # a large produce: chunks of 64 KiB hashed by the kernel and encoded here, then a small
+    # tail hashed by the interpreted murmur2 and encoded by the nodes; every key lands where
+    # Kafka's default partitioner puts it, in order
+    strata("topic", "create", "keys", "--partitions=3")
+    lines = "".join(f"key{i}\t{'v' * 40}{i}\n" for i in range(3000))
+    produced = strata.json("produce", "keys", "--batch-bytes=65536", stdin=lines)
+    assert produced["records"] == 3000 and produced["calls"] >= 3
+    for p in range(3):
+        got = [json.loads(line) for line in
+               strata("consume", "keys", f"--partition={p}", "--json").stdout.splitlines()]
+        expected = [f"key{i}" for i in range(3000)
+                    if (kafka_python_murmur2(f"key{i}".encode()) & 0x7FFFFFFF) % 3 == p]
+        assert [r["key"] for r in got] == expected, p
     described = strata.json("log-dirs", "describe")
     assert described["version"] == 1 and len(described["brokers"]) == 1
     dirs = {d["logDir"]: d for d in described["brokers"][0]["logDirs"]}
     assert set(dirs) == {str(a), str(b)} and all(d["error"] is None for d in dirs.values())
     assert all(d["totalBytes"] >= d["usableBytes"] > 0 for d in dirs.values())
     parts = {p["partition"]: p for d in dirs.values() for p in d["partitions"]}
-    assert set(parts) == {"t-0", "t-1"}
+    assert set(parts) == {"t-0", "t-1", "keys-0", "keys-1", "keys-2"}
     assert parts["t-0"]["offsetLag"] == 0 and parts["t-0"]["isFuture"] is False
     assert parts["t-0"]["size"] > 400 * 5 and parts["t-0"]["dirtyRatio"] == 0.0   # not compacted
     status = strata.json("cleaner", "status")

@@ -13,7 +13,8 @@ from ops.cli import jsonable, parse_config, topic_partition
 from ops.cli.consume import _record_json, _record_text
 from ops.cli.log_dirs import STORAGE_ERROR, describe
 from ops.cli.produce import _chunks, _parse, _route
-from cluster.partitioner import partitions_for_keys
+from kafka.partitioner.default import murmur2 as kafka_python_murmur2
+
 from cluster.status import WorkerSlot
 from ops.tools import UsageError
 from storage.files import TopicPartition
@@ -72,10 +73,12 @@ def test_log_dirs_describe_shows_the_last_stable_offset_only_where_it_lags() -> 
 
 
 def test_produce_parses_key_tab_value_lines_and_refuses_a_line_without_separator() -> None:
-    lines = list(_chunks(io.BytesIO(b"k1\tv1\nk2\tNULL\r\n\tempty key\nlast\tno newline"),
-                         1 << 20))
-    assert len(lines) == 1 and lines[0][-1] == (4, b"last\tno newline")
-    records = _parse(lines[0], b"\t", b"NULL", value_only=False)
+    chunks = list(_chunks(io.BytesIO(b"k1\tv1\nk2\tNULL\r\n\tempty key\nlast\tno newline"),
+                          1 << 20))
+    assert len(chunks) == 1
+    lines, size = chunks[0]
+    assert lines[-1] == (4, b"last\tno newline") and size == sum(len(line) for _, line in lines)
+    records = _parse(lines, b"\t", b"NULL", value_only=False)
     assert [(r.key, r.value) for r in records] == [
         (b"k1", b"v1"), (b"k2", None), (b"", b"empty key"), (b"last", b"no newline")]
     assert [r.key for r in _parse([(1, b"a\tb")], b"\t", None, value_only=True)] == [None]
@@ -85,19 +88,24 @@ def test_produce_parses_key_tab_value_lines_and_refuses_a_line_without_separator
 
 def test_produce_reads_in_chunks_of_about_the_batch_size() -> None:
     chunks = list(_chunks(io.BytesIO(b"".join(b"k\t%04d\n" % i for i in range(100))), 60))
-    assert sum(len(c) for c in chunks) == 100 and len(chunks) == 10
-    assert [n for c in chunks for n, _ in c] == list(range(1, 101))
+    assert sum(len(c) for c, _ in chunks) == 100 and len(chunks) == 10
+    assert [n for c, _ in chunks for n, _ in c] == list(range(1, 101))
+    assert [size for _, size in chunks] == [60] * 10       # 10 lines of 6 bytes each
 
 
-def test_produce_routes_keys_as_kafkas_default_partitioner_and_keyless_round_robin() -> None:
+@pytest.mark.parametrize("compiled", [True, False], ids=["kernel", "interpreted"])
+def test_produce_routes_keys_as_kafkas_default_partitioner_and_keyless_round_robin(
+        compiled: bool) -> None:
+    """Both routes (the numba kernel for large chunks, the interpreted hash for small ones)
+    put every key where Kafka's default partitioner does."""
     keyed = [Record(key=b"key%d" % i, value=b"v") for i in range(50)]
-    routed = _route(keyed, None, 4, chunk_index=0)
-    expected = partitions_for_keys([r.key for r in keyed], 4)
+    routed = _route(keyed, None, 4, chunk_index=0, compiled=compiled)
+    expected = [(kafka_python_murmur2(r.key) & 0x7FFFFFFF) % 4 for r in keyed]
     assert {p: [r.key for r in rs] for p, rs in routed.items()} == {
-        p: [r.key for r, e in zip(keyed, expected) if e == p] for p in set(int(e) for e in expected)}
+        p: [r.key for r, e in zip(keyed, expected) if e == p] for p in set(expected)}
     keyless = [Record(key=None, value=b"v")] * 3
-    assert list(_route(keyless, None, 4, chunk_index=5)) == [1]
-    assert list(_route(keyed, 2, 4, chunk_index=0)) == [2]
+    assert list(_route(keyless, None, 4, chunk_index=5, compiled=compiled)) == [1]
+    assert list(_route(keyed, 2, 4, chunk_index=0, compiled=compiled)) == [2]
 
 
 def test_consume_prints_the_produce_format_and_json_lines() -> None:

@@ -58,3 +58,39 @@ def test_node_imports_neither_ray_nor_pyspark() -> None:
             "bad = [m for m in ('ray', 'pyspark') if m in sys.modules]\n"
             "assert not bad, bad\n")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_records_the_node_encodes_are_stored_in_batches_within_the_logs_limits(
+        tmp_path: Path) -> None:
+    """``append_records_or_moved`` (what a small ``strata produce`` sends): the node encodes
+    each partition's records into batches of at most its log's ``segment.bytes`` and
+    ``max.message.bytes``, stores them in order, and hands back, encoded, the batches of a
+    partition it does not hold with the error that refused them."""
+    from storage.records import RecordBatch, iter_batches
+
+    server = LogDirServer(tmp_path / "logs", start_tasks=False)
+    server.create_partition("t", 0, {"segment.bytes": "2048"})
+    server.create_partition("t", 1)
+    small = [Record(key=b"k%d" % i, value=b"v" * 200, timestamp=i) for i in range(30)]
+    other = [Record(key=None, value=b"x", timestamp=7, headers=(("h", b"1"),))]
+    missing = [Record(key=b"m", value=b"gone", timestamp=9)]
+    infos, refused = pickle.loads(pickle.dumps(server.append_records_or_moved(
+        [("t", 0, small), ("t", 1, other), ("t", 9, missing)], False, 1 << 20)))
+    assert sum(i.records_count for i in infos) == 31
+    log0 = server.log_dir.log("t", 0)
+    stored = [r for b in server.read_raw("t", 0, 0, 1 << 20).batches() for r in b.records()]
+    while len(stored) < len(small):          # read_raw returns one segment's batches at a time
+        more = server.read_raw("t", 0, stored[-1].offset + 1, 1 << 20)
+        stored += [r for b in more.batches() for r in b.records()]
+    assert [(r.key, r.value, r.timestamp) for r in stored] == [
+        (r.key, r.value, r.timestamp) for r in small]
+    assert len(log0.segments()) > 1          # 6 KB of records in segments of 2 KB
+    for segment_file in log0.dir.glob("*.log"):
+        for batch in iter_batches(segment_file.read_bytes()):
+            assert batch.size <= 2048
+    one = server.read_raw("t", 1, 0).batches()
+    assert [(r.value, r.headers) for b in one for r in b.records()] == [(b"x", (("h", b"1"),))]
+    [((topic, partition, data), err)] = refused
+    assert (topic, partition) == ("t", 9) and isinstance(err, UnknownPartitionError)
+    assert [(r.key, r.value) for r in RecordBatch(data).records()] == [(b"m", b"gone")]
+    server.close()

@@ -101,9 +101,9 @@ class Joined:
         """``strata drill NAME --address ... --json``; its report, checked against the file."""
         result = run_strata("drill", name, *self.on, f"--report={report}", "--json", *SMALL,
                             *args, code=None)
-        # the report is our one line of JSON; Ray may print its own lines about the job's actors
-        # to a driver's stdout whatever log_to_driver says ("(raylet) Task ... will be retried")
-        ours = [line for line in result.stdout.splitlines() if line.startswith("{")]
+        # stdout is the report, one line of JSON, and nothing else: what Ray's driver prints
+        # ("(raylet) Task ... will be retried") goes to stderr (ops.cli.ray_messages_to_stderr)
+        ours = result.stdout.splitlines()
         assert len(ours) == 1, (result.returncode, result.stdout[-2000:], result.stderr[-4000:])
         doc = json.loads(ours[0])
         exit_code = 0 if doc["status"] in ("passed", "skipped") else 1

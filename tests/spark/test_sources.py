@@ -136,6 +136,9 @@ def test_stats_have_a_row_for_every_actor_and_partition(strata) -> None:
     assert sum(r.log_end_offset for r in partitions) == sum(c.offsets("s", p)[1]
                                                             for p in range(4))
     assert all(r.cleanup_policy == "compact" and r.uncleanable is False for r in partitions)
+    assert all(r.internal is False for r in partitions)
+    internal = stats.where("role = 'partition' and internal").collect()
+    assert [(r.topic, r.partition) for r in internal] == [("__strata_transactions", 0)]
     cleaner = stats.where("role = 'cleaner'").first()
     assert cleaner.cleans >= 1 and cleaner.last_clean_mb_per_sec > 0
     assert 0 < cleaner.buffer_utilization <= 1
