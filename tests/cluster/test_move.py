@@ -207,3 +207,22 @@ def test_moves_are_refused_with_one_clear_reason(tmpfs, start_cluster,
     with pytest.raises(LogDirOfflineError):
         c.move_partition("u", 0, str(small))
     assert [r.value for r in c.consume("u", 0)] == [r.value for r in values(0, 10, 0)]
+
+
+def test_records_the_node_encodes_follow_a_partition_that_moved(start_cluster) -> None:
+    """``Cluster.produce_records`` (a small ``strata produce``) through a client whose route is
+    stale: the old node refuses the batches it encoded (the partition moved away), and they are
+    sent again, already encoded, where the partition lives now; every record once, in order."""
+    c = start_cluster(dirs=2)
+    c.create_topic("r", partitions=2)
+    stale = Cluster.connect(namespace=c.namespace)
+    stale.produce_records([("r", 0, values(0, 10)), ("r", 1, values(100, 5))])
+    old = c.partition_dir("r", 0)
+    c.move_partition("r", 0, other_dir(c, "r", 0))
+    assert stale.partition_dir("r", 0) == old                   # its route is stale
+    result = stale.produce_records([("r", 0, values(10, 10)), ("r", 1, values(105, 5))])
+    assert result.records == 15
+    assert result.calls > len({old, stale.partition_dir("r", 1)})   # a call more: the resend
+    assert [r.value for r in c.consume("r", 0)] == [r.value for r in values(0, 20)]
+    assert [r.value for r in c.consume("r", 1)] == [r.value for r in values(100, 10)]
+    assert live_copies(c, "r", 0) == [c.partition_dir("r", 0)] != [old]
