@@ -308,27 +308,22 @@ def _print_rows(rows: list[dict[str, Any]], as_json: bool) -> int:
         for row in rows:
             print(json.dumps(row, default=str, sort_keys=True))
         return 0
-    from rich.table import Table
+    from ops.tools.output import console, print_table
 
-    from ops.tools.output import console
-
-    table = Table(title="strata stats")
-    for column in ("kind", "log_dir", "name", "log start", "log end", "size", "dirty ratio",
-                   "state"):
-        table.add_column(column)
+    table = []
     for row in rows:
         if row["kind"] == "log_dir":
-            table.add_row("log_dir", row["log_dir"], "", "", "", str(row.get("log_bytes", "")),
-                          "",
-                          "online" if row.get("online") else f"offline: {row.get('offline_reason')}")
+            table.append(("log_dir", row["log_dir"], "", "", "", row.get("log_bytes", ""), "",
+                          "online" if row.get("online")
+                          else f"offline: {row.get('offline_reason')}"))
         elif row["kind"] == "partition":
-            table.add_row("partition", row["log_dir"], f"{row['topic']}-{row['partition']}",
-                          str(row["log_start_offset"]), str(row["log_end_offset"]),
-                          str(row["size_bytes"]), f"{row['dirty_ratio']:.2f}",
-                          row["cleanup_policy"])
+            table.append(("partition", row["log_dir"], f"{row['topic']}-{row['partition']}",
+                          row["log_start_offset"], row["log_end_offset"], row["size_bytes"],
+                          f"{row['dirty_ratio']:.2f}", row["cleanup_policy"]))
         else:
             busy = f"{row['topic']}-{row['partition']}" if row.get("topic") else ""
-            table.add_row("cleaner", row.get("log_dir") or "", row.get("name", ""), "", "", "",
-                          "", f"{row.get('state', '')} {busy}".strip())
-    console().print(table)
+            table.append(("cleaner", row.get("log_dir") or "", row.get("name", ""), "", "", "",
+                          "", f"{row.get('state', '')} {busy}".strip()))
+    print_table(console(), "strata stats", ("kind", "log_dir", "name", "log start", "log end",
+                                            "size", "dirty ratio", "state"), table)
     return 0

@@ -159,13 +159,18 @@ class PlainConsole:
         self.file.write((plain_markup(text) if markup else text) + end)
 
 
+RICH_ROWS_AT_MOST = 2_000
+
+
 def print_table(out: Console, title: str | None, columns: Sequence[str],
                 rows: Sequence[Sequence[object]], *, wrap: Sequence[str] = ()) -> None:
     """One rich table on a terminal; ``None`` cells print as empty. Only the ``wrap`` columns
     wrap on a narrow terminal; the others (names, paths, numbers) stay on one line. When ``out``
     is not a terminal (a pipe, a file) the table is plain columns separated by two spaces, every
-    value whole: never an ellipsis, whatever the width or ``COLUMNS``."""
-    if not out.is_terminal:
+    value whole: never an ellipsis, whatever the width or ``COLUMNS``. So is a table of more
+    than ``RICH_ROWS_AT_MOST`` rows on a terminal: rich lays out about a thousand rows a second,
+    which would make ``strata stats`` of 100,000 partitions print for minutes."""
+    if not out.is_terminal or len(rows) > RICH_ROWS_AT_MOST:
         out.file.write(plain_table(title, columns, rows))
         return
     from rich.table import Table
