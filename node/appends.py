@@ -1,7 +1,8 @@
 """A node's append RPCs as plain functions over its ``LogDir``: one partition's batches, several
-partitions' batches in one call, and the variant for a client that follows moves. This module owns
-the rule that an append (or read) racing a move of its partition away fails with
-``PartitionMovedError`` (``served``), and reporting each append to the ``NodeObserver``.
+partitions' batches in one call, and the variants for a client that follows moves (batches as
+items, or packed in one buffer). This module owns the rule that an append (or read) racing a move
+of its partition away fails with ``PartitionMovedError`` (``served``), and reporting each append
+to the ``NodeObserver``.
 """
 
 from __future__ import annotations
@@ -94,6 +95,19 @@ def append_batches_or_moved(d: LogDir, items: Batches, flush: bool,
     return results
 
 
+def append_buffer_or_moved(d: LogDir, spans: Iterable[tuple[str, int, int, int]],
+                           buffer: object, flush: bool, observer: NodeObserver | None,
+                           moving_in: Callable[[str, int], bool],
+                           ) -> list[LogAppendInfo | StorageError]:
+    """``append_batches_or_moved`` of batches packed in one buffer: ``spans`` are ``(topic,
+    partition, start, end)``, the batch being ``buffer[start:end]``. The buffer is read in place
+    (a read-only array Ray maps from its object store, not copied); nothing keeps a view of it
+    after the call."""
+    view = memoryview(buffer).cast("B")    # type: ignore[arg-type]
+    items = ((topic, partition, view[start:end]) for topic, partition, start, end in spans)
+    return append_batches_or_moved(d, items, flush, observer, moving_in)
+
+
 def _moving_in_error(path: Path, topic: str, partition: int) -> PartitionMovedError:
     return PartitionMovedError(
         f"partition {topic}-{partition} is moving into {path} and is "
@@ -105,4 +119,5 @@ def _flush(targets: Iterable[Log]) -> None:
         target.flush()
 
 
-__all__ = ["append_batch", "append_batches", "append_batches_or_moved", "served"]
+__all__ = ["append_batch", "append_batches", "append_batches_or_moved",
+           "append_buffer_or_moved", "served"]

@@ -330,6 +330,14 @@ class LogDirServer:
         return appends.append_batches_or_moved(self._dir, items, flush, self._observer,
                                                self._mover.moving_in)
 
+    def append_buffer_or_moved(self, spans: list[tuple[str, int, int, int]], buffer: Any,
+                               flush: bool = False) -> list[LogAppendInfo | StorageError]:
+        """``append_batches_or_moved`` of batches packed in one buffer (a ``uint8`` array, which
+        Ray hands over from its object store without a copy): batch i is
+        ``buffer[start:end]`` of ``spans[i] = (topic, partition, start, end)``."""
+        return appends.append_buffer_or_moved(self._dir, spans, buffer, flush, self._observer,
+                                              self._mover.moving_in)
+
     def move_source(self, topic: str, partition: int) -> SourceSnapshot:
         """The source end of a move: where the partition's files are, how far they reach, and
         the topic's overrides (the target keeps them too, so the log moves with its config)."""
