@@ -168,7 +168,7 @@ def _resend_moved(routes: Routes, nodes: Mapping[str, Handle],
                 moved.append((item, err))
         for log_dir, batch in by_dir.items():
             for item, result in zip(batch, nodes[log_dir].call(
-                    "append_batches_or_moved", batch, flush, timeout=120)):
+                    "append_buffer_or_moved", *_packed(batch), flush, timeout=120)):
                 if isinstance(result, StorageError):
                     moved.append((item, result))
                 else:
