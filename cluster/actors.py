@@ -66,9 +66,10 @@ NODE_METHODS: dict[str, tuple[str | None, int]] = {
     "topic_configs": (None, RETRY), "info": (None, RETRY), "ping": (None, RETRY),
     "create_partitions": ("admin", NO_RETRY), "delete_partitions": ("admin", NO_RETRY),
     "mark_topic_deleting": ("admin", NO_RETRY), "topic_deletions": (None, RETRY),
-    "append_batches_or_moved": ("io", NO_RETRY), "append_buffer_or_moved": ("io", NO_RETRY),
+    "append_batches_or_moved": ("io", NO_RETRY),
     "move_in": ("move", NO_RETRY), "move_switch_out": ("move", NO_RETRY),
     "move_source": ("move", RETRY), "move_status": (None, RETRY),
+    "append_buffer_or_moved": ("io", NO_RETRY),
 }
 WORKER_GROUPS = {"clean": 1, "control": 4}
 WORKER_METHODS: dict[str, tuple[str | None, int]] = {

@@ -34,14 +34,14 @@ if TYPE_CHECKING:
 
 DEFAULT_BATCH_BYTES = 1 << 20
 DEFAULT_WINDOW = 4
+_BATCH_OVERHEAD = HEADER_SIZE    # the v2 batch header (storage.batch_layout)
+
+Item = tuple[str, int, bytes]    # (topic, partition, one encoded batch)
 # An actor call costs about the same (a few ms: the object store's put, pin and release) from
 # 1 MiB up to several MiB of one buffer; a directory busy with a call gets the next one when this
 # much is packed: 25 MB of batches to 3 nodes took 0.04 s in 4-8 MiB buffer calls, 0.07 s in
 # 1 MiB buffer calls and 0.1 s in 1 MiB calls of ``bytes`` items
 BUSY_CALL_BYTES = 8 << 20
-_BATCH_OVERHEAD = HEADER_SIZE    # the v2 batch header (storage.batch_layout)
-
-Item = tuple[str, int, bytes]    # (topic, partition, one encoded batch)
 
 
 @dataclass(frozen=True)
@@ -127,21 +127,6 @@ def produce_batches(routes: Routes, nodes: Mapping[str, Handle], items: Iterable
                          sum(i.records_count for i in infos), len(infos), calls)
 
 
-def _packed(batch: list[Item]) -> tuple[list[tuple[str, int, int, int]], Any]:
-    """The batches of one call as ``(spans, buffer)`` for ``append_buffer_or_moved``: one
-    ``uint8`` array, which Ray ships through its object store as one out-of-band buffer that the
-    node reads in place (a list of ``bytes`` is pickled in band and copied again on the node,
-    which cost the node more than the appends)."""
-    import numpy as np
-
-    spans = []
-    position = 0
-    for topic, partition, data in batch:
-        spans.append((topic, partition, position, position + len(data)))
-        position += len(data)
-    return spans, np.frombuffer(b"".join(data for _, _, data in batch), dtype=np.uint8)
-
-
 def _resend_moved(routes: Routes, nodes: Mapping[str, Handle],
                   moved: list[tuple[Item, StorageError]], *,
                   flush: bool) -> tuple[list[LogAppendInfo], int]:
@@ -175,6 +160,21 @@ def _resend_moved(routes: Routes, nodes: Mapping[str, Handle],
                     infos.append(result)
             calls += 1
     return infos, calls
+
+
+def _packed(batch: list[Item]) -> tuple[list[tuple[str, int, int, int]], Any]:
+    """The batches of one call as ``(spans, buffer)`` for ``append_buffer_or_moved``: one
+    ``uint8`` array, which Ray ships through its object store as one out-of-band buffer that the
+    node reads in place (a list of ``bytes`` is pickled in band and copied again on the node,
+    which cost the node more than the appends)."""
+    import numpy as np
+
+    spans = []
+    position = 0
+    for topic, partition, data in batch:
+        spans.append((topic, partition, position, position + len(data)))
+        position += len(data)
+    return spans, np.frombuffer(b"".join(data for _, _, data in batch), dtype=np.uint8)
 
 
 def consume(routes: Routes, topic: str, partition: int, from_offset: int,

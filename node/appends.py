@@ -1,8 +1,7 @@
 """A node's append RPCs as plain functions over its ``LogDir``: one partition's batches, several
-partitions' batches in one call, and the variants for a client that follows moves (batches as
-items, or packed in one buffer). This module owns the rule that an append (or read) racing a move
-of its partition away fails with ``PartitionMovedError`` (``served``), and reporting each append
-to the ``NodeObserver``.
+partitions' batches in one call, and the variant for a client that follows moves. This module owns
+the rule that an append (or read) racing a move of its partition away fails with
+``PartitionMovedError`` (``served``), and reporting each append to the ``NodeObserver``.
 """
 
 from __future__ import annotations
@@ -95,6 +94,17 @@ def append_batches_or_moved(d: LogDir, items: Batches, flush: bool,
     return results
 
 
+def _moving_in_error(path: Path, topic: str, partition: int) -> PartitionMovedError:
+    return PartitionMovedError(
+        f"partition {topic}-{partition} is moving into {path} and is "
+        "not served yet: try again", topic=topic, partition=partition, target_dir=str(path))
+
+
+def _flush(targets: Iterable[Log]) -> None:
+    for target in targets:
+        target.flush()
+
+
 def append_buffer_or_moved(d: LogDir, spans: Iterable[tuple[str, int, int, int]],
                            buffer: object, flush: bool, observer: NodeObserver | None,
                            moving_in: Callable[[str, int], bool],
@@ -108,16 +118,4 @@ def append_buffer_or_moved(d: LogDir, spans: Iterable[tuple[str, int, int, int]]
     return append_batches_or_moved(d, items, flush, observer, moving_in)
 
 
-def _moving_in_error(path: Path, topic: str, partition: int) -> PartitionMovedError:
-    return PartitionMovedError(
-        f"partition {topic}-{partition} is moving into {path} and is "
-        "not served yet: try again", topic=topic, partition=partition, target_dir=str(path))
-
-
-def _flush(targets: Iterable[Log]) -> None:
-    for target in targets:
-        target.flush()
-
-
-__all__ = ["append_batch", "append_batches", "append_batches_or_moved",
-           "append_buffer_or_moved", "served"]
+__all__ = ["append_batch", "append_batches", "append_batches_or_moved", "served"]
