@@ -69,6 +69,7 @@ NODE_METHODS: dict[str, tuple[str | None, int]] = {
     "append_batches_or_moved": ("io", NO_RETRY), "append_records_or_moved": ("io", NO_RETRY),
     "move_in": ("move", NO_RETRY), "move_switch_out": ("move", NO_RETRY),
     "move_source": ("move", RETRY), "move_status": (None, RETRY),
+    "append_buffer_or_moved": ("io", NO_RETRY),
 }
 WORKER_GROUPS = {"clean": 1, "control": 4}
 WORKER_METHODS: dict[str, tuple[str | None, int]] = {

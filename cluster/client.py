@@ -276,7 +276,9 @@ class Cluster:
                         batch_bytes: int = DEFAULT_BATCH_BYTES,
                         window: int = DEFAULT_WINDOW) -> ProduceResult:
         """Append encoded batches to many partitions: items for one directory are packed into
-        calls of about ``batch_bytes``, up to ``window`` calls per directory in flight. Order is
+        calls (one buffer each) of ``batch_bytes`` when the directory has no call running, else
+        of up to ``data_path.BUSY_CALL_BYTES`` (8 MiB); up to ``window`` calls per directory in
+        flight. Order is
         kept per partition: a node may run calls concurrently, so a call never overtakes an
         earlier one holding the same partition (it waits for it). The first error raises
         (earlier calls may be stored). Batches a node did not take because their partition

@@ -67,6 +67,19 @@ def append_batches(d: LogDir, items: Batches, flush: bool,
     return infos
 
 
+def append_buffer_or_moved(d: LogDir, spans: Iterable[tuple[str, int, int, int]],
+                           buffer: object, flush: bool, observer: NodeObserver | None,
+                           moving_in: Callable[[str, int], bool],
+                           ) -> list[LogAppendInfo | StorageError]:
+    """``append_batches_or_moved`` of batches packed in one buffer: ``spans`` are ``(topic,
+    partition, start, end)``, the batch being ``buffer[start:end]``. The buffer is read in place
+    (a read-only array Ray maps from its object store, not copied); nothing keeps a view of it
+    after the call."""
+    view = memoryview(buffer).cast("B")    # type: ignore[arg-type]
+    items = ((topic, partition, view[start:end]) for topic, partition, start, end in spans)
+    return append_batches_or_moved(d, items, flush, observer, moving_in)
+
+
 def append_batches_or_moved(d: LogDir, items: Batches, flush: bool,
                             observer: NodeObserver | None,
                             moving_in: Callable[[str, int], bool],

@@ -214,6 +214,14 @@ class LogDirServer:
         The first failure raises: earlier items stay appended."""
         return appends.append_batches(self._dir, items, flush, self._observer)
 
+    def append_buffer_or_moved(self, spans: list[tuple[str, int, int, int]], buffer: Any,
+                               flush: bool = False) -> list[LogAppendInfo | StorageError]:
+        """``append_batches_or_moved`` of batches packed in one buffer (a ``uint8`` array, which
+        Ray hands over from its object store without a copy): batch i is
+        ``buffer[start:end]`` of ``spans[i] = (topic, partition, start, end)``."""
+        return appends.append_buffer_or_moved(self._dir, spans, buffer, flush, self._observer,
+                                              self._mover.moving_in)
+
     def read_raw(self, topic: str, partition: int, offset: int,
                  max_bytes: int = DEFAULT_FETCH_BYTES) -> FetchData | None:
         d = self._dir

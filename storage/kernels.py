@@ -7,9 +7,10 @@ Every kernel is ``@numba.njit(cache=True, nogil=True)`` and works on 1-D ``uint8
 * ``validate_records``    check every record of one v2 batch without materialising it
 * ``validate_batch``      check a producer batch, header and records, in one call (append)
 * ``encode_records``      write the record bodies of one v2 batch from columns (build)
+* ``encode_records_at``   the same from slices anywhere in their buffers (the Spark writer)
 * ``read_varint`` / ``read_varlong`` / ``write_varint`` / ``write_varlong``  zig-zag varints
 
-(``encode_records`` lives in ``storage.kernel_encode``, the primitives in
+(``encode_records`` and ``encode_records_at`` live in ``storage.kernel_encode``, the primitives in
 ``storage.kernel_primitives``; this module re-exports both.)
 
 Conventions, so that each kernel compiles once and the on-disk cache is reused:
@@ -45,7 +46,7 @@ from storage.batch_layout import (
     MAGIC_OFFSET,
     MAX_RECORD_OVERHEAD,
 )
-from storage.kernel_encode import encode_records
+from storage.kernel_encode import encode_records, encode_records_at
 from storage.kernel_primitives import (  # noqa: F401 - re-exported: callers use kernels.<name>
     _u8,
     read_int16,
@@ -424,6 +425,8 @@ def warm_up() -> None:
     out = np.zeros(V2_HEADER_SIZE + MAX_RECORD_OVERHEAD * n + 8, dtype=np.uint8)
     end = encode_records(out, V2_HEADER_SIZE, data, key_lens, data, value_lens, data, zeros,
                          zeros, np.arange(n, dtype=np.int64))
+    encode_records_at(np.zeros_like(out), V2_HEADER_SIZE, data, zeros, key_lens, data, zeros,
+                      value_lens, data, zeros, zeros, zeros, 0)
     records = as_input(out[:end].tobytes())
     walk_records(records, V2_HEADER_SIZE, end, np.empty((RECORD_ROWS, n), dtype=np.int64))
     validate_records(records, V2_HEADER_SIZE, end, n, True)

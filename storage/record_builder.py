@@ -5,7 +5,7 @@ batch (base offset, partition leader epoch). Per-record encoding is in ``storage
 from __future__ import annotations
 
 import struct
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import crc32c
 import numpy as np
@@ -165,6 +165,63 @@ def build_batch_arrays(key_data: np.ndarray, key_lens: np.ndarray, value_data: n
                    delete_horizon_ms=None, last_delta=n - 1, max_timestamp=None)
 
 
+class RecordSlices(NamedTuple):
+    """Some records of a batch as slices of buffers: record i's key is
+    ``key_data[key_starts[i]:key_starts[i] + key_lens[i]]`` (a length of -1: null), the same for
+    values and header blocks (a length of 0: no headers); ``timestamps`` (int64) are their create
+    times. Buffers are read-only ``uint8`` arrays (``kernels.as_input``), the rest int64."""
+
+    key_data: np.ndarray
+    key_starts: np.ndarray
+    key_lens: np.ndarray
+    value_data: np.ndarray
+    value_starts: np.ndarray
+    value_lens: np.ndarray
+    header_data: np.ndarray
+    header_starts: np.ndarray
+    header_lens: np.ndarray
+    timestamps: np.ndarray
+
+
+def build_batch_slices(pieces: Sequence[RecordSlices], *,
+                       compression: Compression = Compression.NONE,
+                       producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
+                       base_sequence: int = NO_SEQUENCE, is_transactional: bool = False) -> bytes:
+    """``build_batch_arrays`` of the records of ``pieces`` in order, read where they lie (no
+    gathering copy: each record is encoded once, straight into the batch's one buffer). At
+    least one record. The bytes equal those of ``build_batch`` for the same records."""
+    n = sum(len(piece.key_lens) for piece in pieces)
+    if n == 0:
+        raise ValueError("a batch needs at least one record")
+    if n - 1 > INT32_MAX:
+        raise ValueError(f"{n} records do not fit the int32 offset deltas of one batch")
+    low = min(int(piece.timestamps.min()) for piece in pieces if len(piece.timestamps))
+    if low < NO_TIMESTAMP:
+        raise ValueError(f"invalid negative timestamp {low}")
+    first = next(piece for piece in pieces if len(piece.key_lens))
+    base_timestamp = int(first.timestamps[0])
+    max_ts = max(NO_TIMESTAMP, max(int(piece.timestamps.max()) for piece in pieces
+                                   if len(piece.timestamps)))
+    bound = HEADER_SIZE + kernels.MAX_RECORD_OVERHEAD * n + sum(
+        int(np.maximum(piece.key_lens, 0).sum()) + int(np.maximum(piece.value_lens, 0).sum())
+        + int(np.maximum(piece.header_lens, 0).sum()) for piece in pieces)
+    out = np.empty(bound, dtype=np.uint8)
+    end, delta = HEADER_SIZE, 0
+    for piece in pieces:
+        end = kernels.encode_records_at(out, end, piece.key_data, piece.key_starts,
+                                        piece.key_lens, piece.value_data, piece.value_starts,
+                                        piece.value_lens, piece.header_data, piece.header_starts,
+                                        piece.header_lens, piece.timestamps - base_timestamp,
+                                        delta)
+        delta += len(piece.key_lens)
+    attributes = (int(TimestampType.CREATE_TIME) << 3) | (TRANSACTIONAL_MASK if is_transactional
+                                                           else 0)
+    return _seal(out, end, n, attributes, codec=compression, base_offset=0,
+                 partition_leader_epoch=NO_PARTITION_LEADER_EPOCH, last_delta=n - 1,
+                 base_timestamp=base_timestamp, max_timestamp=max_ts, producer_id=producer_id,
+                 producer_epoch=producer_epoch, base_sequence=base_sequence)
+
+
 def header_block(headers: tuple[tuple[str, bytes | None], ...]) -> bytes:
     """The encoded headers of one record (headerCount, then each header), as ``build_batch``
     writes them; the header column of ``build_batch_arrays``. No headers: b"" (count 0)."""
@@ -271,6 +328,18 @@ def _encode(key_data: np.ndarray, key_lens: np.ndarray, value_data: np.ndarray,
     out = np.empty(bound, dtype=np.uint8)
     end = kernels.encode_records(out, HEADER_SIZE, key_data, key_lens, value_data, value_lens,
                                  header_data, header_lens, ts - base_timestamp, deltas)
+    return _seal(out, end, n, attributes, codec=codec, base_offset=base_offset,
+                 partition_leader_epoch=partition_leader_epoch, last_delta=last_delta,
+                 base_timestamp=base_timestamp, max_timestamp=max_ts, producer_id=producer_id,
+                 producer_epoch=producer_epoch, base_sequence=base_sequence)
+
+
+def _seal(out: np.ndarray, end: int, n: int, attributes: int, *, codec: Compression,
+          base_offset: int, partition_leader_epoch: int, last_delta: int, base_timestamp: int,
+          max_timestamp: int, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes:
+    """The batch whose ``n`` records ``out[HEADER_SIZE:end]`` holds: compressed by ``codec``,
+    its header written and its CRC computed."""
+    max_ts = max_timestamp
     if codec != Compression.NONE:
         payload = compressors.compress(codec, memoryview(out)[HEADER_SIZE:end])
         target = bytearray(HEADER_SIZE + len(payload))

@@ -27,11 +27,11 @@ Exactly once under Spark task retries, two ways:
 
 Columnar: keys and values are read straight from the Arrow buffers of each batch (``_Column``:
 data, starts, lengths). murmur2 runs over the key buffer in one kernel call
-(``partitions_for_buffer``), a stable argsort groups the rows per log partition, one ``gather``
-call per column copies the rows of a group into a pending batch, and
-``storage.record_builder.build_batch_arrays`` encodes a batch from those buffers (the RecordBatch
-v2 layout stays in storage). The Python loop runs per Arrow batch and per log partition, except for
-msgpack packing and headers, which are per record.
+(``partitions_for_buffer``), a stable argsort groups the rows per log partition, a pending batch
+keeps the rows' slices of the Arrow buffers (no copy), and
+``storage.record_builder.build_batch_slices`` encodes each record once, straight from those
+buffers into the batch (the RecordBatch v2 layout stays in storage). The Python loop runs per
+Arrow batch and per log partition, except for msgpack packing and headers, which are per record.
 """
 
 from __future__ import annotations
@@ -50,18 +50,18 @@ import pyarrow.compute as pc
 
 from cluster.partitioner import partitions_for_buffer
 from cluster.spark.errors import WriteRejectedError
-from cluster.spark.kernels import gather
 from cluster.transactions import TxnInfo
 from cluster.txn_client import REGISTER_LOOKAHEAD_BYTES
 from cluster.txn_state import DATA_EPOCH
 from storage.kernels import MAX_RECORD_OVERHEAD, as_input
-from storage.record_builder import build_batch_arrays, header_block
+from storage.record_builder import RecordSlices, build_batch_slices, header_block
 from storage.records import HEADER_SIZE, Compression
 
 RESERVED_COLUMNS = ("key", "value", "partition", "timestamp", "headers")
 PRODUCER_PARTITION_BITS = 24
 PRODUCER_EPOCH = DATA_EPOCH   # 0: members append with it, markers fence with a later one
 DEFAULT_BATCH_BYTES = 1 << 20
+Encoded = tuple[str, int, bytes]    # (topic, partition, one v2 batch)
 
 
 @dataclass(frozen=True)
@@ -157,23 +157,20 @@ class _Column:
         start = int(self.starts[i])
         return self.data[start:start + length].tobytes()
 
-    def take(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(the rows' bytes back to back, their lengths) in the order of ``rows``."""
-        lengths = self.lengths[rows]
-        out = np.empty(int(np.maximum(lengths, 0).sum()), dtype=np.uint8)
-        gather(self.data, self.starts[rows], lengths, out,
-               np.empty(len(rows) + 1, dtype=np.int32))
-        return out, lengths
+    def slices(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(buffer, starts, lengths) of ``rows``, in their order; the bytes stay where they are."""
+        return self.data, self.starts[rows], self.lengths[rows]
+
+
+_NO_HEADERS = as_input(b"")
 
 
 @dataclass
 class _Pending:
-    """The records of one log partition not yet sent, as column pieces in record order."""
+    """The records of one log partition not yet sent, as slices of the Arrow buffers they came
+    in, in record order (``build_batch_slices`` encodes them straight into the batch)."""
 
-    keys: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
-    values: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
-    headers: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
-    timestamps: list[np.ndarray] = field(default_factory=list)
+    pieces: list[RecordSlices] = field(default_factory=list)
     count: int = 0
     bound: int = HEADER_SIZE
 
@@ -182,19 +179,19 @@ class _Pending:
 
     def add(self, rows: np.ndarray, keys: _Column, values: _Column, headers: _Column | None,
             timestamps: np.ndarray) -> None:
-        self.keys.append(keys.take(rows))
-        self.values.append(values.take(rows))
-        if headers is not None:
-            self.headers.append(headers.take(rows))
-        self.timestamps.append(timestamps[rows])
+        self.pieces.append(_slices(rows, keys, values, headers, timestamps))
         self.count += len(rows)
 
 
-def _joined(pieces: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    if len(pieces) == 1:
-        return pieces[0]
-    return (np.concatenate([data for data, _ in pieces]),
-            np.concatenate([lengths for _, lengths in pieces]))
+def _slices(rows: np.ndarray, keys: _Column, values: _Column, headers: _Column | None,
+            timestamps: np.ndarray) -> RecordSlices:
+    if headers is None:
+        none = np.zeros(len(rows), dtype=np.int64)
+        header_slices = (_NO_HEADERS, none, none)
+    else:
+        header_slices = headers.slices(rows)
+    return RecordSlices(*keys.slices(rows), *values.slices(rows), *header_slices,
+                        timestamps[rows])
 
 
 class BatchEncoder:
@@ -218,8 +215,8 @@ class BatchEncoder:
         self.batches_built = 0
         self.bytes_built = 0
 
-    def batches(self, rows: Iterable[pa.RecordBatch]) -> Iterator[tuple[str, int, bytes]]:
-        """``(topic, partition, v2 batch)`` in the order they must be appended."""
+    def batches(self, rows: Iterable[pa.RecordBatch]) -> Iterator[Encoded]:
+        """``(topic, partition, v2 batch)`` in the order they must be appended (``Encoded``)."""
         for arrow_batch in rows:
             if arrow_batch.num_rows:
                 yield from self._add(arrow_batch)
@@ -228,7 +225,7 @@ class BatchEncoder:
                 yield self._flush(partition)
 
     # ---- one Arrow batch -----------------------------------------------------------------------
-    def _add(self, batch: pa.RecordBatch) -> Iterator[tuple[str, int, bytes]]:
+    def _add(self, batch: pa.RecordBatch) -> Iterator[Encoded]:
         plan = self.plan
         n = batch.num_rows
         first_row = self.rows
@@ -273,7 +270,7 @@ class BatchEncoder:
 
     def _append(self, partition: int, rows: np.ndarray, keys: _Column, values: _Column,
                 headers: _Column | None, timestamps: np.ndarray,
-                bounds: np.ndarray) -> Iterator[tuple[str, int, bytes]]:
+                bounds: np.ndarray) -> Iterator[Encoded]:
         limit = self.plan.batch_limit
         pending = self._pending.setdefault(partition, _Pending())
         cumulative = np.cumsum(bounds[rows])
@@ -291,16 +288,11 @@ class BatchEncoder:
             pending.bound += int(cumulative[i + fit - 1]) - done
             i += fit
 
-    def _flush(self, partition: int) -> tuple[str, int, bytes]:
+    def _flush(self, partition: int) -> Encoded:
         plan = self.plan
         pending = self._pending.pop(partition)
         sequence = self._sequences[partition]
-        key_data, key_lens = _joined(pending.keys)
-        value_data, value_lens = _joined(pending.values)
-        header_data, header_lens = _joined(pending.headers) if pending.headers else (None, None)
-        data = build_batch_arrays(key_data, key_lens, value_data, value_lens,
-                                  np.concatenate(pending.timestamps), header_data=header_data,
-                                  header_lens=header_lens, compression=plan.compression,
+        data = build_batch_slices(pending.pieces, compression=plan.compression,
                                   producer_id=self.producer_id, producer_epoch=PRODUCER_EPOCH,
                                   base_sequence=sequence, is_transactional=self.transactional)
         self._sequences[partition] = sequence + len(pending)
@@ -368,10 +360,8 @@ class BatchEncoder:
         the topic's limit; set the exact size as the bound of the other rows near it."""
         limit, key_name = self.plan.largest_batch
         for row in np.flatnonzero(bounds + HEADER_SIZE > limit):
-            one = row.reshape(1)
-            header_data, header_lens = headers.take(one) if headers is not None else (None, None)
-            size = len(build_batch_arrays(*keys.take(one), *values.take(one), timestamps[one],
-                                          header_data=header_data, header_lens=header_lens))
+            size = len(build_batch_slices([_slices(row.reshape(1), keys, values, headers,
+                                                   timestamps)]))
             if size > limit:
                 key = keys.row(int(row))
                 shown = repr(key[:40]) + ("..." if key is not None and len(key) > 40 else "")

@@ -602,3 +602,40 @@ def test_check_records_fails_exactly_where_records_fails_without_building_them(
     with pytest.raises(CorruptRecordError) as checked:
         batch.check_records()
     assert checked.value.message == expected.value.message
+
+
+@pytest.mark.parametrize("compression", [Compression.NONE, Compression.ZSTD])
+def test_build_batch_slices_reads_records_where_they_lie_and_equals_build_batch(
+        compression: Compression) -> None:
+    """Records scattered over two buffers, out of buffer order, some keys null, some with
+    header blocks, in three pieces: the batch equals ``build_batch`` of the same records."""
+    from storage.record_builder import RecordSlices, build_batch_slices, header_block
+
+    recs = [Record(key=None if i % 5 == 0 else f"k{i}".encode(), value=None if i % 7 == 0
+                   else bytes([i]) * (i % 13), timestamp=1_000 + 3 * i,
+                   headers=(("h", b"x" * (i % 3)),) if i % 4 == 0 else ())
+            for i in range(40)]
+    pieces = []
+    for chunk in (recs[:7], recs[7:8], recs[8:]):
+        order = list(range(len(chunk)))[::-1]             # stored back to front in the buffer
+        keys = b"".join(chunk[i].key or b"" for i in order)
+        values = b"".join(chunk[i].value or b"" for i in order)
+        blocks = [header_block(r.headers) for r in chunk]
+        headers = b"".join(blocks[i] for i in order)
+
+        def starts(lens: list[int]) -> np.ndarray:
+            at = dict(zip(order, np.cumsum([0] + [max(lens[i], 0) for i in order])[:-1]))
+            return np.array([at[i] for i in range(len(chunk))], dtype=np.int64)
+
+        key_lens = [-1 if r.key is None else len(r.key) for r in chunk]
+        value_lens = [-1 if r.value is None else len(r.value) for r in chunk]
+        header_lens = [len(b) for b in blocks]
+        pieces.append(RecordSlices(
+            kernels.as_input(keys), starts(key_lens), np.array(key_lens, dtype=np.int64),
+            kernels.as_input(values), starts(value_lens), np.array(value_lens, dtype=np.int64),
+            kernels.as_input(headers), starts(header_lens), np.array(header_lens, dtype=np.int64),
+            np.array([r.timestamp for r in chunk], dtype=np.int64)))
+    built = build_batch_slices(pieces, compression=compression, producer_id=5, producer_epoch=1,
+                               base_sequence=10, is_transactional=True)
+    assert built == build_batch(recs, compression=compression, producer_id=5, producer_epoch=1,
+                                base_sequence=10, is_transactional=True)
