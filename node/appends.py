@@ -147,5 +147,5 @@ def _flush(targets: Iterable[Log]) -> None:
         target.flush()
 
 
-__all__ = ["append_batch", "append_batches", "append_batches_or_moved",
+__all__ = ["append_batch", "append_batches", "append_batches_or_moved", "append_buffer_or_moved",
            "append_records_or_moved", "served"]
