@@ -59,10 +59,16 @@ def ensure_ray(address: str | None) -> None:
                 f"address with .option('address', 'host:port')", address=target) from None
 
 
-def connect(address: str | None, namespace: str) -> Cluster:
-    """The Strata cluster of ``namespace`` (``ClusterNotRunningError`` when there is none)."""
+def connect(address: str | None, namespace: str, *, kernels: bool = True) -> Cluster:
+    """The Strata cluster of ``namespace`` (``ClusterNotRunningError`` when there is none).
+    ``kernels=False`` (a planner, which asks offsets and decodes nothing) loads no numba kernel:
+    a streaming query's planner is a new Python process per query, whose start the query waits
+    for."""
     ensure_ray(address)
-    warm_up()
+    if kernels:
+        warm_up()
+    else:
+        settle_heap()
     return Cluster.connect(address=None, namespace=namespace)
 
 

@@ -74,7 +74,7 @@ from cluster.naming import DEFAULT_NAMESPACE
 from cluster.spark.errors import SourceOptionError
 from storage import files
 from storage.errors import StorageError
-from storage.records import Compression
+from storage.record_format import Compression   # not storage.records: planners load no numba
 
 EARLIEST, LATEST = -2, -1
 READ_COMMITTED, READ_UNCOMMITTED = "read_committed", "read_uncommitted"

@@ -26,6 +26,7 @@ import os
 import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -49,13 +50,15 @@ from pyspark.sql.types import (
 from cluster.spark import offsets
 from cluster.spark import options as opts
 from cluster.spark.connection import connect, settle_heap, warm_up
-from cluster.spark.decoding import FIXED_COLUMNS, READ_DDL, MsgpackValues, arrow_batches
-from cluster.spark.encoding import DEFAULT_BATCH_BYTES, RESERVED_COLUMNS, BatchEncoder, WritePlan
 from cluster.spark.errors import SourceOptionError, WriteRejectedError
-from cluster.txn_client import TxnHandle
 from storage import files
-from storage.config import LogConfig
-from storage.view import read_partition_batches
+
+# Loaded where they are used, not here: this module is imported by every planner process that
+# unpickles the data source (a streaming query starts one per query, and waits for it), and
+# these pull in numba and the storage engine, which only tasks need.
+if TYPE_CHECKING:
+    from cluster.spark.encoding import WritePlan
+    from storage.config import LogConfig
 
 PRODUCER_NONCE_BITS = 38
 
@@ -77,6 +80,8 @@ class StrataDataSource(DataSource):
         return "strata"
 
     def schema(self) -> str:
+        from cluster.spark.decoding import READ_DDL
+
         settle_heap()          # the planner process that asks has just imported this module
         if opts.value_format(self.options) == "msgpack":
             fixed = READ_DDL.replace(", value BINARY", "")
@@ -125,6 +130,8 @@ def plan_write(options: dict[str, str], schema: StructType,
     """Check the DataFrame against the topic; raises before any task runs. Then, for a
     transactional write (``transactional``, default the ``transactional`` option, true), begin
     the job's transaction."""
+    from cluster.spark.encoding import DEFAULT_BATCH_BYTES, RESERVED_COLUMNS, WritePlan
+
     opts.check_options(options, opts.WRITE)
     name = opts.topic(options)
     conn = opts.connection(options)
@@ -200,6 +207,9 @@ class StrataWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StrataCommitMessage:
         from pyspark import TaskContext
 
+        from cluster.spark.encoding import BatchEncoder
+        from cluster.txn_client import TxnHandle
+
         context = TaskContext.get()
         spark_partition = context.partitionId() if context is not None else 0
         attempt = context.attemptNumber() if context is not None else 0
@@ -222,6 +232,8 @@ class StrataWriter(DataSourceArrowWriter):
         decision of the coordinator; their markers are flushed. ``ProducerFencedError`` when the
         transaction was aborted meanwhile (``transactionTimeoutMs`` passed): the job fails and
         none of its rows is visible. Without a transaction: flush the topic (``flush``)."""
+        from cluster.txn_client import TxnHandle
+
         plan = self.plan
         cluster = connect(plan.address, plan.namespace)
         if plan.txn is not None:
@@ -235,6 +247,8 @@ class StrataWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[StrataCommitMessage | None]) -> None:
         """The job failed or was cancelled: abort its transaction (every attempt's rows)."""
+        from cluster.txn_client import TxnHandle
+
         plan = self.plan
         if plan.txn is not None:
             TxnHandle.attach(connect(plan.address, plan.namespace), plan.txn).abort()
@@ -275,7 +289,7 @@ class StrataReader(DataSourceReader):
 
     def partitions(self) -> list[ReadPartition]:
         conn = opts.connection(self.options)
-        cluster = connect(conn.address, conn.namespace)
+        cluster = connect(conn.address, conn.namespace, kernels=False)
         layout = cluster.topic_layout(self.topic)
         bounds = {p: b for p, b in offsets.partition_bounds(cluster, self.topic).items()
                   if p in layout.paths}
@@ -311,6 +325,9 @@ def read_partition(partition: ReadPartition, schema: StructType, value_format: s
     start = _start_still_held(partition)
     if start >= partition.end:
         return
+    from cluster.spark.decoding import FIXED_COLUMNS, MsgpackValues, arrow_batches
+    from storage.view import read_partition_batches
+
     warm_up()
     values = None
     if value_format == "msgpack":
@@ -351,7 +368,7 @@ def check_read_schema(schema: StructType, value_format: str, topic: str) -> None
                 continue
             raise SourceOptionError(
                 f"the schema of a read of topic {topic} names column {f.name}, which the strata "
-                f"source does not have (columns: {', '.join(FIXED_COLUMNS)}; fields of msgpack "
+                f"source does not have (columns: {', '.join(READ_TYPES)}; fields of msgpack "
                 f"values need valueFormat=msgpack)", option="schema", column=f.name)
         if f.dataType.simpleString() != wanted:
             raise SourceOptionError(

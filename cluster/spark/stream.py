@@ -77,7 +77,7 @@ class StrataStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _connect(self) -> Any:
         if self._cluster is None:
             conn = opts.connection(self.options)
-            self._cluster = connect(conn.address, conn.namespace)
+            self._cluster = connect(conn.address, conn.namespace, kernels=False)
         return self._cluster
 
     def _bounds(self) -> dict[int, offsets.Bounds]:
