@@ -23,7 +23,8 @@ def spark(ray_session: str) -> Iterator[Any]:
     from cluster.spark.session import local_session
 
     session = local_session(ray_address=ray_session, master=f"local[2,{TASK_ATTEMPTS}]",
-                            app_name="strata-tests", config={"spark.driver.memory": "512m"})
+                            app_name="strata-tests", config={"spark.driver.memory": "512m"},
+                            quick_start=True)
     try:
         yield session
     finally:
