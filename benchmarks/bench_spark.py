@@ -2,8 +2,9 @@
 value payload) and read throughput from segment files into a DataFrame, each beside the same
 DataFrame written to / read from Parquet in the same run and the same Spark session.
 
-Setup: a Ray head of its own, a 3-directory cluster in a temp dir, a ``local[2]`` session; one
-small write and read first so that every Spark Python worker has joined Ray and loaded its kernels
+Setup: a Ray head of its own, a 3-directory cluster in a temp dir, a ``local[2]`` session as a
+user's ``local_session`` makes it (the JVM's full JIT, not the tests' quick start); one small
+write and read first so that every Spark Python worker has joined Ray and loaded its kernels
 (those are per-process start costs, not throughput). Reads aggregate ``sum(length(value))`` so
 every value reaches the JVM. The Python data source API has no column pruning: the default read
 hands Spark all seven columns of Kafka's schema, where Parquet reads the one column the query
