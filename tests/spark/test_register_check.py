@@ -43,4 +43,3 @@ def test_register_accepts_this_interpreter() -> None:
     spark = session(sys.executable)
     register(spark)
     assert spark.registered == ["strata", "strata-stats"]
-
