@@ -17,6 +17,11 @@ a record in the log is found in the ledger by its value alone.
 * phantom: a value the drill never sent (bytes that came from nowhere);
 * the in-doubt records present and absent are counted, and are neither loss nor duplication.
 
+Producers may run while ``verify`` reads. What was acknowledged before the read began must be
+there; a record acknowledged during the read counts as in doubt for that check; and a value is a
+phantom only when the ledger, asked after the read, has never heard of it (a producer writes a
+batch down as in doubt before it sends it, so whatever the read found was written down by then).
+
 Pure: no Ray; ``verify`` takes a reader function, so unit tests feed it lists.
 """
 
@@ -91,6 +96,12 @@ class Ledger:
         with self._lock:
             return list(self._doubt.values())
 
+    def sent(self) -> dict[bytes, LedgerRecord]:
+        """Every record sent and not refused, acknowledged or in doubt, by value: one snapshot
+        (a batch moves from in doubt to acknowledged under the lock, so it is never missed)."""
+        with self._lock:
+            return {**self._doubt, **self._acked}
+
     def count(self, topic: str | None = None, partition: int | None = None) -> int:
         if topic is None and partition is None:
             with self._lock:
@@ -157,14 +168,18 @@ def verify(ledger: Ledger, read: Reader, partitions: Iterable[tuple[str, int]] |
     counted as excused instead of lost."""
     result = Verification()
     targets = sorted(set(partitions) if partitions is not None else set(ledger.partitions()))
-    acked = ledger.acknowledged()
+    acked = ledger.acknowledged()                 # before the read: these must be there
     by_value = {r.value: r for r in acked}
-    doubt = {r.value: r for r in ledger.doubtful()}
-    for topic, partition in targets:
+    found: list[tuple[str, int, list[LogRecord]]] = [
+        (topic, partition, list(read(topic, partition))) for topic, partition in targets]
+    # after the read: every value a producer sent by then (module docstring); what was not
+    # acknowledged before the read is in doubt for this check
+    doubt = {v: r for v, r in ledger.sent().items() if v not in by_value}
+    for topic, partition, records in found:
         result.partitions += 1
         seen: dict[bytes, list[int]] = {}
         keys_at: dict[bytes, int] = {}          # highest offset present per key
-        for record in read(topic, partition):
+        for record in records:
             result.log_records += 1
             value = record.value if record.value is not None else b""
             seen.setdefault(value, []).append(record.offset)

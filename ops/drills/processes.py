@@ -137,8 +137,9 @@ def _expect_clean_after(ctx: DrillContext, env: Any, topic: str, partition: int,
               result.ok and not temp,
               f"clean {done.first_dirty_offset}..{done.next_dirty_offset} completed; "
               f"latest of every key as in the ledger: {result.ok} "
-              f"(lost {result.lost}, duplicated {result.duplicated}); temporary files: "
-              f"{temp or 'none'}")
+              f"(lost {result.lost}, misplaced {result.misplaced}, duplicated "
+              f"{result.duplicated}, phantom {result.phantom}; examples {result.examples}); "
+              f"temporary files: {temp or 'none'}")
 
 
 def _settled_temp_files(ctx: DrillContext, listing: Any) -> list[str]:
