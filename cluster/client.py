@@ -265,11 +265,11 @@ class Cluster:
                                          batch_bytes=batch_bytes)
 
     def batch_limit(self, topic: str) -> int:
-        """The largest batch ``topic`` accepts: ``min(segment.bytes, max.message.bytes)`` of its
-        effective config (cached per client)."""
+        """The largest batch ``topic`` accepts: ``LogConfig.max_batch_bytes`` (``min(segment.bytes,
+        max.message.bytes)``) of its effective config (cached per client)."""
         if topic not in self._batch_limits:
             config = self.topic_layout(topic).config
-            self._batch_limits[topic] = min(config.segment_bytes, config.max_message_bytes)
+            self._batch_limits[topic] = config.max_batch_bytes
         return self._batch_limits[topic]
 
     def produce_batches(self, items: Iterable[tuple[str, int, bytes]], *, flush: bool = False,

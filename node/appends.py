@@ -125,8 +125,7 @@ def append_records_or_moved(d: LogDir, items: Iterable[tuple[str, int, list[Reco
     for topic, partition, records in items:
         limit = batch_bytes
         try:
-            config = d.log(topic, partition).config
-            limit = min(batch_bytes, config.segment_bytes, config.max_message_bytes)
+            limit = min(batch_bytes, d.log(topic, partition).config.max_batch_bytes)
         except StorageError:
             pass    # refused or raised below, as append_batches_or_moved does
         batches.extend((topic, partition, data) for data in encode_batches(records, limit))

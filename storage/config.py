@@ -210,6 +210,12 @@ class LogConfig:
         return self.segment_ms
 
     @property
+    def max_batch_bytes(self) -> int:
+        """The largest batch the log accepts: it must fit in ``max.message.bytes`` and in one
+        segment (``segment.bytes``). Producers size their batches by it."""
+        return min(self.segment_bytes, self.max_message_bytes)
+
+    @property
     def init_file_size(self) -> int:
         return self.segment_bytes if self.preallocate else 0
 

@@ -54,3 +54,11 @@ def test_update_config_keeps_what_the_active_segments_files_were_made_with(
     reopened = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=4096))
     assert reopened.log_end_offset == 3
     reopened.close()
+
+
+def test_the_largest_batch_a_log_accepts_is_the_smaller_of_segment_and_message_bytes() -> None:
+    """``LogConfig.max_batch_bytes``: what producers (the client, the node encoding a small
+    produce) size their batches by."""
+    assert LogConfig(segment_bytes=4096, max_message_bytes=1 << 20).max_batch_bytes == 4096
+    assert LogConfig(segment_bytes=1 << 20, max_message_bytes=1000).max_batch_bytes == 1000
+    assert LogConfig().with_overrides({"max.message.bytes": "2048"}).max_batch_bytes == 2048
