@@ -17,6 +17,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import signal
 import socket
 import sys
 import threading
@@ -51,12 +52,24 @@ def ensure_ray(address: str | None) -> None:
         if target != "auto" and "://" not in target:
             _probe(target)
         ensure_token_auth()   # Ray sends no token of its own for an explicit address
+        on_sigterm = signal.getsignal(signal.SIGTERM)
         try:
             ray.init(address=target, log_to_driver=False, logging_level=logging.ERROR)
         except ConnectionError as err:
             raise ClusterNotRunningError(
                 f"no Ray cluster at {target}: {err}; start a Strata cluster first, or give its "
                 f"address with .option('address', 'host:port')", address=target) from None
+        _restore_sigterm(on_sigterm)
+
+
+def _restore_sigterm(handler: object) -> None:
+    """Give SIGTERM back the handling it had before ``ray.init``. Ray's core worker installs a
+    failure-signal handler that prints a stack dump to the console on SIGTERM, and Spark ends
+    its Python workers (an idle one, a stopped query's planner) with SIGTERM: each ending looked
+    like a crash. The worker ends as Spark meant it to, silently."""
+    if handler is None or threading.current_thread() is not threading.main_thread():
+        return
+    signal.signal(signal.SIGTERM, handler)
 
 
 def connect(address: str | None, namespace: str, *, kernels: bool = True) -> Cluster:
