@@ -24,7 +24,9 @@ def register(spark: Any) -> None:
     """Register the ``strata`` and ``strata-stats`` data sources on ``spark``. First checks that
     the Python its workers run (``PYSPARK_PYTHON`` when the session started, else ``python3``
     from PATH) can import ray, pyarrow and this package: ``SparkWorkerPythonError`` in one line
-    otherwise (a Spark Connect session, which has no ``sparkContext``, is not checked)."""
+    otherwise (a Spark Connect session, which has no ``sparkContext``, is not checked). Reads
+    group topic partitions into as many tasks as the session's default parallelism
+    (``cluster.spark.read_tasks``)."""
     import os
     import subprocess
     import sys
@@ -52,5 +54,6 @@ def register(spark: Any) -> None:
     from cluster.spark.source import StrataDataSource
     from cluster.spark.stats import StrataStatsDataSource
 
-    spark.dataSource.register(StrataDataSource)
+    parallelism = getattr(context, "defaultParallelism", None)
+    spark.dataSource.register(StrataDataSource.for_session(parallelism))
     spark.dataSource.register(StrataStatsDataSource)

@@ -134,8 +134,10 @@ UNSUPPORTED_KAFKA_OPTIONS: dict[str, str] = {
     "endingOffsetsByTimestamp": "give endingOffsets instead",
     "minOffsetsPerTrigger": "only maxOffsetsPerTrigger/maxRecordsPerTrigger is supported",
     "maxTriggerDelay": "only maxOffsetsPerTrigger/maxRecordsPerTrigger is supported",
-    "minPartitions": "a read has one Spark partition per topic partition",
-    "maxRecordsPerPartition": "a read has one Spark partition per topic partition",
+    "minPartitions": "a read groups whole topic partitions into as many Spark tasks as the "
+                     "session has cores, and never splits a topic partition",
+    "maxRecordsPerPartition": "a read groups whole topic partitions into as many Spark tasks "
+                              "as the session has cores, and never splits a topic partition",
     "includeHeaders": "the headers column is always there",
     "groupIdPrefix": "a Strata read uses no consumer group",
 }

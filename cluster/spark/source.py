@@ -10,11 +10,11 @@ transactional record batches with a producer id of its own (``BatchEncoder``), r
 partition in the transaction and sends the batches to the node actors that own the partitions;
 the job's commit commits the attempts that succeeded and aborts the others, its abort aborts all
 (``StrataWriter``). A driver that dies leaves an open transaction, aborted by the cluster after
-``transactionTimeoutMs``. Read: the
-planner asks the partitions' offsets once, at the start of the query (log start, log end, last
-stable offset), resolves the starting and ending options (``cluster.spark.offsets``) and makes one
-Spark partition per log partition; each task reads the partition's segment files directly, up to
-that end (``storage.view.read_partition_batches``: safe against concurrent cleaner swaps; with
+``transactionTimeoutMs``. Read: the planner asks the partitions' offsets once, at the start of the
+query (log start, log end, last stable offset), resolves the starting and ending options
+(``cluster.spark.offsets``) and groups the log partitions into Spark tasks
+(``cluster.spark.read_tasks``); a task reads each of its partitions' segment files directly, up to
+its end (``storage.view.read_partition_batches``: safe against concurrent cleaner swaps; with
 ``read_committed``, the default, the end is at most the last stable offset and the batches of
 aborted transactions are skipped), and yields Arrow batches. Options: ``cluster.spark.options``;
 every option given is checked against its table, so none is ignored.
@@ -51,6 +51,7 @@ from cluster.spark import offsets
 from cluster.spark import options as opts
 from cluster.spark.connection import connect, settle_heap, warm_up
 from cluster.spark.errors import SourceOptionError, WriteRejectedError
+from cluster.spark.read_tasks import ReadTask, read_tasks
 from storage import files
 
 # Loaded where they are used, not here: this module is imported by every planner process that
@@ -75,9 +76,23 @@ class StrataDataSource(DataSource):
     are decoded (``check_read_schema``).
     """
 
+    spark_parallelism: int | None = None
+    """Spark's default parallelism when ``register`` ran (``for_session``): the number of tasks a
+    read groups its topic partitions into (``cluster.spark.read_tasks``). None: one task per topic
+    partition."""
+
     @classmethod
     def name(cls) -> str:
         return "strata"
+
+    @classmethod
+    def for_session(cls, parallelism: int | None) -> type[StrataDataSource]:
+        """This data source as ``register`` hands it to a session whose default parallelism is
+        ``parallelism``. The subclass is pickled by value (it is no module's attribute), so the
+        Python processes that plan a read see the number."""
+        return type(cls.__name__, (cls,), {"__module__": cls.__module__,
+                                           "__qualname__": f"{cls.__qualname__}.for_session",
+                                           "spark_parallelism": parallelism})
 
     def schema(self) -> str:
         from cluster.spark.decoding import READ_DDL
@@ -90,14 +105,14 @@ class StrataDataSource(DataSource):
         return READ_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        reader = StrataReader(dict(self.options), schema)
+        reader = StrataReader(dict(self.options), schema, self.spark_parallelism)
         check_read_schema(schema, reader.settings.value_format, reader.topic)
         return reader
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from cluster.spark.stream import StrataStreamReader
 
-        reader = StrataStreamReader(dict(self.options), schema)
+        reader = StrataStreamReader(dict(self.options), schema, self.spark_parallelism)
         check_read_schema(schema, reader.settings.value_format, reader.topic)
         return reader
 
@@ -276,18 +291,25 @@ class ReadPartition(InputPartition):
 
 
 class StrataReader(DataSourceReader):
-    """A batch read: ``partitions`` asks the nodes for every partition's offsets once and plans
+    """A batch read: ``plan`` asks the nodes for every partition's offsets once and plans
     ``[start, end)`` from ``startingOffsets``/``startingTimestamp``/``startingOffsetsByTimestamp``
-    and ``endingOffsets`` (``cluster.spark.offsets``); ``read`` runs in a Spark task."""
+    and ``endingOffsets`` (``cluster.spark.offsets``); ``partitions`` groups those into at most
+    ``parallelism`` Spark tasks (``cluster.spark.read_tasks``); ``read`` runs in a Spark task."""
 
-    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+    def __init__(self, options: dict[str, str], schema: StructType,
+                 parallelism: int | None = None) -> None:
         self.settings = opts.read_settings(options, opts.BATCH_READ)
         self.options = options
         self.schema = schema
         self.topic = self.settings.topic
         self.ends = opts.ending_offsets(options, self.topic)
+        self.parallelism = parallelism
 
-    def partitions(self) -> list[ReadPartition]:
+    def partitions(self) -> list[ReadTask]:
+        return read_tasks(self.plan(), self.parallelism)
+
+    def plan(self) -> list[ReadPartition]:
+        """``[start, end)`` of every partition of the topic, in partition order."""
         conn = opts.connection(self.options)
         cluster = connect(conn.address, conn.namespace, kernels=False)
         layout = cluster.topic_layout(self.topic)
@@ -309,9 +331,17 @@ class StrataReader(DataSourceReader):
                                      settings.fail_on_data_loss))
         return out
 
-    def read(self, partition: ReadPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(partition, self.schema, self.settings.value_format,
-                              self.settings.rows_per_batch, relocator(self.options, partition))
+    def read(self, task: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_task(task, self.schema, self.settings, self.options)
+
+
+def read_task(task: InputPartition, schema: StructType, settings: opts.ReadSettings,
+              options: dict[str, str]) -> Iterator[pa.RecordBatch]:
+    """The Arrow batches of a Spark task of a read: its topic partitions one after another
+    (Spark hands a read planned with no partition at all ``InputPartition(None)``)."""
+    for part in getattr(task, "parts", ()):
+        yield from read_partition(part, schema, settings.value_format, settings.rows_per_batch,
+                                  relocator(options, part))
 
 
 def read_partition(partition: ReadPartition, schema: StructType, value_format: str,

@@ -16,8 +16,9 @@ its last committed micro-batch, so no record is read twice and none is skipped.
   split over the partitions; with ``Trigger.AvailableNow`` never past the offsets of
   ``prepareForTriggerAvailableNow``. A partition added to the topic (``Cluster.add_partitions``)
   joins at offset 0, as in Kafka's source.
-- ``partitions(start, end)``: one Spark partition per topic partition with offsets to read; a start
-  the partition no longer holds is data loss (``failOnDataLoss``, ``cluster.spark.offsets``).
+- ``partitions(start, end)``: the topic partitions with offsets to read, grouped into Spark tasks
+  as a batch read's (``cluster.spark.read_tasks``); a start the partition no longer holds is data
+  loss (``failOnDataLoss``, ``cluster.spark.offsets``).
 - ``read``: a Spark task reads the segment files, as the batch source does (``read_partition``),
   skipping aborted transactions; compacted partitions read across their offset gaps and across
   concurrent cleaner swaps (``storage.view.read_partition_batches``).
@@ -29,7 +30,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceStreamReader
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -42,7 +43,8 @@ from cluster.spark import offsets
 from cluster.spark import options as opts
 from cluster.spark.connection import connect
 from cluster.spark.errors import SourceOptionError
-from cluster.spark.source import ReadPartition, read_partition, relocator
+from cluster.spark.read_tasks import ReadTask, read_tasks
+from cluster.spark.source import ReadPartition, read_task
 
 Offsets = dict[int, int]
 
@@ -53,8 +55,10 @@ class StrataStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     executor tasks and reads files. The only state kept between calls is the target of
     ``Trigger.AvailableNow``; everything else comes from the offsets Spark passes in."""
 
-    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+    def __init__(self, options: dict[str, str], schema: StructType,
+                 parallelism: int | None = None) -> None:
         self.settings = opts.read_settings(options, opts.STREAM_READ)
+        self.parallelism = parallelism
         self.options = options
         self.schema = schema
         self.topic = self.settings.topic
@@ -120,7 +124,11 @@ class StrataStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def reportLatestOffset(self) -> dict | None:
         return self._encode(self._latest())
 
-    def partitions(self, start: dict, end: dict) -> list[ReadPartition]:
+    def partitions(self, start: dict, end: dict) -> list[ReadTask]:
+        return read_tasks(self.plan(start, end), self.parallelism)
+
+    def plan(self, start: dict, end: dict) -> list[ReadPartition]:
+        """``[start, end)`` of every partition with offsets to read in the micro-batch."""
         begin, stop = self._decode(start), self._decode(end)
         if begin == stop:
             return []
@@ -144,9 +152,8 @@ class StrataStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                      self.settings.fail_on_data_loss))
         return out
 
-    def read(self, partition: ReadPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(partition, self.schema, self.settings.value_format,
-                              self.settings.rows_per_batch, relocator(self.options, partition))
+    def read(self, task: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_task(task, self.schema, self.settings, self.options)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: the offsets live in Spark's checkpoint, and a read holds no resource."""

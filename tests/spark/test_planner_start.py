@@ -34,13 +34,16 @@ from cluster.spark.stream import StrataStreamReader
 options = {"topic": "planned", "namespace": sys.argv[1], "address": sys.argv[2],
            "startingOffsets": "earliest"}
 schema = StructType([StructField("value", BinaryType())])
-parts = StrataReader(dict(options), schema).partitions()
+reader = StrataReader(dict(options), schema)
+parts = reader.plan()
 assert [(p.partition, p.start, p.end) for p in parts] == [(0, 0, 3), (1, 0, 0)], parts
+assert [[p.partition for p in t.parts] for t in reader.partitions()] == [[0]]
 stream = StrataStreamReader(dict(options), schema)
 start = stream.initialOffset()
 end = stream.latestOffset(start, ReadAllAvailable())
 assert end == {"planned": {"0": 3, "1": 0}}, end
-assert [(p.partition, p.start, p.end) for p in stream.partitions(start, end)] == [(0, 0, 3)]
+assert [(p.partition, p.start, p.end) for p in stream.plan(start, end)] == [(0, 0, 3)]
+assert [[p.partition for p in t.parts] for t in stream.partitions(start, end)] == [[0]]
 assert "numba" not in sys.modules, "the planner loaded numba"
 """
 

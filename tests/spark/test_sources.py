@@ -5,6 +5,7 @@ under a task retry, and bad input."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 import pyarrow as pa
@@ -321,3 +322,27 @@ def test_arrow_columns_survive_a_round_trip_through_the_encoder_and_decoder() ->
                      sum((b.column("value").to_pylist() for b in decoded), [])),
                  key=repr)
     assert got == sorted(zip(keys.to_pylist(), values.to_pylist()), key=repr)
+
+
+def test_a_read_groups_partitions_into_as_many_tasks_as_spark_has_cores(strata) -> None:
+    spark = strata.spark
+    cores = spark.sparkContext.defaultParallelism
+    strata.cluster.create_topic("wide", partitions=3 * cores + 1)
+    strata.write(spark.range(2000).selectExpr("cast(id as string) as key",
+                                              "cast(id as string) as value"), "wide")
+    df = strata.read("wide")
+    assert df.rdd.getNumPartitions() == cores
+    rows = df.select(F.spark_partition_id().alias("task"), "partition", "offset",
+                     "value").collect()
+    assert sorted(int(r.value) for r in rows) == list(range(2000))
+    tasks_of = {}
+    for r in rows:
+        tasks_of.setdefault(r.partition, set()).add(r.task)
+    assert set(tasks_of) == set(range(3 * cores + 1))
+    assert all(len(tasks) == 1 for tasks in tasks_of.values())     # a partition is never split
+    # a read that ends before most partitions have records plans no task for them
+    ends = {str(p): 0 for p in range(3 * cores + 1)}
+    ends["1"] = 3
+    narrow = strata.read("wide", endingOffsets=json.dumps({"wide": ends}))
+    assert narrow.rdd.getNumPartitions() == 1
+    assert sorted((r.partition, r.offset) for r in narrow.collect()) == [(1, 0), (1, 1), (1, 2)]
