@@ -13,7 +13,8 @@ More tasks than ``parallelism`` are planned when the read is large (one per
 task retried after a failure re-reads a bounded amount and Spark can still balance large reads.
 A topic partition with nothing to read gets no task. Without a known parallelism (a reader built
 outside ``register``, a Spark Connect session) each topic partition is a task of its own, as in
-Kafka's source.
+Kafka's source. The parallelism is the one when ``register`` ran: executors that join a cluster
+later are not counted, except through the large-read rule above.
 """
 
 from __future__ import annotations
