@@ -424,12 +424,39 @@ class _Index:
             self._probes += 1
             size = self.ENTRY.size
             keys = _FileColumn(fd, self._KEY, size, self._KEY_AT, length // size)
-            slot = bisect.bisect_right(keys, key) - 1
+            values = _FileColumn(fd, self._VALUE, size, self._VALUE_AT, length // size)
+            slot = bisect.bisect_right(keys, key, 0, self._searched(keys, values)) - 1
             if slot < 0:
                 return -1, None
             return slot, self.ENTRY.unpack(os.pread(fd, size, slot * size))
         finally:
             os.close(fd)
+
+    def _searched(self, keys: Sequence[int], values: Sequence[int]) -> int:
+        """How many leading entries a lookup searches: every entry, except in a read-only index
+        whose file a live owner preallocated. Its zeroed tail holds no entries yet (the owner
+        counts its entries in memory; the file is trimmed only when the segment is closed), so a
+        lookup that bisected into it answered with the segment's start, and a read from inside
+        the active segment walked it from its first byte. The tail is the zeroed slots after the
+        first: any later entry's key is above the first's, so only the tail has key and value
+        both zero there. Two reads when the last slot is no zero entry; log2(slots) otherwise."""
+        count = len(keys)
+        if self._writable or count < 2 or keys[count - 1] or values[count - 1]:
+            return count
+        low, high = 1, count - 1               # the tail's first slot is in [low, high]
+        while low < high:
+            middle = (low + high) // 2
+            if keys[middle] or values[middle]:
+                low = middle + 1
+            else:
+                high = middle
+        return low
+
+    def _lookup_slot(self, key: int) -> int:
+        """The slot of the last entry whose key is ``<= key`` (-1 when none) among the entries
+        a lookup searches (``_searched``)."""
+        keys = self._keys()
+        return bisect.bisect_right(keys, key, 0, self._searched(keys, self._values())) - 1
 
     def _keys(self) -> _Column:
         return _Column(self._data(), self._KEY, self.ENTRY.size, self._KEY_AT, self._entries)

@@ -104,15 +104,17 @@ class OffsetIndex(_Index):
                 return OffsetPosition(self._base_offset, 0)
             relative, position = fields
             return OffsetPosition(self._base_offset + relative, position)
-        slot = bisect.bisect_right(self._keys(), target_offset - self._base_offset) - 1
+        slot = self._lookup_slot(target_offset - self._base_offset)
         return self.entry(slot) if slot >= 0 else OffsetPosition(self._base_offset, 0)
 
     def fetch_upper_bound_offset(
         self, fetch_position: int, fetch_size: int
     ) -> OffsetPosition | None:
         """The first entry whose position is ``>= fetch_position + fetch_size``, else None."""
-        slot = bisect.bisect_left(self._values(), fetch_position + fetch_size)
-        return self.entry(slot) if slot < self._entries else None
+        values = self._values()
+        searched = self._searched(self._keys(), values)
+        slot = bisect.bisect_left(values, fetch_position + fetch_size, 0, searched)
+        return self.entry(slot) if slot < searched else None
 
     def sanity_check(self) -> None:
         """Raise ``CorruptIndexError`` naming the file when its length is not whole entries or the

@@ -12,7 +12,6 @@ The index keeps its last slot free for the entry a segment writes when it become
 
 from __future__ import annotations
 
-import bisect
 import struct
 
 import numpy as np
@@ -120,7 +119,7 @@ class TimeIndex(_Index):
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp ``<= target_timestamp``, else
         ``(-1, base_offset)``."""
-        slot = bisect.bisect_right(self._keys(), target_timestamp) - 1
+        slot = self._lookup_slot(target_timestamp)
         return self.entry(slot) if slot >= 0 else TimestampOffset(NO_TIMESTAMP, self._base_offset)
 
     def sanity_check(self) -> None:

@@ -18,7 +18,8 @@ import pytest
 import storage.index_file as index_file
 from storage.config import LogConfig
 from storage.files import index_file as index_path
-from storage.index import OffsetIndex, OffsetPosition
+from storage.files import time_index_file as time_index_path
+from storage.index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
 from storage.log import Log
 from storage.records import Record
 from storage.segment import LogSegment
@@ -139,3 +140,85 @@ def test_a_probed_lookup_answers_as_the_whole_file_does(tmp_path: Path, tail: by
     for target in targets[:index_file._PROBE_LOOKUPS + 1]:
         assert probed.lookup(target) == whole.lookup(target)
     assert probed.is_open
+
+
+# ---- the zeroed tail of a live owner's preallocated index ---------------------------------------
+# A read-only reader counts every slot of the file as an entry (the owner's count lives in its
+# memory). Lookups bisected into the zeroed tail and answered with the segment's start, so every
+# read from inside an active segment walked it from its first byte. Each lookup below is checked
+# against a plain list of the entries written.
+
+def _preallocated(path: Path, index: OffsetIndex | TimeIndex, entries: list[tuple[int, int]],
+                  append: str) -> None:
+    for entry in entries:
+        getattr(index, append)(*entry)
+    index.flush()
+    index.release()                              # as a live owner leaves it: not trimmed
+    assert os.path.getsize(path) == (1 << 20) // index.entry_size * index.entry_size
+
+
+def test_read_only_offset_lookups_ignore_the_zeroed_tail_of_a_live_index(tmp_path: Path) -> None:
+    path = index_path(tmp_path, BASE)
+    rng = random.Random(7)
+    entries, offset, position = [], BASE, 0
+    for _ in range(3000):
+        offset += rng.randint(1, 20)
+        position += rng.randint(1, 4000)
+        entries.append((offset, position))
+    _preallocated(path, OffsetIndex(path, BASE, 1 << 20), entries, "append")
+
+    def oracle(target: int) -> OffsetPosition:
+        found = [e for e in entries if e[0] <= target]
+        return OffsetPosition(*found[-1]) if found else OffsetPosition(BASE, 0)
+
+    def upper_oracle(position: int, size: int) -> OffsetPosition | None:
+        found = [e for e in entries if e[1] >= position + size]
+        return OffsetPosition(*found[0]) if found else None
+
+    targets = [BASE - 1, BASE, entries[0][0], offset, offset + 1, 2**31 - 2 + BASE] + \
+        [rng.randint(BASE, offset + 10) for _ in range(200)]
+    whole = OffsetIndex(path, BASE, 1 << 20, writable=False)
+    for target in targets:
+        assert whole.lookup(target) == oracle(target), target
+    for batch in range(0, len(targets), index_file._PROBE_LOOKUPS):     # bisected in the file
+        probed = OffsetIndex(path, BASE, 1 << 20, writable=False)
+        for target in targets[batch:batch + index_file._PROBE_LOOKUPS]:
+            assert probed.lookup(target) == oracle(target), target
+    for _ in range(100):
+        at, size = rng.randint(0, position + 10), rng.randint(1, 5000)
+        assert whole.fetch_upper_bound_offset(at, size) == upper_oracle(at, size), (at, size)
+
+
+def test_read_only_time_lookups_ignore_the_zeroed_tail_of_a_live_index(tmp_path: Path) -> None:
+    path = time_index_path(tmp_path, BASE)
+    rng = random.Random(8)
+    entries, timestamp, offset = [], TS, BASE
+    for _ in range(2000):
+        timestamp += rng.randint(1, 50)
+        offset += rng.randint(1, 20)
+        entries.append((timestamp, offset))
+    _preallocated(path, TimeIndex(path, BASE, 1 << 20), entries, "maybe_append")
+    index = TimeIndex(path, BASE, 1 << 20, writable=False)
+    for target in [TS - 1, TS, timestamp, timestamp + 1] + \
+            [rng.randint(TS, timestamp + 10) for _ in range(200)]:
+        found = [e for e in entries if e[0] <= target]
+        expected = TimestampOffset(*found[-1]) if found else TimestampOffset(-1, BASE)
+        assert index.lookup(target) == expected, target
+
+
+def test_a_read_from_inside_the_active_segment_starts_where_the_owners_index_says(
+        tmp_path: Path) -> None:
+    """The reproduction: a reader's ``walk_start`` inside a live log's active segment was
+    ``(base, 0)``, a walk of the whole segment; it is now the entry the owner's own index gives."""
+    directory = tmp_path / "t-0"
+    config = LogConfig(index_interval_bytes=4096)
+    log = Log.open(directory, config, recovery_point=0, had_clean_shutdown=True)
+    for start in range(0, 20_000, 100):
+        log.append([Record(b"k%d" % i, b"x" * 200, TS + i) for i in range(start, start + 100)])
+    owner = log.active_segment
+    for target in (0, 150, 9_999, 19_950, 19_999):
+        assert LogSegment(directory, 0, config).walk_start(target) == owner.walk_start(target)
+    assert LogSegment(directory, 0, config).walk_start(19_950).position > 0
+    assert LogSegment(directory, 0, config).offset_index.entries == \
+        config.segment_index_bytes // 8          # the file's count itself is unchanged
+    log.close()
