@@ -287,9 +287,19 @@ class Log:
         """The aborted transactions overlapping ``[start_offset, upper_bound_offset)``, from the
         ``.txnindex`` of the segment holding ``start_offset`` and of the later ones until an entry
         shows no later one can add to the range (Kafka's collectAbortedTransactions)."""
-        return collect_aborted_transactions(
-            self.segments_in_range(start_offset, self._log_end_offset + 1), start_offset,
-            upper_bound_offset)
+        for _ in range(3):
+            with self._lock:
+                removals = self._segments.removals
+                segments = self._segments.in_range(start_offset, self._log_end_offset + 1)
+            found = collect_aborted_transactions(segments, start_offset, upper_bound_offset)
+            with self._lock:
+                if self._segments.removals == removals:
+                    return found
+            # a segment left the log while its index was read (a swap renames the index it
+            # replaces: read in between, it looked empty): read the new segments
+        raise StorageError(f"{self.name}: segments kept changing while the aborted "
+                           f"transactions from {start_offset} were read",
+                           partition=self.name, offset=start_offset)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record whose timestamp is >= ``timestamp``."""

@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, Iterator
 
 from storage import files
 from storage.config import READ_COMMITTED, READ_UNCOMMITTED
-from storage.errors import OffsetOutOfRangeError, StorageError
+from storage.errors import CorruptRecordError, OffsetOutOfRangeError, StorageError
 from storage.records import ControlType, Record, RecordBatch, parse_control_record
 from storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from storage.log import Log
+    from storage.segment import LogSegment
 
 DEFAULT_FETCH_BYTES = 1024 * 1024
 
@@ -49,8 +50,10 @@ class FetchData:
 def read_raw(log: Log, start_offset: int, max_bytes: int,
              min_one_message: bool) -> FetchData | None:
     """``Log.read_raw`` (see its contract): the segments that may hold ``start_offset`` are taken
-    under the log's lock and read without it; a read that meets a file swapped or deleted
-    meanwhile retries on the new segment list (three times, then ``StorageError``)."""
+    under the log's lock and read without it. Each segment holds its file open for the length of
+    its read, so a retention delete or a swap that removes it meanwhile costs nothing; a read
+    that finds the file gone before it began, or the segment truncated since it was taken,
+    retries on the new segment list (three times, then ``StorageError``)."""
     start_offset = files.validate_offset(start_offset, "start_offset", partition=log.name,
                                          minimum=None)
     for _ in range(3):
@@ -65,25 +68,44 @@ def read_raw(log: Log, start_offset: int, max_bytes: int,
             if start_offset == end:
                 return None
             candidates = log.segments_in_range(start_offset, end)
+            cuts = [segment.cuts for segment in candidates]
             active = log.active_segment
             active_size = active.size
         try:
-            for i, segment in enumerate(candidates):
-                limit = active_size if segment is active else None
-                # offsets a batch may hold: below the next segment's base, and below the
-                # log end offset in the active (or last) segment
-                next_base = candidates[i + 1].base_offset if i + 1 < len(candidates) else end
-                result = segment.read(start_offset, max_bytes, limit, min_one_message,
-                                      next_base_offset=next_base)
-                log._note_indexed(segment)
-                if result is not None:
-                    return FetchData(segment.base_offset, result[0], result[1],
-                                     str(segment.log_path))
-            return None
-        except FileNotFoundError:
-            continue   # raced a swap or a retention delete: retry on the new segment list
+            return _read_candidates(log, candidates, cuts, start_offset, end, max_bytes,
+                                    active, active_size, min_one_message)
+        except (FileNotFoundError, _SegmentCut):
+            continue   # raced a truncation, or a delete before the read began: retry
     raise StorageError(f"{log.name}: segments kept changing under a read at {start_offset}",
                        partition=log.name, offset=start_offset)
+
+
+class _SegmentCut(Exception):
+    """A segment read was truncated between the moment the read took it and the read (never
+    escapes ``read_raw``, which retries)."""
+
+
+def _read_candidates(log: Log, candidates: list[LogSegment], cuts: list[int],
+                     start_offset: int, end: int, max_bytes: int, active: LogSegment,
+                     active_size: int, min_one_message: bool) -> FetchData | None:
+    for i, segment in enumerate(candidates):
+        limit = active_size if segment is active else None
+        # offsets a batch may hold: below the next segment's base, and below the log end
+        # offset in the active (or last) segment
+        next_base = candidates[i + 1].base_offset if i + 1 < len(candidates) else end
+        try:
+            result = segment.read(start_offset, max_bytes, limit, min_one_message,
+                                  next_base_offset=next_base)
+        except CorruptRecordError:
+            if segment.cuts != cuts[i]:
+                raise _SegmentCut() from None
+            raise
+        if segment.cuts != cuts[i]:
+            raise _SegmentCut()
+        log._note_indexed(segment)
+        if result is not None:
+            return FetchData(segment.base_offset, result[0], result[1], str(segment.log_path))
+    return None
 
 
 def read_records(log: Log, start_offset: int | None, max_offset: int | None, fetch_bytes: int,
