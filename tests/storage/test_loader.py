@@ -146,20 +146,29 @@ def test_truncation_deletes_later_unflushed_segments(tmp_path: Path, clock: Fake
     assert reopened.segment_base_offsets() == [0, 10, 20]
 
 
-def test_checkpointed_log_start_beyond_the_log_end_is_ignored_and_deletes_nothing(
-        tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
-    """Issue 12: a readable but wrong log-start-offset checkpoint must not empty the log (Kafka
-    deletes every segment here); the log start is clamped to [first segment base, log end]."""
+def test_a_log_start_checkpoint_beyond_the_recovered_log_end_starts_the_log_there(
+        tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's LogLoaderTest.testLogEndLessThanStartAfterReopen: delete-records raised the log
+    start to 50, then a crash lost the tail after offset 10. Kafka deletes the segments and
+    starts at 50, so records below 50, deleted, are never served again and no offset below 50 is
+    handed out again. Here the segments go to quarantine instead of being deleted."""
     log = filled_log(tmp_path / "t-0", clock, n=10)
     log.close()
+    before = files.log_file(log.dir, 0).read_bytes()
     reopened = open_log(log.dir, log.config, clock, recovery_point=10, clean=True,
                         log_start_offset=50)
-    assert reopened.log_start_offset == 0
-    assert reopened.log_end_offset == 10
-    assert values(reopened.read()) == list(range(10))
-    assert "ignoring the checkpointed log start offset 50" in caplog.text
-    reopened.append([rec(10)])
-    assert reopened.log_end_offset == 11
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (50, 50)
+    assert values(reopened.read()) == []
+    assert reopened.segment_base_offsets() == [50]
+    [kept] = reopened.load_result.quarantined
+    assert Path(kept.path).read_bytes() == before
+    reopened.append([rec(50)])
+    assert [r.offset for r in reopened.read()] == [50]
+    reopened.close()
+    again = open_log(log.dir, log.config, clock, recovery_point=51, clean=True,
+                     log_start_offset=50)
+    assert [r.offset for r in again.read()] == [50]
+    again.close()
 
 
 def test_segments_below_a_checkpointed_log_start_go_by_retention_not_at_load(

@@ -372,3 +372,28 @@ def test_a_multi_batch_append_larger_than_segment_bytes_is_refused(tmp_path: Pat
         log.append_batch(batch + batch + batch)
     assert log.log_end_offset == 1
     log.close()
+
+
+def test_truncate_inside_a_batch_ends_the_log_at_the_target(make_log: MakeLog) -> None:
+    """Kafka's LocalLog.truncateTo: the batch holding the target goes whole, and the log end is
+    the target all the same, so the next append takes the target offset."""
+    log = make_log()
+    log.append([rec(i) for i in range(5)])
+    log.append([rec(i) for i in range(5, 10)])
+    assert log.truncate_to(7)
+    assert log.log_end_offset == 7
+    assert offsets(log.read(0)) == [0, 1, 2, 3, 4]
+    assert log.append([rec(70)]).first_offset == 7
+    assert offsets(log.read(0)) == [0, 1, 2, 3, 4, 7]
+
+
+def test_an_append_after_delete_records_and_a_truncation_inside_a_batch_is_readable(
+        make_log: MakeLog) -> None:
+    log = make_log()
+    log.append([rec(i) for i in range(10)])
+    log.maybe_increment_log_start_offset(5)
+    assert log.truncate_to(7)
+    assert (log.log_start_offset, log.log_end_offset) == (5, 7)
+    info = log.append([rec(70)])
+    assert info.first_offset == 7 >= log.log_start_offset
+    assert [(r.offset, int(r.value)) for r in log.read()] == [(7, 70)]
