@@ -73,6 +73,7 @@ from storage.load_checks import check_indexes_against_log, quick_index_check, tx
 from storage.load_swaps import (
     delete_swapped_originals,
     quarantine_invalid_swaps,
+    quarantine_partial_swaps,
     remove_temp_files,
     rename_swaps,
     swap_problem,
@@ -138,6 +139,9 @@ class LogLoader:
         swaps = remove_temp_files(self._actions)
         if swaps:
             swaps = quarantine_invalid_swaps(self._actions, swaps, self.clock, self._quarantined)
+        if swaps:
+            swaps = quarantine_partial_swaps(self._actions, swaps, self.config, self.clock,
+                                             self._quarantined)
         if swaps:
             delete_swapped_originals(self._actions, swaps, self.config, self.clock)
             self._completed_swaps += rename_swaps(self._actions, swaps)
