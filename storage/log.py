@@ -36,9 +36,13 @@ from storage.log_files import close_log, delete_log, delete_segment_files, renam
 from storage.log_producers import rebuild_producer_state
 from storage.log_read import (
     DEFAULT_FETCH_BYTES,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     READ_COMMITTED,
     READ_UNCOMMITTED,
     FetchData,
+    fetch_offset_by_timestamp,
     read_raw,
     read_records,
 )
@@ -58,7 +62,8 @@ from storage.segment import LogSegment, RollParams, SegmentIdentity
 from storage.txn_index import AbortedTxn, collect_aborted_transactions
 
 __all__ = [   # the log's names, some defined in the modules it delegates to
-    "DEFAULT_FETCH_BYTES", "INDEXED_SEGMENTS_KEPT", "READ_COMMITTED", "READ_UNCOMMITTED",
+    "DEFAULT_FETCH_BYTES", "EARLIEST_TIMESTAMP", "INDEXED_SEGMENTS_KEPT", "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP", "READ_COMMITTED", "READ_UNCOMMITTED",
     "FetchData", "Log", "LogAppendInfo",
 ]
 
@@ -310,6 +315,13 @@ class Log:
                 if found is not None:
                     return found
         return None
+
+    def fetch_offset_by_timestamp(self, timestamp: int, isolation: str = READ_UNCOMMITTED
+                                  ) -> tuple[int, int] | None:
+        """Kafka's ListOffsets for this partition: -2 earliest, -1 latest (the last stable offset
+        for ``read_committed``), -3 the record with the largest timestamp (KIP-734), or a time in
+        ms; ``(offset, timestamp)`` with -1 for none, or None (``storage.log_read``)."""
+        return fetch_offset_by_timestamp(self, timestamp, isolation)
 
     def _note_indexed(self, segment: LogSegment) -> None:
         """Keep the indexes of at most INDEXED_SEGMENTS_KEPT closed segments loaded."""

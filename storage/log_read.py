@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from storage.segment import LogSegment
 
 DEFAULT_FETCH_BYTES = 1024 * 1024
+EARLIEST_TIMESTAMP = -2     # Kafka's ListOffsetsRequest.EARLIEST_TIMESTAMP: the log start offset
+LATEST_TIMESTAMP = -1       # Kafka's ListOffsetsRequest.LATEST_TIMESTAMP: the last fetchable offset
+MAX_TIMESTAMP = -3          # Kafka's ListOffsetsRequest.MAX_TIMESTAMP (KIP-734)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,3 +176,48 @@ class AbortedFilter:
                 self._producers.discard(producer_id)
             return True
         return batch.is_transactional
+
+
+def fetch_offset_by_timestamp(log: Log, timestamp: int, isolation: str
+                              ) -> tuple[int, int] | None:
+    """``Log.fetch_offset_by_timestamp`` (Kafka's ``Partition.fetchOffsetForTimestamp`` over
+    ``UnifiedLog.fetchOffsetByTimestamp``): ``(offset, timestamp)``, the timestamp -1 where
+    Kafka answers NO_TIMESTAMP, or None.
+
+    ``EARLIEST_TIMESTAMP`` (-2): the log start offset. ``LATEST_TIMESTAMP`` (-1): the last
+    fetchable offset, the last stable offset for ``read_committed`` and the high watermark
+    otherwise. ``MAX_TIMESTAMP`` (-3): the first record with the largest timestamp. A time in
+    ms: the first record with a timestamp at or after it. The last two only below the last
+    fetchable offset, so a ``read_committed`` client is never pointed into an open
+    transaction."""
+    if isolation not in (READ_UNCOMMITTED, READ_COMMITTED):
+        raise StorageError(f"{log.name}: isolation {isolation!r} is not "
+                           f"{READ_UNCOMMITTED!r} or {READ_COMMITTED!r}",
+                           partition=log.name, isolation=isolation)
+    timestamp = files.validate_offset(timestamp, "timestamp", partition=log.name, minimum=-3)
+    fetchable = log.last_stable_offset if isolation == READ_COMMITTED else log.high_watermark
+    if timestamp == EARLIEST_TIMESTAMP:
+        return log.log_start_offset, -1
+    if timestamp == LATEST_TIMESTAMP:
+        return fetchable, -1
+    found = _max_timestamp_record(log) if timestamp == MAX_TIMESTAMP \
+        else log.offset_for_timestamp(timestamp)
+    if found is None or found[0] >= fetchable:
+        return None
+    return found
+
+
+def _max_timestamp_record(log: Log) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record holding the log's largest timestamp (Kafka:
+    the segment with the largest ``maxTimestampSoFar``, then the batch with that timestamp, then
+    its first record with it)."""
+    segments = [s for s in log.segments() if s.size > 0 and s.max_timestamp_so_far >= 0]
+    if not segments:
+        return None
+    segment = max(segments, key=lambda s: s.max_timestamp_so_far)
+    largest = segment.max_timestamp_so_far
+    start = max(segment.offset_of_max_timestamp_so_far, log.log_start_offset)
+    for record in log.read(segment.walk_start(start).offset):
+        if record.timestamp == largest:
+            return record.offset, record.timestamp
+    return None
