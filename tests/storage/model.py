@@ -155,10 +155,14 @@ class PartitionModel:
 
     # ---- truncation and log start ------------------------------------------------------------
     def truncate_to(self, target: int, first_segment_base: int) -> None:
-        """Kafka's UnifiedLog.truncateTo at a batch boundary (``first_segment_base`` is the real
-        log's first segment before the call: below it, the log is emptied and restarts there)."""
+        """Kafka's UnifiedLog.truncateTo, at any offset (``first_segment_base`` is the real log's
+        first segment before the call: below it, the log is emptied and restarts there): the
+        batches ending at or past the target go whole and the log ends at the target."""
         if target >= self.log_end_offset:
             return
+        # the batch holding the target goes whole (Kafka's LogSegment.truncateTo): its records
+        # below the target too
+        cut = min([target, *(b.base_offset for b in self.batches if b.next_offset > target)])
         if first_segment_base > target:
             self.batches.clear()
             self.log_start_offset = target
@@ -175,7 +179,41 @@ class PartitionModel:
                     producer.retry_is_defined = False
                     producer.must_bump_epoch = True
         self.log_end_offset = target
-        self._forget_latest(lambda record: record.offset >= target)
+        self._forget_latest(lambda record: record.offset >= cut)
+
+    def reopened(self, active_segment_base: int) -> None:
+        """A reopen of the log (after a clean shutdown or a kill): the log end is read back from
+        the segments, the offset after the last batch (or the active segment's base when it holds
+        none), so a log end that a truncation inside a batch left past the last batch falls back
+        to it, as in Kafka (nothing records it); never below the log start offset, where the
+        loader starts a log whose checkpointed start lies beyond what it recovered."""
+        last = max((b.next_offset for b in self.batches), default=0)
+        end = max(last, active_segment_base)
+        if end < self.log_start_offset:
+            # the checkpointed log start lies beyond what is left: the log starts there, empty
+            # (Kafka's LogLoader; the segments go to quarantine)
+            self.batches.clear()
+            self._forget_latest(lambda record: True)
+            end = self.log_start_offset
+        if end < self.log_end_offset:
+            for producer in self.producers.values():
+                producer.retry_is_defined = False
+        self.log_end_offset = end
+
+    def lose_tail(self, flushed: int) -> None:
+        """A power loss: every batch not wholly below ``flushed`` (the recovery point) is gone,
+        and its producer's next batch is no retry of it. ``reopened`` follows."""
+        gone = [b for b in self.batches if b.next_offset > flushed]
+        if not gone:
+            return
+        cut = min(b.base_offset for b in gone)
+        self.batches = [b for b in self.batches if b.next_offset <= flushed]
+        for batch in gone:
+            if batch.producer_id >= 0:
+                producer = self.producers[batch.producer_id]
+                producer.retry_is_defined = False
+                producer.must_bump_epoch = True
+        self._forget_latest(lambda record: record.offset >= cut)
 
     def _forget_latest(self, gone) -> None:
         """Keys whose latest record is gone (truncated or deleted with its segment): the key's
