@@ -31,18 +31,21 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from cleaner.batch_filter import LastBatches, LastRecord, filter_batch
 from cleaner.config import CleanerConfig
+from cleaner.errors import CleanerIOError
 from cleaner.offset_map import OffsetMap
 from cleaner.segment_reader import (Records, batch_header, control_type, following_bases,
                                     read_chunks)
 from cleaner.stats import CleanerStats, CleanerStatsSnapshot
 from cleaner.throttler import Throttler
 from cleaner.txn_metadata import CleanedTransactionMetadata
+from storage import files
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.files import TopicPartition
 from storage.log import Log
@@ -89,9 +92,9 @@ class Cleaner:
         """Clean ``log`` from ``first_dirty_offset`` up to ``first_uncleanable_offset`` (default:
         the active segment's base offset, or the base of the segment holding the log's last
         stable offset when that is lower). Raises LogCleaningAbortedError when ``check_done``
-        does."""
+        does, and ``CleanerIOError`` on an I/O error (its ``.cleaned`` files then removed and
+        their descriptors closed, the log as it was)."""
         now = self.clock.milliseconds() if now_ms is None else now_ms
-        tp = log.topic_partition
         end = log.active_segment.base_offset if first_uncleanable_offset is None else min(
             first_uncleanable_offset, log.active_segment.base_offset)
         stable = getattr(log, "last_stable_offset", end)
@@ -99,6 +102,13 @@ class Cleaner:
             # never past the first unstable offset (an open transaction may still abort): stop
             # at the base of the segment holding it, as Kafka's calculateCleanableBytes does
             end = log.segments_in_range(stable, stable + 1)[0].base_offset
+        try:
+            return self._clean(log, first_dirty_offset, now, end)
+        except OSError as err:
+            raise io_error(log, err, log.dir) from err
+
+    def _clean(self, log: Log, first_dirty_offset: int, now: int, end: int) -> CleanResult:
+        tp = log.topic_partition
         stats = CleanerStats(self.clock)
         legacy_horizon = self._legacy_delete_horizon(log, first_dirty_offset)
         # what the segments are before anything is read: the swap is refused if one changes
@@ -235,8 +245,15 @@ class Cleaner:
             expected = None if seen is None else [seen.get(s.base_offset, s.identity)
                                                   for s in group]
             log.replace_segments([cleaned], list(group), expected)
-        except BaseException:
-            cleaned.delete_files()
+        except BaseException as err:
+            try:
+                if cleaned.suffix == files.CLEANED_SUFFIX:   # a swap past its rename: recovery's
+                    cleaned.delete_files()
+            except OSError as delete_error:
+                logger.warning("%s: could not remove the cleaned segment's files: %s",
+                               cleaned.log_path, delete_error)
+            if isinstance(err, OSError):
+                raise io_error(log, err, cleaned.log_path) from err
             raise
 
     def _last_batches_of_producers(self, log: Log, now_ms: int) -> dict[int, LastRecord]:
@@ -305,6 +322,14 @@ class Cleaner:
             if pieces:
                 dest.append(last_offset, max_ts, max_ts_offset, pieces)
                 self.throttler.maybe_throttle(sum(len(p) for p in pieces))
+
+
+def io_error(log: Log, err: OSError, where: Path) -> CleanerIOError:
+    """The ``CleanerIOError`` for ``err``, naming the file it names (else ``where``)."""
+    path = str(err.filename or where)
+    return CleanerIOError(f"{path}: the clean of partition {log.name} failed on an I/O error "
+                          f"({err.strerror or err}); its cleaned segment was removed and the "
+                          f"log is as it was", path=path, partition=log.name, errno=err.errno)
 
 
 def group_segments_by_size(segments: Sequence[LogSegment], max_size: int, max_index_size: int,
