@@ -399,6 +399,11 @@ class LogDir:
         returns its path."""
         return self._moves.begin_move_in(_checked(topic, partition), source_dir)
 
+    def resume_move_in(self, topic: str, partition: int, source_dir: str) -> Path | None:
+        """The ``-future`` directory of an interrupted copy of ``topic``-``partition`` from
+        ``source_dir`` that this directory kept across a restart (``node.move``), or None."""
+        return self._moves.resume_move_in(_checked(topic, partition), source_dir)
+
     def settle_move_in(self, future: Path) -> Log:
         """After the source's switch (or a failure): promote ``future`` and serve it when the
         source committed, else remove it and raise ``MoveAbortedError``."""
