@@ -61,6 +61,11 @@ class DirMoves:
             fsync_dir(self.path)
             return future
 
+    def interrupted(self) -> dict[str, move.MoveState]:
+        """The ``-future`` directories kept to resume (``move.resumable_futures``)."""
+        with self._io("list interrupted moves"):
+            return move.resumable_futures(self.path)
+
     def resume_move_in(self, tp: TopicPartition, source_dir: str) -> Path | None:
         """The ``-future`` directory of a copy of ``tp`` from ``source_dir`` left to resume (see
         ``node.move``), or None. Any other future of ``tp`` left to resume (from another source)

@@ -56,6 +56,7 @@ from node.keys import LogMap, PartitionId
 from node.loading import PartitionToLoad, RecoveryPool, create_and_validate
 from node.lock import DirLock
 from node.log_table import LogTable
+from node.move import MoveState
 from node.stats import (InvalidDir, LoadProgress, LogDirStats, PartitionProblem,
                         all_partition_stats, disk_usage, file_system_id)
 from node.tasks import PeriodicTasks, apply_retention, expire_producers, flush_dirty
@@ -398,6 +399,11 @@ class LogDir:
         """Create ``<topic>-<partition>.<uuid>-future`` with its (incomplete) move state;
         returns its path."""
         return self._moves.begin_move_in(_checked(topic, partition), source_dir)
+
+    def interrupted_moves(self) -> dict[str, MoveState]:
+        """The ``-future`` directories of copies a restart interrupted, kept to resume, by name
+        (``node.move``)."""
+        return self._moves.interrupted()
 
     def resume_move_in(self, topic: str, partition: int, source_dir: str) -> Path | None:
         """The ``-future`` directory of an interrupted copy of ``topic``-``partition`` from

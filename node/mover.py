@@ -73,7 +73,7 @@ class MoveStatus:
     source_dir: str
     target_dir: str
     future_dir: str
-    phase: str                  # copying | switching
+    phase: str                  # copying | switching | interrupted (kept to resume)
     bytes_copied: int
     bytes_total: int
     source_log_end_offset: int
@@ -161,6 +161,19 @@ class Mover:
         with self._lock:
             return [MoveStatus(**entry) for _, entry in sorted(     # type: ignore[arg-type]
                 self._moves.items(), key=lambda item: (item[0].topic, item[0].partition))]
+
+    def interrupted(self, d: LogDir) -> list[MoveStatus]:
+        """The copies into ``d`` a restart interrupted and no ``move_in`` runs now (phase
+        ``interrupted``, ``bytes_copied`` what a resumed copy keeps; the figures that need the
+        source are -1)."""
+        with self._lock:
+            running = set(self._moves)
+        return [MoveStatus(state.topic, state.partition, state.source_dir, str(d.path),
+                           str(d.path / name), "interrupted",
+                           sum(size for size, _ in state.copy_record().segments.values()),
+                           -1, -1, -1, -1, -1.0)
+                for name, state in d.interrupted_moves().items()
+                if state.topic_partition not in running]
 
     def move_in(self, topic: str, partition: int, source_dir: str,
                 source: MoveSource) -> MoveResult:

@@ -408,8 +408,11 @@ class LogDirServer:
         return self._cleaning_pauses.pause_many(compacted)
 
     def move_status(self) -> list[MoveStatus]:
-        """The moves into this directory in progress."""
-        return self._mover.status()
+        """The moves into this directory in progress, then (once the directory is loaded) the
+        copies a restart interrupted, kept to resume (phase ``interrupted``)."""
+        moving = self._mover.status()
+        loaded = self._opening.opened
+        return moving if loaded is None else moving + self._mover.interrupted(loaded)
 
     # ---- directory (node.opening) ------------------------------------------------------------
     def stats(self) -> LogDirStats:

@@ -237,6 +237,9 @@ def test_a_target_restarted_mid_copy_keeps_the_future_and_the_next_move_resumes_
     before = records(a)
     total = a.move_source("t", 0).size_bytes
     done = sum(size for size, _ in MoveState.read(future).copy_record().segments.values())
+    [status] = b.move_status()               # listed as Kafka lists a future replica
+    assert (status.phase, status.future_dir, status.bytes_copied) == \
+        ("interrupted", str(future), done)
 
     result = b.move_in("t", 0, str(tmp_path / "a"), Link(a))
     assert records(b) == before and a.partitions() == []
@@ -244,6 +247,7 @@ def test_a_target_restarted_mid_copy_keeps_the_future_and_the_next_move_resumes_
     moved = tmp_path / "b" / "t-0"
     assert {n: ((moved / n).stat().st_ino, (moved / n).stat().st_mtime_ns) for n in kept} == kept
     assert not [n for n in os.listdir(tmp_path / "b") if "-future" in n]
+    assert b.move_status() == []
     b.append_batch("t", 0, batch(301))
     a.close(), b.close()
     again = server(tmp_path / "b")
