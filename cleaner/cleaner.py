@@ -31,17 +31,21 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from cleaner.batch_filter import LastBatches, LastRecord, filter_batch
 from cleaner.config import CleanerConfig
+from cleaner.errors import CleanerIOError
 from cleaner.offset_map import OffsetMap
-from cleaner.segment_reader import Records, batch_header, control_type, read_chunks
+from cleaner.segment_reader import (Records, batch_header, control_type, following_bases,
+                                    read_chunks)
 from cleaner.stats import CleanerStats, CleanerStatsSnapshot
 from cleaner.throttler import Throttler
 from cleaner.txn_metadata import CleanedTransactionMetadata
+from storage import files
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.files import TopicPartition
 from storage.log import Log
@@ -88,9 +92,9 @@ class Cleaner:
         """Clean ``log`` from ``first_dirty_offset`` up to ``first_uncleanable_offset`` (default:
         the active segment's base offset, or the base of the segment holding the log's last
         stable offset when that is lower). Raises LogCleaningAbortedError when ``check_done``
-        does."""
+        does, and ``CleanerIOError`` on an I/O error (its ``.cleaned`` files then removed and
+        their descriptors closed, the log as it was)."""
         now = self.clock.milliseconds() if now_ms is None else now_ms
-        tp = log.topic_partition
         end = log.active_segment.base_offset if first_uncleanable_offset is None else min(
             first_uncleanable_offset, log.active_segment.base_offset)
         stable = getattr(log, "last_stable_offset", end)
@@ -98,11 +102,19 @@ class Cleaner:
             # never past the first unstable offset (an open transaction may still abort): stop
             # at the base of the segment holding it, as Kafka's calculateCleanableBytes does
             end = log.segments_in_range(stable, stable + 1)[0].base_offset
+        try:
+            return self._clean(log, first_dirty_offset, now, end)
+        except OSError as err:
+            raise io_error(log, err, log.dir) from err
+
+    def _clean(self, log: Log, first_dirty_offset: int, now: int, end: int) -> CleanResult:
+        tp = log.topic_partition
         stats = CleanerStats(self.clock)
         legacy_horizon = self._legacy_delete_horizon(log, first_dirty_offset)
         # what the segments are before anything is read: the swap is refused if one changes
         seen = {s.base_offset: s.identity for s in log.segments_in_range(0, end)}
-        self.build_offset_map(log, first_dirty_offset, end, stats)
+        following = following_bases(log.segments())
+        self.build_offset_map(log, first_dirty_offset, end, stats, following)
         end_offset = self.offset_map.latest_offset + 1
         stats.index_done()
         groups = group_segments_by_size(log.segments_in_range(0, end_offset),
@@ -114,7 +126,7 @@ class Cleaner:
         for i, group in enumerate(groups):
             next_base = groups[i + 1][0].base_offset if i + 1 < len(groups) else end
             self.clean_segments(log, group, now, stats, legacy_horizon, end, producers, seen,
-                                next_base, txns)
+                                next_base, txns, following)
         stats.buffer_utilization = self.offset_map.utilization
         stats.all_done()
         return CleanResult(tp, first_dirty_offset, end, end_offset, stats.snapshot(), len(groups))
@@ -126,27 +138,33 @@ class Cleaner:
         return before[-1].last_modified_ms - log.config.delete_retention_ms
 
     # ---- offset map --------------------------------------------------------------------------
-    def build_offset_map(self, log: Log, start: int, end: int, stats: CleanerStats) -> None:
-        """Map key -> latest offset over [start, end), stopping when the map is full."""
+    def build_offset_map(self, log: Log, start: int, end: int, stats: CleanerStats,
+                         following: Mapping[int, int] | None = None) -> None:
+        """Map key -> latest offset over [start, end), stopping when the map is full.
+        ``following`` maps each segment's base offset to the next segment's (default: read
+        from the log), the bound its offsets are checked against."""
         self.offset_map.clear()
+        following = following_bases(log.segments()) if following is None else following
         dirty = log.segments_in_range(start, end)
         txns = CleanedTransactionMetadata()
         txns.add_aborted_transactions(log.collect_aborted_transactions(start, end))
         for i, segment in enumerate(dirty):
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
             self.check_done(log.topic_partition)
-            if self._map_segment(log, segment, start, next_start, stats, txns):
+            if self._map_segment(log, segment, start, next_start, stats, txns, following):
                 logger.debug("offset map of %s full: %d segments fully mapped, segment %d partly",
                           log.name, i, segment.base_offset)
                 return
 
     def _map_segment(self, log: Log, segment: LogSegment, start: int, next_start: int,
-                     stats: CleanerStats, txns: CleanedTransactionMetadata) -> bool:
+                     stats: CleanerStats, txns: CleanedTransactionMetadata,
+                     following: Mapping[int, int]) -> bool:
         """Returns True when the map filled up inside this segment. The batches of aborted
         transactions (``txns``) are read but never enter the map (Kafka's
         buildOffsetMapForSegment)."""
         position = segment.offset_index.lookup(start).position
-        for chunk_position, chunk, scan in self._chunks(log, segment, position):
+        for chunk_position, chunk, scan in self._chunks(log, segment, position,
+                                                        following=following):
             for pos, size, magic in zip(scan.positions.tolist(), scan.sizes.tolist(),
                                         scan.magics.tolist()):
                 header = batch_header(chunk, pos, size, magic, log, segment, chunk_position + pos)
@@ -174,13 +192,14 @@ class Cleaner:
         self.offset_map.update_latest_offset(next_start - 1)
         return False
 
-    def _chunks(self, log: Log, segment: LogSegment, position: int, *, check_crc: bool = True
+    def _chunks(self, log: Log, segment: LogSegment, position: int, *, check_crc: bool = True,
+                following: Mapping[int, int] | None = None
                 ) -> Iterator[tuple[int, bytes, BatchScan]]:
         """``segment_reader.read_chunks`` with this cleaner's buffer, throttler and check."""
         return read_chunks(log, segment, position, buffer_size=self.io_buffer_size,
                            max_message_size=self.config.max_message_size,
                            check_done=self.check_done, throttler=self.throttler,
-                           check_crc=check_crc)
+                           check_crc=check_crc, following=following)
 
     # ---- cleaning ----------------------------------------------------------------------------
     def clean_segments(self, log: Log, group: Sequence[LogSegment], now_ms: int,
@@ -188,7 +207,8 @@ class Cleaner:
                        last_batch_of_producer: LastBatches,
                        seen: Mapping[int, SegmentIdentity] | None = None,
                        next_base: int | None = None,
-                       txns: CleanedTransactionMetadata | None = None) -> None:
+                       txns: CleanedTransactionMetadata | None = None,
+                       following: Mapping[int, int] | None = None) -> None:
         """Clean one group into one ``.cleaned`` segment and swap it in. ``seen`` holds the
         segments' identities from before the clean read them; the swap is refused
         (``SegmentsChangedError``) when one of them changed since. ``next_base`` (default
@@ -199,7 +219,13 @@ class Cleaner:
         dropped, markers are kept or given a delete horizon (``CleanedTransactionMetadata``), and
         every aborted transaction whose marker stays is written to the cleaned segment's
         ``.txnindex``, which is swapped in with it. ``txns`` is the transaction state carried over
-        from the previous groups of this clean (default: none)."""
+        from the previous groups of this clean (default: none).
+
+        Every source batch is checked as the readers check it (CRC, and offsets against its
+        neighbours and the next segment's base offset, from ``following``, default: read from
+        the log); one that fails stops the clean with ``CorruptSegmentError`` before anything
+        is swapped in, and the ``.cleaned`` files are deleted."""
+        following = following_bases(log.segments()) if following is None else following
         cleaned = log.create_cleaned_segment(group[0].base_offset)
         txns = txns or CleanedTransactionMetadata()
         txns.cleaned_index = cleaned.txn_index
@@ -211,7 +237,7 @@ class Cleaner:
                     log.collect_aborted_transactions(source.base_offset, source_end))
                 retain_legacy_deletes = source.last_modified_ms > legacy_horizon
                 self._clean_into(log, source, cleaned, now_ms, stats, retain_legacy_deletes,
-                                 upper_bound, last_batch_of_producer, txns)
+                                 upper_bound, last_batch_of_producer, txns, following)
             cleaned.on_become_inactive()
             cleaned.flush()
             cleaned.set_last_modified_ms(group[-1].last_modified_ms)
@@ -219,8 +245,15 @@ class Cleaner:
             expected = None if seen is None else [seen.get(s.base_offset, s.identity)
                                                   for s in group]
             log.replace_segments([cleaned], list(group), expected)
-        except BaseException:
-            cleaned.delete_files()
+        except BaseException as err:
+            try:
+                if cleaned.suffix == files.CLEANED_SUFFIX:   # a swap past its rename: recovery's
+                    cleaned.delete_files()
+            except OSError as delete_error:
+                logger.warning("%s: could not remove the cleaned segment's files: %s",
+                               cleaned.log_path, delete_error)
+            if isinstance(err, OSError):
+                raise io_error(log, err, cleaned.log_path) from err
             raise
 
     def _last_batches_of_producers(self, log: Log, now_ms: int) -> dict[int, LastRecord]:
@@ -255,10 +288,11 @@ class Cleaner:
     def _clean_into(self, log: Log, source: LogSegment, dest: LogSegment, now_ms: int,
                     stats: CleanerStats, retain_legacy_deletes: bool, upper_bound: int,
                     last_batch_of_producer: LastBatches,
-                    txns: CleanedTransactionMetadata | None = None) -> None:
+                    txns: CleanedTransactionMetadata | None = None,
+                    following: Mapping[int, int] | None = None) -> None:
         txns = txns or CleanedTransactionMetadata()
         delete_retention = log.config.delete_retention_ms
-        for chunk_position, chunk, scan in self._chunks(log, source, 0):
+        for chunk_position, chunk, scan in self._chunks(log, source, 0, following=following):
             pieces: list[bytes | bytearray | memoryview] = []
             max_ts, max_ts_offset, last_offset = -1, -1, -1
             for pos, size, magic in zip(scan.positions.tolist(), scan.sizes.tolist(),
@@ -288,6 +322,14 @@ class Cleaner:
             if pieces:
                 dest.append(last_offset, max_ts, max_ts_offset, pieces)
                 self.throttler.maybe_throttle(sum(len(p) for p in pieces))
+
+
+def io_error(log: Log, err: OSError, where: Path) -> CleanerIOError:
+    """The ``CleanerIOError`` for ``err``, naming the file it names (else ``where``)."""
+    path = str(err.filename or where)
+    return CleanerIOError(f"{path}: the clean of partition {log.name} failed on an I/O error "
+                          f"({err.strerror or err}); its cleaned segment was removed and the "
+                          f"log is as it was", path=path, partition=log.name, errno=err.errno)
 
 
 def group_segments_by_size(segments: Sequence[LogSegment], max_size: int, max_index_size: int,

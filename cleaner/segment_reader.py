@@ -2,13 +2,16 @@
 (grown for a batch larger than it, as Kafka's growBuffersOrFail), each batch's header, and the
 per-record arrays of a batch (decompressed within the read path's limits). This module owns the
 rule that anything it cannot read is a ``CorruptSegmentError`` naming the file, the position, the
-offset and the partition; the clean then stops and the segment is left as it is.
+offset and the partition; the clean then stops and the segment is left as it is. "Cannot read"
+covers the offsets too, which lie outside a batch's CRC: they are checked as the readers' verified
+walk checks them (``storage.segment_read.walk_batches(verify=True)``), so the cleaner never writes
+a batch at offsets no reader would accept.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -25,17 +28,36 @@ from storage.records import (HEADER_SIZE, LOG_OVERHEAD, MAX_DECOMPRESSED_BYTES, 
 from storage.segment import LogSegment
 
 
+INT32_MAX = 2**31 - 1
+
+
+def following_bases(segments: Sequence[LogSegment]) -> dict[int, int]:
+    """Base offset of each segment -> the base offset of the segment after it (the last segment,
+    the active one, has none): the bound below which a segment's offsets must end."""
+    return {s.base_offset: n.base_offset for s, n in zip(segments, segments[1:])}
+
+
 def read_chunks(log: Log, segment: LogSegment, position: int, *, buffer_size: int,
                 max_message_size: int, check_done: Callable[[TopicPartition], None],
-                throttler: Throttler, check_crc: bool = True
+                throttler: Throttler, check_crc: bool = True,
+                following: Mapping[int, int] | None = None
                 ) -> Iterator[tuple[int, bytes, BatchScan]]:
     """Read ``segment`` from ``position`` in I/O-buffer-sized chunks of whole batches, growing
     the buffer for a batch larger than it (up to max.message.bytes, then to the batch).
 
-    With ``check_crc`` (every pass that uses records) each batch's CRC is verified before it is
-    yielded; a batch that fails it, or an impossible batch, raises ``CorruptSegmentError``."""
+    With ``check_crc`` (every pass that uses records) each chunk's batches are verified before
+    the chunk is yielded, as the readers' verified walk verifies them: the CRC, and the offsets
+    outside it (each base offset above the last offset of the batch before it, the segment's
+    base offset - 1 for the first one read; each last offset at or above its base offset, below
+    the next segment's base offset ``following[segment.base_offset]`` when known, and within
+    the segment's 32-bit relative offsets). A batch that fails a check, or an impossible batch,
+    raises ``CorruptSegmentError``."""
     max_size = max(log.config.max_message_bytes, max_message_size)
     end = segment.size
+    previous_last = segment.base_offset - 1
+    upper = segment.base_offset + INT32_MAX
+    if following is not None and segment.base_offset in following:
+        upper = min(upper, following[segment.base_offset] - 1)
     while position < end:
         check_done(log.topic_partition)
         wanted = min(buffer_size, end - position)
@@ -66,6 +88,8 @@ def read_chunks(log: Log, segment: LogSegment, position: int, *, buffer_size: in
             # Kafka's growBuffersOrFail: double up to max.message.bytes, then fit the batch
             buffer_size = min(buffer_size * 2, max_size) if buffer_size < max_size else batch_size
             continue
+        if check_crc:
+            previous_last = check_offsets(log, segment, position, scan, previous_last, upper)
         yield position, chunk, scan
         position += scan.valid_bytes
 
@@ -157,6 +181,37 @@ def claimed_offset(chunk: bytes, pos: int) -> int:
     return int.from_bytes(chunk[pos:pos + 8], "big", signed=True) if len(chunk) >= pos + 8 else -1
 
 
+def check_offsets(log: Log, segment: LogSegment, position: int, scan: BatchScan,
+                  previous_last: int, upper: int) -> int:
+    """Check the offsets of the batches of ``scan`` (a chunk read at ``position`` of
+    ``segment``) in order, the first against ``previous_last``; returns the last offset of the
+    chunk's last batch. A batch out of place is a ``CorruptSegmentError`` at its position (a
+    flipped base offset shows either in its own batch or, when it moved the batch's offsets
+    up, in the batch after it, which the message then names with the batch before it)."""
+    bases, lasts = scan.base_offsets, scan.last_offsets
+    if len(bases) == 0:
+        return previous_last
+    before = np.empty_like(lasts)
+    before[0] = previous_last
+    before[1:] = lasts[:-1]
+    bad = np.flatnonzero((bases <= before) | (lasts < bases) | (lasts > upper))
+    if len(bad) == 0:
+        return int(lasts[-1])
+    i = int(bad[0])
+    base, last, at = int(bases[i]), int(lasts[i]), position + int(scan.positions[i])
+    if base <= before[i]:
+        where = (f"the batch before it, at position {position + int(scan.positions[i - 1])}, "
+                 f"ends" if i > 0 else "the batches before it end")
+        why = f"its base offset is not above {int(before[i])}, where {where}"
+    elif last < base:
+        why = "its last offset is below its base offset"
+    else:
+        why = f"its last offset is beyond {upper}, the last offset this segment may hold"
+    raise corrupt(log, segment, at, base,
+                  f"the batch at offsets {base}..{last} is out of place: {why} (offsets lie "
+                  f"outside the CRC, so a damaged offset passes it)")
+
+
 def corrupt(log: Log, segment: LogSegment, position: int, offset: int,
             problem: str) -> CorruptSegmentError:
     return CorruptSegmentError(
@@ -178,4 +233,5 @@ def batch_header(chunk: bytes, pos: int, size: int, magic: int, log: Log, segmen
                       err.message) from err
 
 
-__all__ = ["Records", "batch_header", "claimed_offset", "control_type", "corrupt", "read_chunks"]
+__all__ = ["Records", "batch_header", "check_offsets", "claimed_offset", "control_type",
+           "corrupt", "following_bases", "read_chunks"]

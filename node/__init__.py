@@ -12,7 +12,8 @@ from storage.lazy_exports import lazy_exports
 
 _EXPORTS = {
     "LogDirConfig": "node.config",
-    "InvalidLogDirError": "node.errors", "LogDirClosedError": "node.errors",
+    "InvalidLogDirError": "node.errors", "InvalidTopicConfigError": "node.errors",
+    "LogDirClosedError": "node.errors",
     "LogDirLockedError": "node.errors", "LogDirOfflineError": "node.errors",
     "PartitionSkippedError": "node.errors", "UnknownPartitionError": "node.errors",
     "LogMap": "node.keys", "PartitionId": "node.keys",

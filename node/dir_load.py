@@ -55,11 +55,12 @@ def load_partitions(path: Path, checkpoints: DirCheckpoints, open_log: OpenFound
     recovery_points = checkpoints.read(checkpoints.recovery_points)
     log_start_offsets = checkpoints.read(checkpoints.log_start_offsets)
     move.resolve_futures(path)     # before the scan: a promoted future loads as live
+    resumable = move.resumable_futures(path)
     seeds = move.seeded_states(path)
     for tp, seed in seeds.items():
         recovery_points.setdefault(tp, seed.recovery_point)
         log_start_offsets.setdefault(tp, seed.log_start_offset)
-    found = scan(path)
+    found = scan(path, resumable)
 
     def open_found(partition: PartitionToLoad) -> DirLog:
         tp = partition.topic_partition

@@ -61,6 +61,30 @@ class DirMoves:
             fsync_dir(self.path)
             return future
 
+    def interrupted(self) -> dict[str, move.MoveState]:
+        """The ``-future`` directories kept to resume (``move.resumable_futures``)."""
+        with self._io("list interrupted moves"):
+            return move.resumable_futures(self.path)
+
+    def resume_move_in(self, tp: TopicPartition, source_dir: str) -> Path | None:
+        """The ``-future`` directory of a copy of ``tp`` from ``source_dir`` left to resume (see
+        ``node.move``), or None. Any other future of ``tp`` left to resume (from another source)
+        is abandoned: the partition no longer lives there."""
+        with self._io(f"resume moving {tp} in"):
+            source = Path(os.path.abspath(source_dir))
+            found = None
+            for name, _ in move.resumable_futures(self.path).items():
+                future = self.path / name
+                action, state, why = move.settle(self.path, future, resumable=True)
+                if action != move.RESUME or state is None or state.topic_partition != tp:
+                    continue
+                if found is None and Path(state.source_dir) == source:
+                    found = future
+                    continue
+                with move.move_lock(future):
+                    move.abandon(self.path, future)
+            return found
+
     def settle_move_in(self, future: Path) -> Log:
         with self._io(f"settle move {future.name}"):
             action, state, why = move.settle(self.path, future)

@@ -11,6 +11,7 @@ from storage.errors import LogDirOfflineError, StorageError
 
 __all__ = [
     "InvalidLogDirError",
+    "InvalidTopicConfigError",
     "LogDirClosedError",
     "LogDirLockedError",
     "LogDirOfflineError",
@@ -53,6 +54,21 @@ class PartitionSkippedError(StorageError):
     """A call to create a partition that ``LogDir.open`` skipped (``LogDir.problems`` says why):
     its directory holds data the loader could not use, so it is neither loaded nor replaced by a
     new empty log. ``topic``, ``partition``, ``directory`` and ``reason`` name it."""
+
+
+class InvalidTopicConfigError(StorageError):
+    """A topic's entry in the directory's ``topic-configs.json`` cannot be used: an unknown key,
+    a value Kafka's config would refuse (``segment.bytes=junk``), an entry that is not an object
+    of key/value pairs (``topic``, ``path`` of the file, ``key`` and ``value`` when one setting is
+    at fault).
+
+    It costs that topic only: ``LogDir.open`` skips the topic's partitions untouched (a
+    ``PartitionProblem`` each, in ``problems``), never opening them with the defaults instead
+    (for a compacted topic, the default ``cleanup.policy=delete`` would delete records by
+    retention), and creating a partition of the topic is refused with this error. The entry is
+    kept as it is in the file. Unlike a ``CheckpointError`` for the file itself (not UTF-8, not
+    JSON, a wrong version), which stops the whole directory from opening, the other topics load.
+    """
 
 
 class PolicyViolationError(StorageError):

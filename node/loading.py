@@ -11,6 +11,8 @@ What ``scan`` does with each entry of the directory:
   write): then the partition is skipped — reported as a ``PartitionProblem``, neither loaded nor
   changed — and the rest of the directory loads;
 * ``<topic>-<partition>.<uuid>-delete``: queued for deletion, not loaded;
+* a ``-future`` directory of a copy ``node.move.resolve_futures`` left to resume: skipped, not
+  reported (the next move of its partition resumes it);
 * anything else — a name that does not parse, a ``-stray`` directory, a ``-future`` directory
   left after ``node.move.resolve_futures`` (its move could not be settled), a partition under a name that is not its own (``t-01`` for ``t-1``): reported
   as an ``InvalidDir`` and left alone, neither loaded nor deleted.
@@ -27,6 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Collection
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,8 +90,10 @@ def create_and_validate(directory: Path) -> Path:
     return directory
 
 
-def scan(directory: Path) -> DirScan:
-    """Sort the subdirectories of ``directory`` (see the module docstring)."""
+def scan(directory: Path, resumable: Collection[str] = ()) -> DirScan:
+    """Sort the subdirectories of ``directory`` (see the module docstring); ``resumable`` names
+    the ``-future`` directories of moves left to resume (``node.move.resumable_futures``),
+    neither loaded nor reported."""
     partitions: list[PartitionToLoad] = []
     to_delete: list[tuple[TopicPartition, Path]] = []
     invalid: list[InvalidDir] = []
@@ -111,6 +116,8 @@ def scan(directory: Path) -> DirScan:
         tp = parsed.topic_partition
         if parsed.is_delete:
             to_delete.append((tp, path))
+        elif parsed.is_future and name in resumable:
+            continue
         elif parsed.kind:
             invalid.append(InvalidDir(name, f"a {parsed.kind} directory whose move could not "
                                             "be settled (node.move); left alone, not loaded"))

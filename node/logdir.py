@@ -49,12 +49,14 @@ from node.dir_deletes import LogDeletes, PauseCleaning, PauseCleaningMany
 from node.dir_load import load_partitions
 from node.dir_moves import DirMoves
 from node.dir_shutdown import DirShutdown
-from node.errors import LogDirClosedError, PartitionSkippedError, UnknownPartitionError
+from node.errors import (InvalidTopicConfigError, LogDirClosedError, PartitionSkippedError,
+                         UnknownPartitionError)
 from node.health import DirHealth, DirLog
 from node.keys import LogMap, PartitionId
 from node.loading import PartitionToLoad, RecoveryPool, create_and_validate
 from node.lock import DirLock
 from node.log_table import LogTable
+from node.move import MoveState
 from node.stats import (InvalidDir, LoadProgress, LogDirStats, PartitionProblem,
                         all_partition_stats, disk_usage, file_system_id)
 from node.tasks import PeriodicTasks, apply_retention, expire_producers, flush_dirty
@@ -82,13 +84,15 @@ class LogDir:
                  topic_configs: Mapping[str, LogConfig], config: LogDirConfig,
                  recovery_threads: int, clock: Clock, scheduler: Scheduler | None,
                  pause_cleaning: PauseCleaning | None,
-                 pause_cleaning_many: PauseCleaningMany | None = None) -> None:
+                 pause_cleaning_many: PauseCleaningMany | None = None,
+                 invalid_topics: Mapping[str, InvalidTopicConfigError] | None = None) -> None:
         self.path = path
         self.config = config
         self.default_config = default_config
         self.clock = clock
         self.recovery_threads = recovery_threads
         self._topic_configs = dict(topic_configs)
+        self._invalid_topics = dict(invalid_topics or {})
         self._health = DirHealth(path)
         self._checkpoints = DirCheckpoints(path)
         self._pause_cleaning: PauseCleaning = pause_cleaning or (lambda _tp: nullcontext())
@@ -117,6 +121,7 @@ class LogDir:
     @classmethod
     def open(cls, path: Path | str, *, default_config: LogConfig | None = None,
              topic_configs: Mapping[str, Mapping[str, Any] | LogConfig] | None = None,
+             invalid_topics: Mapping[str, InvalidTopicConfigError] | None = None,
              recovery_threads: int | None = None, config: LogDirConfig | None = None,
              clock: Clock = SYSTEM_CLOCK, scheduler: Scheduler | None = None,
              start_tasks: bool = True, pause_cleaning: PauseCleaning | None = None,
@@ -125,6 +130,9 @@ class LogDir:
         """Open (creating if missing), lock, load and start the directory at ``path``.
 
         ``topic_configs`` maps a topic to its overrides (dotted keys) of ``default_config``.
+        ``invalid_topics`` maps a topic whose kept overrides cannot be used to the error saying
+        why: its partitions are skipped untouched (a ``PartitionProblem`` each) and creating one
+        raises that error; they are never opened with ``default_config`` instead.
         ``recovery_threads`` defaults to ``config.num_recovery_threads_per_data_dir``. Without a
         ``scheduler`` the directory runs its own thread, stopped by ``close``; with one (tests
         pass a ``FakeScheduler``) the caller drives it. ``pause_cleaning(tp)`` is entered around
@@ -151,7 +159,8 @@ class LogDir:
             opened = cls(directory, dir_lock, default_config=default_config,
                          topic_configs=resolved, config=config, recovery_threads=threads,
                          clock=clock, scheduler=scheduler, pause_cleaning=pause_cleaning,
-                         pause_cleaning_many=pause_cleaning_many)
+                         pause_cleaning_many=pause_cleaning_many,
+                         invalid_topics=invalid_topics)
         except BaseException:
             dir_lock.release()
             raise
@@ -185,7 +194,8 @@ class LogDir:
         self.problems = outcome.problems
         self.quarantined = outcome.quarantined
         self._deletes.queue_found(outcome.to_delete,
-                                  lambda topic: self.config_for(topic).file_delete_delay_ms)
+                                  lambda topic: self._topic_configs.get(
+                                      topic, self.default_config).file_delete_delay_ms)
         self._moves.settle_seeds(outcome.seeds)
         self._loaded = True
         progress = self._pool.progress()
@@ -240,8 +250,17 @@ class LogDir:
         return self._pool.progress()
 
     def config_for(self, topic: str) -> LogConfig:
-        """``default_config`` with the topic's overrides applied."""
+        """``default_config`` with the topic's overrides applied; ``InvalidTopicConfigError``
+        for a topic whose kept overrides cannot be used (see ``open``'s ``invalid_topics``)."""
+        invalid = self._invalid_topics.get(topic)
+        if invalid is not None:
+            raise invalid
         return self._topic_configs.get(topic, self.default_config)
+
+    def may_be_compacted(self, topic: str) -> bool:
+        """Whether the cleaner may work on ``topic``'s logs: its config is compacted, or cannot
+        be told (overrides that cannot be used count as compacted, to hold the cleaner off)."""
+        return topic in self._invalid_topics or self.config_for(topic).compact
 
     def set_topic_config(self, topic: str, config: LogConfig) -> None:
         """Use ``config`` for logs of ``topic`` created from now on (persisting it is the
@@ -322,6 +341,7 @@ class LogDir:
                     f"({skipped.error}: {skipped.reason}); repair it (strata recover) and "
                     "reopen the directory", topic=topic, partition=partition,
                     directory=str(self.path), reason=skipped.reason)
+            self.config_for(tp.topic)      # a topic whose kept overrides cannot be used: refused
             path = self.path / files.partition_dir_name(tp.topic, tp.partition)
             path.mkdir(exist_ok=True)
             self._table.moved.pop(tp, None)
@@ -379,6 +399,16 @@ class LogDir:
         """Create ``<topic>-<partition>.<uuid>-future`` with its (incomplete) move state;
         returns its path."""
         return self._moves.begin_move_in(_checked(topic, partition), source_dir)
+
+    def interrupted_moves(self) -> dict[str, MoveState]:
+        """The ``-future`` directories of copies a restart interrupted, kept to resume, by name
+        (``node.move``)."""
+        return self._moves.interrupted()
+
+    def resume_move_in(self, topic: str, partition: int, source_dir: str) -> Path | None:
+        """The ``-future`` directory of an interrupted copy of ``topic``-``partition`` from
+        ``source_dir`` that this directory kept across a restart (``node.move``), or None."""
+        return self._moves.resume_move_in(_checked(topic, partition), source_dir)
 
     def settle_move_in(self, future: Path) -> Log:
         """After the source's switch (or a failure): promote ``future`` and serve it when the

@@ -19,18 +19,29 @@ A move of ``<topic>-<partition>`` from directory A (the source, owned by one nod
 
 Crash rules (``resolve_futures``, run by B's load before anything else; Kafka's
 recoverAbandonedFutureLogs): a ``-future`` directory whose move-state says complete while A has
-no live ``<topic>-<partition>`` any more is promoted; one whose source still has its live
-directory is abandoned (removed), because A never committed and still holds every record; one
-whose source directory cannot be seen at all, or that would collide with a live partition of B,
-is left alone and reported, never loaded. ``move.lock`` (a flock, released by the kernel when its
-holder dies) makes A's switch and B's decision exclusive, so B never removes a future that A is
-committing to.
+no live ``<topic>-<partition>`` any more is promoted; one still copying (not complete) whose
+source still has its live directory is kept for the move to resume (Kafka keeps a ``-future``
+log across a restart and its ReplicaAlterLogDirsThread fetches on from the future's high
+watermark): the next ``move_in`` of the partition from that source carries on from the segments
+the copy recorded as done, instead of copying everything again; one that is complete while its
+source still serves (killed between the state and the source's commit) is abandoned (removed),
+because A never committed and still holds every record, as is one whose source partition is gone;
+one whose source directory cannot be seen at all, or that would collide with a live partition of
+B, is left alone and reported, never loaded. ``move.lock`` (a flock, released by the kernel when
+its holder dies) makes A's switch and B's decision exclusive, so B never removes a future that A
+is committing to. A move that fails while its target runs is abandoned as before.
 
 move-state.json::
 
     {"version": 1, "topic": str, "partition": int, "source_dir": str, "unique": str,
      "complete": bool, "log_end_offset": int, "log_start_offset": int,
-     "recovery_point": int, "cleaner_offset": int | null}
+     "recovery_point": int, "cleaner_offset": int | null,
+     "copied": {"<base offset>": [bytes, source mtime_ns], ...}}
+
+``copied`` lists the closed segments copied whole and durably (rewritten after every copy round,
+once the round's files are fsynced): what a resumed copy keeps. A segment file of the future
+that it does not list is removed before a resumed copy (it may be the active segment of then,
+since rolled and cleaned, or a segment the source has dropped since).
 """
 
 from __future__ import annotations
@@ -75,6 +86,17 @@ class MoveState:
     log_start_offset: int = 0
     recovery_point: int = 0
     cleaner_offset: int | None = None
+    copied: dict[str, list[int]] = field(default_factory=dict)
+
+    def copy_record(self) -> CopyRecord:
+        """The ``CopyRecord`` a resumed copy starts from: the closed segments ``copied``."""
+        return CopyRecord({int(base): (size, mtime) for base, (size, mtime)
+                           in self.copied.items()})
+
+    def with_copied(self, record: CopyRecord) -> MoveState:
+        """This state listing the closed segments of ``record`` as ``copied``."""
+        return replace(self, copied={str(base): [size, mtime] for base, (size, mtime)
+                                     in sorted(record.segments.items()) if mtime is not None})
 
     @property
     def topic_partition(self) -> TopicPartition:
@@ -100,7 +122,12 @@ class MoveState:
             version = body.pop("version")
             if version != MOVE_STATE_VERSION:
                 raise ValueError(f"version {version}, expected {MOVE_STATE_VERSION}")
-            return cls(**body)
+            state = cls(**body)
+            if not isinstance(state.copied, dict) or not all(
+                    isinstance(v, list) and len(v) == 2 and all(isinstance(n, int) for n in v)
+                    and int(k) >= 0 for k, v in state.copied.items()):
+                raise ValueError("'copied' must map base offsets to [bytes, mtime_ns]")
+            return state
         except (ValueError, TypeError, KeyError, AttributeError) as err:
             raise CheckpointError(f"{path}: not a move state: {err}", path=str(path)) from None
 
@@ -299,7 +326,7 @@ def move_lock(future_dir: Path, timeout_s: float = MOVE_LOCK_TIMEOUT_S) -> Itera
 
 
 # ---- deciding at load (and after a failure) what a future directory is -----------------------
-PROMOTE, ABANDON, KEEP = "promote", "abandon", "keep"
+PROMOTE, ABANDON, KEEP, RESUME = "promote", "abandon", "keep", "resume"
 
 
 def committed(state: MoveState) -> bool | None:
@@ -311,9 +338,12 @@ def committed(state: MoveState) -> bool | None:
     return state.complete and not state.source_partition_dir.exists()
 
 
-def decide(directory: Path, future: Path) -> tuple[str, MoveState | None, str]:
-    """(``PROMOTE``/``ABANDON``/``KEEP``, its state, why) for ``future`` in log directory
-    ``directory``; call it holding ``move_lock(future)``."""
+def decide(directory: Path, future: Path, *, resumable: bool = False
+           ) -> tuple[str, MoveState | None, str]:
+    """(``PROMOTE``/``ABANDON``/``KEEP``/``RESUME``, its state, why) for ``future`` in log
+    directory ``directory``; call it holding ``move_lock(future)``. ``RESUME`` (with
+    ``resumable``, at load) for a copy in progress whose source still serves the partition;
+    without ``resumable`` such a future is abandoned."""
     try:
         state = MoveState.read(future)
     except FileNotFoundError:
@@ -325,9 +355,17 @@ def decide(directory: Path, future: Path) -> tuple[str, MoveState | None, str]:
     done = committed(state)
     if done is None:
         return KEEP, state, f"its source directory {state.source_dir} cannot be seen"
+    live_here = (directory / files.partition_dir_name(state.topic, state.partition)).exists()
     if not done:
-        return ABANDON, state, f"the source {state.source_partition_dir} still serves it"
-    if (directory / files.partition_dir_name(state.topic, state.partition)).exists():
+        if not state.source_partition_dir.exists():
+            return ABANDON, state, f"the source {state.source_partition_dir} is gone"
+        if not resumable or state.complete:
+            return ABANDON, state, f"the source {state.source_partition_dir} still serves it"
+        if live_here:
+            return KEEP, state, "a live directory of the same partition is already here"
+        return RESUME, state, (f"a copy in progress; the source {state.source_partition_dir} "
+                               "still serves it: the next move of the partition resumes it")
+    if live_here:
         return KEEP, state, "a live directory of the same partition is already here"
     return PROMOTE, state, "the source committed the move"
 
@@ -350,12 +388,14 @@ def abandon(directory: Path, future: Path) -> None:
     log.info("abandoned the move into %s", future)
 
 
-def settle(directory: Path, future: Path) -> tuple[str, MoveState | None, str]:
+def settle(directory: Path, future: Path, *, resumable: bool = False
+           ) -> tuple[str, MoveState | None, str]:
     """Decide and act on ``future`` under its lock: promote (returning the live path's state),
-    abandon, or keep. A future already gone counts as abandoned."""
+    abandon, keep, or (with ``resumable``) leave it to resume. A future already gone counts as
+    abandoned."""
     try:
         with move_lock(future):
-            action, state, why = decide(directory, future)
+            action, state, why = decide(directory, future, resumable=resumable)
             if action == PROMOTE and state is not None:
                 promote(directory, future, state)
             elif action == ABANDON:
@@ -369,7 +409,8 @@ def settle(directory: Path, future: Path) -> tuple[str, MoveState | None, str]:
 
 def resolve_futures(directory: Path) -> list[tuple[str, str]]:
     """Kafka's recoverAbandonedFutureLogs for one directory, before it loads: settle every
-    ``-future`` directory. Returns (name, why) of those kept (reported, never loaded)."""
+    ``-future`` directory (a copy in progress is left to resume). Returns (name, why) of those
+    kept (reported, never loaded); those left to resume are ``resumable_futures``."""
     kept = []
     for name in sorted(os.listdir(directory)):
         try:
@@ -378,11 +419,44 @@ def resolve_futures(directory: Path) -> list[tuple[str, str]]:
             continue
         if not parsed.is_future or not (directory / name).is_dir():
             continue
-        action, _state, why = settle(directory, directory / name)
+        action, _state, why = settle(directory, directory / name, resumable=True)
         log.warning("move leftover %s in %s: %s (%s)", name, directory, action, why)
         if action == KEEP:
             kept.append((name, why))
     return kept
+
+
+def resumable_futures(directory: Path) -> dict[str, MoveState]:
+    """The ``-future`` directories of ``directory`` holding a copy in progress (not complete),
+    by name, with their states: what ``resolve_futures`` left to resume. Read-only."""
+    found = {}
+    for name in sorted(os.listdir(directory)):
+        try:
+            parsed = files.parse_partition_dir(name)
+        except InvalidTopicError:
+            continue
+        if not parsed.is_future or not (directory / name).is_dir():
+            continue
+        try:
+            state = MoveState.read(directory / name)
+        except (FileNotFoundError, NotADirectoryError, CheckpointError):
+            continue
+        if not state.complete and state.topic_partition == parsed.topic_partition:
+            found[name] = state
+    return found
+
+
+def prune_unrecorded(future: Path, record: CopyRecord) -> None:
+    """Remove the segment files of ``future`` whose base offset ``record`` does not list
+    (before a resumed copy: see the module docstring), and the producer snapshots (the switch
+    writes the one the promoted log needs)."""
+    for name in os.listdir(future):
+        if not files.is_segment_file(name):
+            continue
+        base = files.offset_from_file_name(name)
+        if base not in record.segments or name.endswith(files.SNAPSHOT_SUFFIX):
+            (future / name).unlink(missing_ok=True)
+    fsync_dir(future)
 
 
 def seeded_states(directory: Path) -> dict[TopicPartition, MoveState]:

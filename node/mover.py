@@ -7,7 +7,10 @@ move (``pause``, through the coordinator in a cluster), copies rounds from the s
 until a round copies less than ``SWITCH_BYTES``, asks the source to switch, and promotes the
 future. Any failure settles the future under its lock: promoted if the source committed,
 removed otherwise (``MoveAbortedError``; the source serves on). A target that fails (its disk)
-leaves the future on that disk, settled when it loads again.
+or is killed leaves the future on that disk, settled when it loads again: a copy in progress is
+kept there, and the next ``move_in`` of the partition from the same source resumes it from the
+segments its move state lists as copied (as Kafka's ReplicaAlterLogDirsThread resumes a future
+log from its high watermark after a restart).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from node.errors import MoveAbortedError, MoveRefusedError
 from node.logdir import LogDir
 from node.move import (CopyRecord, MoveState, SourceSnapshot, complete_state,
                        copy_active_indexes, copy_producer_snapshot, copy_round, move_lock,
-                       source_snapshot)
+                       prune_unrecorded, source_snapshot)
 from node.stats import disk_usage
 from storage import files, kernels
 from storage.errors import LogDirOfflineError, StorageError
@@ -70,7 +73,7 @@ class MoveStatus:
     source_dir: str
     target_dir: str
     future_dir: str
-    phase: str                  # copying | switching
+    phase: str                  # copying | switching | interrupted (kept to resume)
     bytes_copied: int
     bytes_total: int
     source_log_end_offset: int
@@ -159,6 +162,19 @@ class Mover:
             return [MoveStatus(**entry) for _, entry in sorted(     # type: ignore[arg-type]
                 self._moves.items(), key=lambda item: (item[0].topic, item[0].partition))]
 
+    def interrupted(self, d: LogDir) -> list[MoveStatus]:
+        """The copies into ``d`` a restart interrupted and no ``move_in`` runs now (phase
+        ``interrupted``, ``bytes_copied`` what a resumed copy keeps; the figures that need the
+        source are -1)."""
+        with self._lock:
+            running = set(self._moves)
+        return [MoveStatus(state.topic, state.partition, state.source_dir, str(d.path),
+                           str(d.path / name), "interrupted",
+                           sum(size for size, _ in state.copy_record().segments.values()),
+                           -1, -1, -1, -1, -1.0)
+                for name, state in d.interrupted_moves().items()
+                if state.topic_partition not in running]
+
     def move_in(self, topic: str, partition: int, source_dir: str,
                 source: MoveSource) -> MoveResult:
         """Move ``topic``-``partition`` from ``source_dir`` (served by ``source``) into this
@@ -190,18 +206,27 @@ class Mover:
               source: MoveSource) -> MoveResult:
         started = time.perf_counter()
         snapshot = source.move_source(tp.topic, tp.partition)
+        resumed = d.resume_move_in(tp.topic, tp.partition, source_dir)
+        record = CopyRecord() if resumed is None else MoveState.read(resumed).copy_record()
+        needed = snapshot.size_bytes - sum(size for size, _ in record.segments.values())
         total, _used, free = disk_usage(str(d.path))
-        if snapshot.size_bytes + int(total * MOVE_RESERVE_FRACTION) > free:
+        if needed + int(total * MOVE_RESERVE_FRACTION) > free:
             raise MoveRefusedError(
-                f"{d.path} has {free} bytes free; partition {tp} needs {snapshot.size_bytes} "
+                f"{d.path} has {free} bytes free; partition {tp} needs {needed} "
                 f"and {MOVE_RESERVE_FRACTION:.0%} of the file system must stay free",
                 topic=tp.topic, partition=tp.partition, reason="no-room", free_bytes=free,
-                needed_bytes=snapshot.size_bytes)
+                needed_bytes=needed)
         self._adopt_config(tp.topic, snapshot.topic_config)   # persisted before any copy
         kernels.warm_up()   # before the switch: the promotion's recovery must not compile
-        future = d.begin_move_in(tp.topic, tp.partition, source_dir)
+        if resumed is None:
+            future = d.begin_move_in(tp.topic, tp.partition, source_dir)
+        else:
+            future = resumed
+            with d.io_guard(f"resume move of {tp}"), move_lock(future):
+                prune_unrecorded(future, record)
+            log.info("resuming the move of %s into %s: %d segments already copied", tp,
+                     d.path, len(record.segments))
         unique = future.name.rsplit(".", 1)[1][: -len(files.FUTURE_DIR_SUFFIX)]
-        record = CopyRecord()
         self._publish(tp, source_dir, d, future, "copying", record, snapshot, started)
         rounds = 0
         held_ms = switch_ms = -1.0
@@ -214,6 +239,7 @@ class Mover:
                     with d.io_guard(f"move copy of {tp}"), move_lock(future):
                         copied = copy_round(Path(snapshot.partition_dir), future,
                                             snapshot.segments, record)
+                        MoveState.read(future).with_copied(record).write(future)
                     self._publish(tp, source_dir, d, future, "copying", record, snapshot,
                                   started)
                     if copied < SWITCH_BYTES or rounds >= MAX_ROUNDS:

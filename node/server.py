@@ -101,10 +101,12 @@ class LogDirServer:
 
         def open_dir() -> LogDir:
             self.path.mkdir(parents=True, exist_ok=True)
-            configs: dict[str, Any] = self._topics.load()
+            found, invalid = self._topics.load()
+            configs: dict[str, Any] = dict(found)
             configs.update(open_kwargs.pop("topic_configs", None) or {})
             return LogDir.open(self.path, on_load_progress=on_progress, topic_configs=configs,
-                               **open_kwargs)
+                               invalid_topics={t: e for t, e in invalid.items()
+                                               if t not in configs}, **open_kwargs)
 
         self._mover = Mover(lambda: self._dir, pause=lambda tp: self._move_pause(tp),
                             adopt_config=lambda t, c: self._topics.set(self._dir, t, c))
@@ -396,7 +398,7 @@ class LogDirServer:
         (no cleaner touches them)."""
         loaded = self._opening.opened
         if self._cleaning_pauses is None or loaded is None \
-                or not loaded.config_for(tp.topic).compact:
+                or not loaded.may_be_compacted(tp.topic):
             return nullcontext()
         return self._cleaning_pauses.pause(tp, reason)
 
@@ -404,14 +406,17 @@ class LogDirServer:
         """``cleaning_pauses.pause_many`` of the compacted partitions of ``tps``."""
         loaded = self._opening.opened
         compacted = [] if self._cleaning_pauses is None or loaded is None else \
-            [tp for tp in tps if loaded.config_for(tp.topic).compact]
+            [tp for tp in tps if loaded.may_be_compacted(tp.topic)]
         if not compacted:
             return nullcontext()
         return self._cleaning_pauses.pause_many(compacted)
 
     def move_status(self) -> list[MoveStatus]:
-        """The moves into this directory in progress."""
-        return self._mover.status()
+        """The moves into this directory in progress, then (once the directory is loaded) the
+        copies a restart interrupted, kept to resume (phase ``interrupted``)."""
+        moving = self._mover.status()
+        loaded = self._opening.opened
+        return moving if loaded is None else moving + self._mover.interrupted(loaded)
 
     # ---- directory (node.opening) ------------------------------------------------------------
     def stats(self) -> LogDirStats:

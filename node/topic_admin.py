@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from node.errors import UnknownPartitionError
+from node.errors import InvalidTopicConfigError, UnknownPartitionError
 from node.logdir import LogDir
 from node.stats import PartitionDescription, describe_partition
-from node.topic_configs import TopicConfigsFile
+from node.topic_configs import TopicConfigsFile, invalid_topics
 from node.topic_deletions import TopicDeletionsFile
 from storage import files
 from storage.config import LogConfig
@@ -30,11 +30,22 @@ class TopicAdmin:
         self._default_config = default_config
         self._lock = threading.Lock()
         self._overrides: dict[str, dict[str, str]] = {}
+        self._malformed: dict[str, object] = {}
+        self._invalid: dict[str, InvalidTopicConfigError] = {}
 
-    def load(self) -> dict[str, dict[str, str]]:
-        """Read ``topic-configs.json`` (before the directory loads); returns the overrides."""
-        self._overrides = TopicConfigsFile(self.path).read()
-        return dict(self._overrides)
+    def load(self) -> tuple[dict[str, dict[str, str]], dict[str, InvalidTopicConfigError]]:
+        """Read ``topic-configs.json`` (before the directory loads): the overrides of every
+        topic whose entry is valid, and the ``InvalidTopicConfigError`` of each other topic
+        (for ``LogDir.open``'s ``invalid_topics``: their partitions are skipped). A file that
+        cannot be read as a whole raises ``CheckpointError`` naming it. Every entry, bad ones
+        too, is kept as it is for the writes of this directory's file."""
+        file = TopicConfigsFile(self.path)
+        content = file.read()
+        self._overrides, self._malformed = content.overrides, content.malformed
+        invalid = invalid_topics(content, self._default_config, file.path)
+        self._invalid = invalid
+        return ({t: dict(o) for t, o in self._overrides.items() if t not in invalid},
+                dict(invalid))
 
     def set(self, d: LogDir, topic: str, config: Mapping[str, Any]) -> None:
         """Keep ``config`` as the overrides of ``topic`` and use them for its new logs; they
@@ -42,6 +53,8 @@ class TopicAdmin:
         overrides = {str(k): _text(v) for k, v in config.items()}
         resolved = self._default_config.with_overrides(overrides)   # validates before writing
         with self._lock:
+            if topic in self._invalid:
+                raise self._invalid[topic]
             if self._overrides.get(topic, {}) == overrides:
                 d.set_topic_config(topic, resolved)
                 return
@@ -49,7 +62,7 @@ class TopicAdmin:
                 raise StorageError(f"topic {topic} already exists in {self.path} with other "
                                    f"settings {self._overrides.get(topic, {})}", topic=topic)
             updated = {**self._overrides, topic: overrides}
-            TopicConfigsFile(self.path).write(updated)
+            TopicConfigsFile(self.path).write(updated, self._malformed)
             self._overrides = updated
             d.set_topic_config(topic, resolved)
 
@@ -71,7 +84,7 @@ class TopicAdmin:
                 raise UnknownPartitionError(f"log directory {self.path} holds no partition of "
                                             f"topic {topic}", topic=topic, partition=None)
             updated = {**self._overrides, topic: new}
-            TopicConfigsFile(self.path).write(updated)
+            TopicConfigsFile(self.path).write(updated, self._malformed)
             self._overrides = updated
             d.update_topic_config(topic, resolved)
         return new
@@ -86,11 +99,11 @@ class TopicAdmin:
         """After partitions of ``topic`` were deleted: once ``d`` holds none of them, drop the
         topic's overrides and its entry in ``topic-deletions.json``."""
         with self._lock:
-            if any(tp.topic == topic for tp in d.logs()):
-                return
+            if any(tp.topic == topic for tp in d.logs()) or topic in self._invalid:
+                return          # a topic whose entry is unusable keeps it: its partitions wait
             if topic in self._overrides:
                 updated = {t: o for t, o in self._overrides.items() if t != topic}
-                TopicConfigsFile(self.path).write(updated)
+                TopicConfigsFile(self.path).write(updated, self._malformed)
                 self._overrides = updated
                 d.drop_topic_config(topic)
             deletions = TopicDeletionsFile(self.path)

@@ -90,9 +90,18 @@ def close(segment: LogSegment) -> None:
 
 
 def delete_files(segment: LogSegment) -> None:
-    """``LogSegment.delete_files``: close the segment and remove its files (those missing are
-    skipped)."""
-    segment.close()
+    """``LogSegment.delete_files``: release the segment's descriptors and maps, then remove its
+    files (those missing are skipped). Nothing is written to files about to go (no final
+    time-index entry, no trim), so a full disk cannot stop the deletion nor leave a descriptor
+    open; every file is tried, and the first error is raised after the others were removed."""
+    segment._close_writer()
+    segment.release()
+    failure: OSError | None = None
     for path in (segment.log_path, segment.offset_index.path, segment.time_index.path,
                  segment.txn_index.path):
-        path.unlink(missing_ok=True)
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as err:
+            failure = failure or err
+    if failure is not None:
+        raise failure

@@ -17,8 +17,9 @@ VICTIMS = (None, "coordinator", "target", "source")
 def move(ctx: DrillContext) -> None:
     """Moves under load: one untouched, then one each with the coordinator, the target node and
     the source node killed (kill -9) as the move starts; then ``log-dirs drain`` of a directory.
-    After each: exactly one directory serves the partition, no ``-future`` directory is left,
-    and producers are served again; at the end every acknowledged record is read back exactly
+    A copy interrupted by the target's kill stays in its ``-future`` directory, and the move run
+    again resumes it, as an operator would run it. After each: exactly one directory serves the
+    partition, no ``-future`` directory is left, and producers are served again; at the end every acknowledged record is read back exactly
     once (the ledger)."""
     from ops.cli.log_dir_moves import plan_drain, rooms_of
 
@@ -34,6 +35,8 @@ def move(ctx: DrillContext) -> None:
                           "the coordinator answers")
         target = next(d for d in env.log_dirs if os.path.abspath(d) != source)
         outcome = _move_and_kill(ctx, env, topic, source, target, victim)
+        if victim == "target":
+            outcome += f"; {_resume_if_interrupted(ctx, env, topic, target)}"
         outcomes[victim or "none"] = outcome
         copies = ctx.wait(lambda: _settled(env, topic), f"{topic}-0 settled after the move")
         ctx.check(f"move with {victim or 'nothing'} killed: one live copy, no -future left",
@@ -95,6 +98,21 @@ def _move_and_kill(ctx: DrillContext, env: Any, topic: str, source: str, target:
     if isinstance(done, Exception):
         return f"move ended with {type(done).__name__}: {str(done)[:300]}"
     return f"moved in {done.elapsed_ms:.0f} ms, appends held {done.held_ms:.1f} ms"
+
+
+def _resume_if_interrupted(ctx: DrillContext, env: Any, topic: str, target: str) -> str:
+    """Run the move of ``topic``-0 into ``target`` again when the target's kill left its copy
+    there to resume (``node.move``); returns what happened."""
+    if not any(n.startswith(f"{topic}-0.") and n.endswith("-future")
+               for n in os.listdir(target)):
+        return "no copy left to resume"
+    ctx.inject("the interrupted move run again (it resumes the copy)", f"{topic}-0",
+               target_dir=target)
+    try:
+        done = env.cluster.move_partition(topic, 0, target)
+    except Exception as err:  # noqa: BLE001 - the settled check judges
+        return f"the move run again ended with {type(err).__name__}: {str(err)[:300]}"
+    return f"the move run again resumed the copy: {done.bytes_copied} bytes copied"
 
 
 def _where(env: Any, topic: str, partition: int) -> str:

@@ -39,6 +39,11 @@ producer snapshots, checkpoints). It finds:
                                               offset beyond int64, a name not of 20 digits, no
                                               permission): the node skips the partition; nothing
                                               in it is read or changed, a person must fix it
+    invalid-topic-config      manual          the partition's topic has an entry in
+                                              topic-configs.json the node cannot use (an
+                                              unknown key, a bad value): the node skips the
+                                              topic's partitions rather than open them with the
+                                              defaults; recover neither checks nor changes them
     unreadable-batch          manual          a batch that passes its CRC but whose records do
                                               not decode (readers fail on it); left in place
 
@@ -283,17 +288,22 @@ def _check_log_directory(directory: Path, given: Path) -> None:
                      f"files, no {files.META_PROPERTIES} (pass the log directory itself)")
 
 
-def _topic_configs(directory: Path) -> dict[str, LogConfig]:
-    """Each topic's config from the overrides the node keeps in ``DIR/topic-configs.json``."""
-    from node.topic_configs import TopicConfigsFile
+def _topic_configs(directory: Path) -> tuple[dict[str, LogConfig], dict[str, str]]:
+    """Each topic's config from the overrides the node keeps in ``DIR/topic-configs.json``, and
+    why each topic whose entry the node cannot use is skipped (the node skips its partitions
+    too). A file that cannot be read as a whole is a ``UsageError`` naming it."""
+    from node.topic_configs import TopicConfigsFile, invalid_topics
     from storage.config import LogConfig
     from storage.errors import StorageError
 
+    file = TopicConfigsFile(directory)
     try:
-        overrides = TopicConfigsFile(directory).read()
-        return {topic: LogConfig().with_overrides(o) for topic, o in overrides.items()}
+        content = file.read()
     except StorageError as error:
         raise UsageError(f"{error}; the node would not start with it either") from None
+    invalid = invalid_topics(content, LogConfig(), file.path)
+    return ({topic: LogConfig().with_overrides(o) for topic, o in content.overrides.items()
+             if topic not in invalid}, {topic: err.message for topic, err in invalid.items()})
 
 
 def _check_and_repair(directory: Path, args: argparse.Namespace, clock: Clock) -> int:
@@ -301,14 +311,14 @@ def _check_and_repair(directory: Path, args: argparse.Namespace, clock: Clock) -
     from storage.config import LogConfig
 
     max_message_bytes = LogConfig().max_message_bytes
-    configs = _topic_configs(directory)
+    configs, invalid_topics = _topic_configs(directory)
     started = clock.milliseconds()
     with (_shared if args.dry_run else _exclusive)(directory):
         partitions = [p for p in sorted(directory.iterdir()) if p.is_dir()]
         total = sum(count_segments(p) for p in partitions if not p.name.endswith("-delete"))
         with progress_bar(total, f"checking {directory.name}") as steps:
             result = check_directory(directory, lambda name: steps.advance(name),
-                                     max_message_bytes, configs)
+                                     max_message_bytes, configs, invalid_topics)
         if not args.dry_run:
             todo = [p for p in result.partitions if p.needs_repair]
             _repair_dir_files(directory, result, clock)
@@ -340,7 +350,8 @@ def _repair_one(directory: Path, partition: PartitionCheck, clock: Clock, max_me
     ``repair`` and never stops the others."""
     from storage.files import parse_partition_dir
 
-    unusable = [f for f in partition.findings if f.kind == "unusable-entry"]
+    unusable = [f for f in partition.findings
+                if f.kind in ("unusable-entry", "invalid-topic-config")]
     if unusable:
         partition.repair = {"verified": False, "error": unusable[0].message,
                             "remaining": [f.to_json() for f in unusable]}

@@ -102,9 +102,13 @@ def count_segments(path: Path) -> int:
 
 def check_directory(directory: Path, advance: Callable[[str], None],
                     max_message_bytes: int,
-                    topic_configs: Mapping[str, LogConfig] | None = None) -> DirCheck:
+                    topic_configs: Mapping[str, LogConfig] | None = None,
+                    invalid_topics: Mapping[str, str] | None = None) -> DirCheck:
     """Check the directory's checkpoints and every partition (``advance`` per segment), each
-    with its topic's ``max.message.bytes`` from ``topic_configs``, else ``max_message_bytes``."""
+    with its topic's ``max.message.bytes`` from ``topic_configs``, else ``max_message_bytes``.
+    A partition of a topic of ``invalid_topics`` (topic -> why its kept overrides cannot be
+    used) is not checked: it gets one ``invalid-topic-config`` finding (manual), as the node
+    skips it rather than judge it by the defaults."""
     from storage import files
     from storage.config import LogConfig
     from storage.errors import InvalidSegmentFileError, InvalidTopicError
@@ -127,6 +131,14 @@ def check_directory(directory: Path, advance: Callable[[str], None],
                    else f"not the canonical name {parsed.topic_partition}")
             result.findings.append(Finding("not-loaded", entry.name, f"{why}; the node does not "
                                            "load it, recover leaves it alone", NONE))
+        elif parsed.topic_partition.topic in (invalid_topics or {}):
+            unusable = PartitionCheck(entry.name, entry)
+            unusable.findings.append(Finding(
+                "invalid-topic-config", files.TOPIC_CONFIGS_FILE,
+                f"{(invalid_topics or {})[parsed.topic_partition.topic]}; the node skips this "
+                "partition and recover neither checks nor repairs it: fix the topic's entry",
+                MANUAL))
+            result.partitions.append(unusable)
         else:
             config = (topic_configs or {}).get(parsed.topic_partition.topic) \
                 or LogConfig(max_message_bytes=max_message_bytes)

@@ -109,6 +109,66 @@ def test_a_corrupt_partition_goes_the_uncleanable_path_naming_the_file(
     assert "CorruptSegmentError" in entry.error and str(log.segments()[1].log_path) in entry.error
 
 
+def flip_base_offset_bit(segment: LogSegment, batch: int, bit: int) -> tuple[int, int]:
+    """Flip ``bit`` of the base offset of the ``batch``-th batch of the segment file (the base
+    offset lies outside the CRC); returns the batch's position and its new base offset."""
+    data = segment.log_path.read_bytes()
+    scan = scan_batches(data)
+    position = int(scan.positions[batch])
+    base = int(scan.base_offsets[batch]) ^ (1 << bit)
+    with open(segment.log_path, "r+b") as f:
+        f.seek(position)
+        f.write(struct.pack(">q", base))
+    return position, base
+
+
+@pytest.mark.parametrize("batch, bit, why", [
+    (1, 0, "is not above 4"),                         # 5 -> 4: onto the batch before it
+    (2, 3, "beyond 13"),                              # 7 -> 15: into the next segment
+    (1, 40, "beyond 13"),                             # 5 -> 2^40 + 5: past the 32-bit range
+])
+def test_a_flipped_base_offset_stops_the_clean_and_leaves_the_segment_as_it_was(
+        tmp_path: Path, clock: FakeClock, scheduler: FakeScheduler, batch: int, bit: int,
+        why: str) -> None:
+    log = records_log(tmp_path, clock, scheduler)
+    target = log.segments()[0]
+    assert log.segments()[1].base_offset == 14
+    later = [(r.offset, r.key, r.value) for r in log.read(14)]
+    position, base = flip_base_offset_bit(target, batch, bit)
+    files_before = {p.name: p.read_bytes() for p in log.dir.iterdir()
+                    if p.suffix in (".log", ".index", ".timeindex", ".txnindex")}
+
+    with pytest.raises(CorruptSegmentError) as caught:
+        make_cleaner(1024, clock).clean(log, 0, clock.milliseconds())
+    err = caught.value
+    assert (err.path, err.position, err.offset, err.partition) == \
+        (str(target.log_path), position, base, "t-0")
+    assert "out of place" in str(err) and why in str(err)
+    assert {p.name: p.read_bytes() for p in log.dir.iterdir()
+            if p.suffix in (".log", ".index", ".timeindex", ".txnindex")} == files_before
+    assert not [p for p in os.listdir(log.dir) if p.endswith((".cleaned", ".swap"))]
+    assert [s.base_offset for s in log.segments()] == [0, 14, 28, 42, 47]
+    assert [(r.offset, r.key, r.value) for r in log.read(14)] == later
+    manager = CleanerManager([tmp_path], CleanerConfig(uncleanable_retries=0), clock=clock)
+    assert manager.record_cleaning_failure(log.topic_partition, tmp_path, err)
+    entry = manager.uncleanable_partitions(tmp_path)[log.topic_partition]
+    assert "CorruptSegmentError" in entry.error and str(target.log_path) in entry.error
+
+
+def test_a_flipped_base_offset_stops_the_clean_from_a_dirty_offset_past_it(
+        tmp_path: Path, clock: FakeClock, scheduler: FakeScheduler) -> None:
+    """The offset map pass starts inside the segment (at the index entry for the first dirty
+    offset) and the cleaning pass rewrites the whole segment: both check the offsets."""
+    log = records_log(tmp_path, clock, scheduler)
+    target = log.segments()[1]
+    batches = len(scan_batches(target.log_path.read_bytes()).positions)
+    position, base = flip_base_offset_bit(target, batches - 1, 2)
+    with pytest.raises(CorruptSegmentError) as caught:
+        make_cleaner(1024, clock).clean(log, 15, clock.milliseconds())
+    assert (caught.value.path, caught.value.position, caught.value.offset) == \
+        (str(target.log_path), position, base)
+
+
 def test_the_error_pickles_with_its_fields() -> None:
     import pickle
 

@@ -41,11 +41,15 @@ def other_dir(c: Cluster, topic: str, partition: int) -> str:
     return next(d for d in c.description.log_dirs if os.path.abspath(d) != here)
 
 
-def live_copies(c: Cluster, topic: str, partition: int) -> list[str]:
-    """The directories whose node serves the partition, and no -future directory anywhere."""
+def live_copies(c: Cluster, topic: str, partition: int, *, resumable_in: str | None = None
+                ) -> list[str]:
+    """The directories whose node serves the partition, and no -future directory anywhere
+    (but in ``resumable_in``, where a copy interrupted by a kill of its target stays to resume;
+    it is never served)."""
     held = [d for d in c.description.log_dirs
             if (topic, partition) in [tuple(x) for x in c.node(d).call("partitions", timeout=60)]]
-    futures = [n for d in c.description.log_dirs for n in os.listdir(d) if n.endswith("-future")]
+    futures = [n for d in c.description.log_dirs for n in os.listdir(d) if n.endswith("-future")
+               and os.path.abspath(d) != resumable_in]
     assert not futures, futures
     return held
 
@@ -162,13 +166,23 @@ def test_a_kill_during_a_move_leaves_one_live_copy_with_every_acknowledged_recor
     fresh = wait_for(lambda: Cluster.connect(namespace=c.namespace), what="the cluster back")
     wait_for(lambda: all(fresh.node(d).call("ping", timeout=30) for d in c.description.log_dirs),
              timeout=120, what="every node back")
-    copies = wait_for(lambda: live_copies(fresh, "t", 0), timeout=120, what="a live copy")
+    copies = wait_for(lambda: live_copies(
+        fresh, "t", 0, resumable_in=os.path.abspath(target) if victim == "target" else None),
+        timeout=120, what="a live copy")
     assert len(copies) == 1
     got = [r.value for r in fresh.consume("t", 0, from_offset=0)]
     acked = [r.value for r in values(0, 60_000, 300)] + producer.acked
     assert set(acked) <= set(got), f"{len(set(acked) - set(got))} acknowledged records lost"
     assert len(got) == len(set(got))                          # none twice
     assert acked_before > 0 and len(producer.errors) < 50, producer.errors[-3:]
+    if victim == "target" and os.path.abspath(copies[0]) != os.path.abspath(target):
+        kept = [n for n in os.listdir(target) if n.endswith("-future")]
+        assert len(kept) == 1          # the interrupted copy, kept across the restart
+        size = sum(f.stat().st_size for f in Path(copies[0], "t-0").glob("*.log"))
+        resumed = fresh.move_partition("t", 0, target)      # carries on from it
+        assert resumed.bytes_copied <= size
+        assert live_copies(fresh, "t", 0) == [target]
+        assert [r.value for r in fresh.consume("t", 0, from_offset=0)] == got
     print(f"\n{victim} killed: move {type(outcome[0]).__name__}; live in {copies[0]} "
           f"(was {source})")
 

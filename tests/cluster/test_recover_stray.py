@@ -245,3 +245,43 @@ def test_recover_lists_and_exports_what_recovery_quarantined(tmp_path: Path) -> 
     assert sorted(copies.values()) == sorted(expected.values())
     table = strata("recover", logs, "--list-quarantine")
     assert "3 quarantined files" in table.stdout and "bad-0/quarantine/" in table.stdout
+
+
+@pytest.mark.parametrize("content, message", [
+    (b'{"version": 1, "topics": {"bad": {"segment.bytes": "\xff"}}}', "not UTF-8 text"),
+    (b'{"version": 1, "topics": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+     "JSON nested too deeply"),
+])
+def test_recover_refuses_an_unreadable_topic_configs_file_in_one_line(
+        tmp_path: Path, content: bytes, message: str) -> None:
+    logs = build(tmp_path / "logs")
+    (logs / "topic-configs.json").write_bytes(content)
+    before = snapshot(logs)
+    result = strata("recover", logs, "--dry-run")
+    assert result.returncode == EXIT_USAGE
+    line = one_line(result.stderr)
+    assert line.startswith(f"strata recover: error: {logs / 'topic-configs.json'}: ")
+    assert message in line and line.endswith("the node would not start with it either")
+    assert snapshot(logs) == before
+
+
+def test_recover_skips_the_partitions_of_a_topic_whose_overrides_are_bad(tmp_path: Path) -> None:
+    """As the node does: the partition is reported (manual), neither checked with the defaults
+    nor changed; the other topics are checked and repaired as usual."""
+    logs = build(tmp_path / "logs")
+    TopicConfigsFile(logs).write({"bad": {"cleanup.policy": "compact", "segment.bytes": "junk"}})
+    os.unlink(logs / ".kafka_cleanshutdown")
+    before = snapshot(logs)
+    dry = strata("recover", logs, "--dry-run", "--json")
+    assert dry.returncode == EXIT_PROBLEMS and "Traceback" not in dry.stderr
+    report = {p["partition"]: p for p in json.loads(dry.stdout)["partitions"]}
+    assert report["good-0"]["status"] == "healthy"
+    [finding] = report["bad-0"]["findings"]
+    assert (finding["kind"], finding["action"]) == ("invalid-topic-config", "manual")
+    assert "segment.bytes" in finding["message"] and "topic bad" in finding["message"]
+    fix = strata("recover", logs, "--json")
+    assert fix.returncode == EXIT_PROBLEMS
+    assert {p["partition"]: p["status"] for p in json.loads(fix.stdout)["partitions"]} == \
+        {"bad-0": "failed", "good-0": "healthy"}
+    assert {k: v for k, v in snapshot(logs).items() if k.startswith("bad-0")} == \
+        {k: v for k, v in before.items() if k.startswith("bad-0")}

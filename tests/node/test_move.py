@@ -209,27 +209,95 @@ def test_a_switch_whose_answer_was_lost_still_completes(tmp_path: Path) -> None:
 
 
 def crash_mid_copy(tmp_path: Path, a: LogDirServer) -> Path:
-    """A future directory as a target killed during its copy leaves it: the state and the first
-    two segments."""
+    """A future directory as a target killed during its copy leaves it: the state listing the
+    first two segments as copied (as the mover writes it after each round) and their files."""
     future = a.log_dir.path.parent / "b" / files.future_dir_name("t", 0, "c" * 32)
     future.mkdir(parents=True)
     MoveState("t", 0, str(tmp_path / "a"), "c" * 32).write(future)
     snap = a.move_source("t", 0)
-    move.copy_round(Path(snap.partition_dir), future, snap.segments[:2], CopyRecord())
+    record = CopyRecord()
+    move.copy_round(Path(snap.partition_dir), future, snap.segments[:2], record)
+    MoveState.read(future).with_copied(record).write(future)
     return future
 
 
-def test_reopening_after_a_kill_during_the_copy_abandons_the_future(tmp_path: Path) -> None:
-    """Kafka's testRecoverAbandonedFutureLogs... with the source alive: the future never loads
-    as a second live partition; the source serves every record."""
+def test_a_target_restarted_mid_copy_keeps_the_future_and_the_next_move_resumes_it(
+        tmp_path: Path) -> None:
+    """Kafka keeps a ``-future`` log across a restart and its ReplicaAlterLogDirsThread fetches
+    on from the future's high watermark: the future never loads as a second live partition nor
+    is reported as a leftover, and the next move copies only what the first did not."""
     a = server(tmp_path / "a")
     fill(a)
+    future = crash_mid_copy(tmp_path, a)
+    kept = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in future.glob("*.log")}
+    assert len(kept) == 2
+    b = server(tmp_path / "b")
+    assert future.exists() and b.partitions() == [] and b.stats().invalid_dirs == ()
+    a.append_batch("t", 0, batch(300))        # the source serves on meanwhile
     before = records(a)
+    total = a.move_source("t", 0).size_bytes
+    done = sum(size for size, _ in MoveState.read(future).copy_record().segments.values())
+    [status] = b.move_status()               # listed as Kafka lists a future replica
+    assert (status.phase, status.future_dir, status.bytes_copied) == \
+        ("interrupted", str(future), done)
+
+    result = b.move_in("t", 0, str(tmp_path / "a"), Link(a))
+    assert records(b) == before and a.partitions() == []
+    assert result.bytes_copied == total - done
+    moved = tmp_path / "b" / "t-0"
+    assert {n: ((moved / n).stat().st_ino, (moved / n).stat().st_mtime_ns) for n in kept} == kept
+    assert not [n for n in os.listdir(tmp_path / "b") if "-future" in n]
+    assert b.move_status() == []
+    b.append_batch("t", 0, batch(301))
+    a.close(), b.close()
+    again = server(tmp_path / "b")
+    assert records(again)[:len(before)] == before
+    again.close()
+
+
+def test_a_resumed_copy_drops_the_files_its_state_does_not_list(tmp_path: Path) -> None:
+    """A segment file the killed copy wrote but did not record (the active segment of then, or
+    one the source has dropped since) is not kept: it could hold bytes the source no longer
+    has. Only the listed segments are resumed from."""
+    a = server(tmp_path / "a")
+    fill(a)
+    future = crash_mid_copy(tmp_path, a)
+    stale = future / files.log_file(future, 10**9).name
+    stale.write_bytes(batch(0))
+    b = server(tmp_path / "b")
+    before = records(a)
+    b.move_in("t", 0, str(tmp_path / "a"), Link(a))
+    assert records(b) == before
+    assert not (tmp_path / "b" / "t-0" / stale.name).exists()
+    a.close(), b.close()
+
+
+def test_a_resumable_future_from_another_source_is_abandoned_by_the_next_move(
+        tmp_path: Path) -> None:
+    """The partition moved elsewhere meanwhile: the copy from its old place is not resumed."""
+    a = server(tmp_path / "a")
+    fill(a)
     future = crash_mid_copy(tmp_path, a)
     b = server(tmp_path / "b")
-    assert not future.exists() and b.partitions() == []
-    assert records(a) == before
-    a.close(), b.close()
+    assert future.exists()
+    c = server(tmp_path / "c")
+    c.move_in("t", 0, str(tmp_path / "a"), Link(a))
+    before = records(c)
+    b.move_in("t", 0, str(tmp_path / "c"), Link(c))
+    assert records(b) == before and not future.exists()
+    a.close(), b.close(), c.close()
+
+
+def test_a_resumable_future_whose_source_partition_is_gone_is_abandoned_at_load(
+        tmp_path: Path) -> None:
+    a = server(tmp_path / "a")
+    fill(a)
+    future = crash_mid_copy(tmp_path, a)
+    c = server(tmp_path / "c")
+    c.move_in("t", 0, str(tmp_path / "a"), Link(a))
+    b = server(tmp_path / "b")
+    assert not future.exists() and b.partitions() == [] and b.stats().invalid_dirs == ()
+    a.close(), b.close(), c.close()
 
 
 def test_a_complete_future_whose_source_did_not_commit_is_abandoned(tmp_path: Path) -> None:
