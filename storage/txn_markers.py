@@ -1,0 +1,115 @@
+"""The commit and abort markers of a segment, and whether its ``.txnindex`` matches them.
+
+A segment's ``.txnindex`` holds one entry per transaction aborted by a marker in the segment
+(``storage.txn_index``). The file has no checksum (as in Kafka) and is created by the first entry,
+so a deleted or emptied file looks like a segment without aborts, and an entry naming a commit
+marker hides a committed transaction from ``read_committed`` readers. ``txn_index_mismatch``
+compares the entries with the markers found in the segment's batches:
+
+- every entry's ``LastOffset`` is an abort marker of its producer;
+- every abort marker that closed an open transaction has an entry. Seen from one segment, an
+  abort closed an open transaction unless the segment shows its producer had none (its previous
+  marker is in the segment with no transactional batch of it between): a transaction may begin
+  segments earlier.
+
+The loader (``storage.load_checks.txn_index_problem``), ``strata recover --dry-run`` and
+``strata dump-log --verify`` share these rules; the first reads the markers of a ``LogSegment``
+(``txn_markers_of``), the tools those of the bytes they hold (``txn_markers_in``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, NamedTuple
+
+import numpy as np
+
+from storage.errors import CorruptRecordError
+from storage.records import (
+    BatchHeader,
+    ControlType,
+    RecordBatch,
+    byte_view,
+    parse_control_record,
+    scan_batches,
+)
+from storage.txn_index import AbortedTxn
+
+class TxnMarker(NamedTuple):
+    """A commit or abort marker at ``offset``; ``needs_entry``: an abort that, as far as its
+    segment shows, closed an open transaction (so the ``.txnindex`` must name it)."""
+
+    offset: int
+    producer_id: int
+    aborted: bool
+    needs_entry: bool
+
+
+def markers_of_headers(headers: Iterable[tuple[int, int, BatchHeader]],
+                       read: Callable[[int, int], bytes | memoryview]) -> list[TxnMarker]:
+    """The markers among the producer batches ``headers`` ((position, size, header), in file
+    order); ``read(position, size)`` gives a control batch's bytes. A control batch that is no
+    commit or abort marker, or whose record does not decode, is none (the CRC checks of readers
+    and recovery judge it)."""
+    open_txn: dict[int, bool] = {}       # producer -> has an open transaction; absent: unknown
+    markers = []
+    for position, size, header in headers:
+        pid = header.producer_id
+        if pid < 0:
+            continue
+        if not header.is_control:
+            if header.is_transactional:
+                open_txn[pid] = True
+            continue
+        try:
+            records = RecordBatch(bytes(read(position, size))).records() \
+                if header.records_count > 0 else []
+            marker = parse_control_record(records[0]) if records else None
+        except CorruptRecordError:
+            marker = None
+        if marker is None or marker[0] not in (ControlType.ABORT, ControlType.COMMIT):
+            continue
+        aborted = marker[0] == ControlType.ABORT
+        markers.append(TxnMarker(header.base_offset, pid, aborted,
+                                 aborted and open_txn.get(pid, True)))
+        open_txn[pid] = False
+    return markers
+
+
+def txn_markers_in(data: bytes | memoryview) -> list[TxnMarker]:
+    """The markers of a segment's bytes, up to its first incomplete or impossible batch."""
+    view = byte_view(data)
+    scan = scan_batches(view)
+    rows = np.flatnonzero((scan.magics >= 2) & (scan.producer_ids >= 0)).tolist()
+
+    def headers() -> Iterable[tuple[int, int, BatchHeader]]:
+        for i in rows:
+            at = int(scan.positions[i])
+            yield at, int(scan.sizes[i]), BatchHeader.parse(view, at)
+
+    return markers_of_headers(headers(), lambda at, size: view[at:at + size])
+
+
+def txn_index_mismatch(markers: list[TxnMarker], entries: list[AbortedTxn],
+                       markers_end: int | None = None) -> str | None:
+    """Why ``entries`` (a segment's ``.txnindex``) do not match the segment's ``markers``, or
+    None (the rules are in the module docstring). ``markers_end``: the markers were found only
+    below this offset (a damaged batch stopped the walk); entries at or past it are not
+    judged."""
+    by_offset = {m.offset: m for m in markers}
+    for txn in entries:
+        if markers_end is not None and txn.last_offset >= markers_end:
+            continue
+        marker = by_offset.get(txn.last_offset)
+        if marker is None or marker.producer_id != txn.producer_id:
+            return (f"entry {tuple(txn)[:4]}: no marker of producer {txn.producer_id} at its last "
+                    f"offset {txn.last_offset}")
+        if not marker.aborted:
+            return (f"entry {tuple(txn)[:4]}: the marker of producer {txn.producer_id} at offset "
+                    f"{txn.last_offset} is a commit, which hides a committed transaction")
+    named = {(txn.last_offset, txn.producer_id) for txn in entries}
+    for marker in markers:
+        if marker.needs_entry and (marker.offset, marker.producer_id) not in named:
+            return (f"the abort marker of producer {marker.producer_id} at offset "
+                    f"{marker.offset} has no entry (read_committed would serve the aborted "
+                    f"records)")
+    return None
