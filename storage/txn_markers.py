@@ -32,7 +32,7 @@ from storage.records import (
     parse_control_record,
     scan_batches,
 )
-from storage.txn_index import AbortedTxn
+from storage.txn_index import ENTRY_SIZE, AbortedTxn
 
 class TxnMarker(NamedTuple):
     """A commit or abort marker at ``offset``; ``needs_entry``: an abort that, as far as its
@@ -110,6 +110,23 @@ def txn_index_mismatch(markers: list[TxnMarker], entries: list[AbortedTxn],
     for marker in markers:
         if marker.needs_entry and (marker.offset, marker.producer_id) not in named:
             return (f"the abort marker of producer {marker.producer_id} at offset "
-                    f"{marker.offset} has no entry (read_committed would serve the aborted "
-                    f"records)")
+                    f"{marker.offset} has no entry in the .txnindex (read_committed would serve "
+                    f"the aborted records)")
     return None
+
+
+def txn_index_mismatch_in(segment_data: bytes | memoryview,
+                          index_data: bytes | memoryview | None) -> str | None:
+    """``txn_index_mismatch`` of a segment's bytes and its ``.txnindex`` bytes (None: no file);
+    a trailing piece shorter than an entry is left to the index's own checks, and markers are
+    looked for up to the segment's first incomplete or impossible batch."""
+    entries = []
+    if index_data is not None:
+        whole = len(index_data) - len(index_data) % ENTRY_SIZE
+        entries = [AbortedTxn.decode(index_data, at) for at in range(0, whole, ENTRY_SIZE)]
+    view = byte_view(segment_data)
+    scan = scan_batches(view)
+    markers_end = None
+    if scan.error is not None and len(scan.last_offsets):
+        markers_end = int(scan.last_offsets[-1]) + 1
+    return txn_index_mismatch(txn_markers_in(view), entries, markers_end)
