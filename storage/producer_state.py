@@ -27,7 +27,9 @@ Snapshot file ``<offset>.snapshot`` (state as of that offset, exclusive), all bi
 
 (LastOffset -1: a producer known only by a marker. Timestamp: of its last batch or marker.)
 A snapshot is written at every roll (named by the new segment's base offset) and at a clean close;
-loading takes the newest valid snapshot at or below the log end and replays the batches after it.
+loading takes the newest valid snapshot at or below the log end that the log does not contradict
+(``storage.log_producers``: a snapshot is a cache, never trusted beyond what the log confirms) and
+replays the batches after it.
 A log removes the snapshots of the segments the cleaner merges away, and when it opens every
 snapshot that is neither at a segment's base offset nor the newest one at or above the last base
 (Kafka's removeStraySnapshots).
