@@ -40,7 +40,12 @@ from storage.producer_state import read_snapshot
 from storage.segment import LogSegment
 from storage.segment_read import producer_batch_headers
 from storage.segment_recovery import checked_batches
-from storage.txn_markers import TxnMarker, markers_of_headers, txn_index_mismatch
+from storage.txn_markers import (
+    TxnMarker,
+    markers_of_headers,
+    open_transactions_in_snapshot,
+    txn_index_mismatch,
+)
 
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
@@ -102,7 +107,9 @@ def txn_markers_of(segment: LogSegment) -> tuple[list[TxnMarker], int | None]:
         except CorruptRecordError:
             stopped.append(walked_to)
 
-    markers = markers_of_headers(headers(), segment.read_bytes)
+    open_at_start = open_transactions_in_snapshot(
+        files.snapshot_file(segment.log_path.parent, segment.base_offset))
+    markers = markers_of_headers(headers(), segment.read_bytes, open_at_start)
     return markers, stopped[0] if stopped else None
 
 

@@ -7,10 +7,13 @@ marker hides a committed transaction from ``read_committed`` readers. ``txn_inde
 compares the entries with the markers found in the segment's batches:
 
 - every entry's ``LastOffset`` is an abort marker of its producer;
-- every abort marker that closed an open transaction has an entry. Seen from one segment, an
-  abort closed an open transaction unless the segment shows its producer had none (its previous
-  marker is in the segment with no transactional batch of it between): a transaction may begin
-  segments earlier.
+- every abort marker that closed an open transaction has an entry. A transaction may begin
+  segments earlier, so whether the producer had one open at the marker is read from the segment
+  (a transactional batch of it before the marker, or its previous marker with none between) and,
+  before its first batch there, from the producer snapshot at the segment's base offset
+  (``open_transactions_in_snapshot``; without a readable one, an abort is taken to close a
+  transaction). An abort that closed none (a transaction that wrote nothing to the partition,
+  Kafka's empty transactions) has no entry.
 
 The loader (``storage.load_checks.txn_index_problem``), ``strata recover --dry-run`` and
 ``strata dump-log --verify`` share these rules; the first reads the markers of a ``LogSegment``
@@ -19,11 +22,13 @@ The loader (``storage.load_checks.txn_index_problem``), ``strata recover --dry-r
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
 
 import numpy as np
 
 from storage.errors import CorruptRecordError
+from storage.producer_state import read_snapshot
 from storage.records import (
     BatchHeader,
     ControlType,
@@ -44,13 +49,25 @@ class TxnMarker(NamedTuple):
     needs_entry: bool
 
 
+def open_transactions_in_snapshot(path: Path) -> set[int] | None:
+    """The producers with an open transaction in the producer snapshot ``path``, None when there
+    is no readable snapshot there."""
+    try:
+        entries = read_snapshot(path.read_bytes(), path)
+    except (CorruptRecordError, OSError):
+        return None
+    return {e.producer_id for e in entries if e.current_txn_first_offset >= 0}
+
+
 def markers_of_headers(headers: Iterable[tuple[int, int, BatchHeader]],
-                       read: Callable[[int, int], bytes | memoryview]) -> list[TxnMarker]:
+                       read: Callable[[int, int], bytes | memoryview],
+                       open_at_start: set[int] | None = None) -> list[TxnMarker]:
     """The markers among the producer batches ``headers`` ((position, size, header), in file
-    order); ``read(position, size)`` gives a control batch's bytes. A control batch that is no
-    commit or abort marker, or whose record does not decode, is none (the CRC checks of readers
-    and recovery judge it)."""
-    open_txn: dict[int, bool] = {}       # producer -> has an open transaction; absent: unknown
+    order); ``read(position, size)`` gives a control batch's bytes; ``open_at_start``: the
+    producers with a transaction open at the segment's base offset (None: unknown). A control
+    batch that is no commit or abort marker, or whose record does not decode, is none (the CRC
+    checks of readers and recovery judge it)."""
+    open_txn: dict[int, bool] = {}       # producer -> has an open transaction
     markers = []
     for position, size, header in headers:
         pid = header.producer_id
@@ -69,14 +86,16 @@ def markers_of_headers(headers: Iterable[tuple[int, int, BatchHeader]],
         if marker is None or marker[0] not in (ControlType.ABORT, ControlType.COMMIT):
             continue
         aborted = marker[0] == ControlType.ABORT
-        markers.append(TxnMarker(header.base_offset, pid, aborted,
-                                 aborted and open_txn.get(pid, True)))
+        was_open = open_txn.get(pid, open_at_start is None or pid in open_at_start)
+        markers.append(TxnMarker(header.base_offset, pid, aborted, aborted and was_open))
         open_txn[pid] = False
     return markers
 
 
-def txn_markers_in(data: bytes | memoryview) -> list[TxnMarker]:
-    """The markers of a segment's bytes, up to its first incomplete or impossible batch."""
+def txn_markers_in(data: bytes | memoryview,
+                   open_at_start: set[int] | None = None) -> list[TxnMarker]:
+    """The markers of a segment's bytes, up to its first incomplete or impossible batch
+    (``open_at_start`` as for ``markers_of_headers``)."""
     view = byte_view(data)
     scan = scan_batches(view)
     rows = np.flatnonzero((scan.magics >= 2) & (scan.producer_ids >= 0)).tolist()
@@ -86,7 +105,7 @@ def txn_markers_in(data: bytes | memoryview) -> list[TxnMarker]:
             at = int(scan.positions[i])
             yield at, int(scan.sizes[i]), BatchHeader.parse(view, at)
 
-    return markers_of_headers(headers(), lambda at, size: view[at:at + size])
+    return markers_of_headers(headers(), lambda at, size: view[at:at + size], open_at_start)
 
 
 def txn_index_mismatch(markers: list[TxnMarker], entries: list[AbortedTxn],
@@ -116,10 +135,12 @@ def txn_index_mismatch(markers: list[TxnMarker], entries: list[AbortedTxn],
 
 
 def txn_index_mismatch_in(segment_data: bytes | memoryview,
-                          index_data: bytes | memoryview | None) -> str | None:
-    """``txn_index_mismatch`` of a segment's bytes and its ``.txnindex`` bytes (None: no file);
-    a trailing piece shorter than an entry is left to the index's own checks, and markers are
-    looked for up to the segment's first incomplete or impossible batch."""
+                          index_data: bytes | memoryview | None,
+                          open_at_start: set[int] | None = None) -> str | None:
+    """``txn_index_mismatch`` of a segment's bytes and its ``.txnindex`` bytes (None: no file),
+    ``open_at_start`` as for ``markers_of_headers``; a trailing piece shorter than an entry is
+    left to the index's own checks, and markers are looked for up to the segment's first
+    incomplete or impossible batch."""
     entries = []
     if index_data is not None:
         whole = len(index_data) - len(index_data) % ENTRY_SIZE
@@ -129,4 +150,4 @@ def txn_index_mismatch_in(segment_data: bytes | memoryview,
     markers_end = None
     if scan.error is not None and len(scan.last_offsets):
         markers_end = int(scan.last_offsets[-1]) + 1
-    return txn_index_mismatch(txn_markers_in(view), entries, markers_end)
+    return txn_index_mismatch(txn_markers_in(view, open_at_start), entries, markers_end)

@@ -401,12 +401,15 @@ def _verify_other(path: Path, name: str, kind: str, problems: list[Problem]) -> 
 
 def _txn_index_problems(index: Path, log_path: Path, name: str) -> list[Problem]:
     """The ``.txnindex`` beside a segment (``index``, maybe missing) against the segment's
-    markers (``storage.txn_markers``): an abort marker without its entry, an entry whose marker
-    is a commit or absent. Reported under ``name``, the file being verified."""
-    from storage.txn_markers import txn_index_mismatch_in
+    markers (``storage.txn_markers``, with the producer snapshot at its base when there is one):
+    an abort marker without its entry, an entry whose marker is a commit or absent. Reported
+    under ``name``, the file being verified."""
+    from storage.txn_markers import open_transactions_in_snapshot, txn_index_mismatch_in
 
     mismatch = txn_index_mismatch_in(read_only(log_path),
-                                     read_only(index) if index.is_file() else None)
+                                     read_only(index) if index.is_file() else None,
+                                     open_transactions_in_snapshot(_sibling(log_path,
+                                                                            ".snapshot")))
     if mismatch is None:
         return []
     return [Problem(name, 0, f"{mismatch} ({index.name} is rebuilt from {log_path.name} by "

@@ -296,3 +296,19 @@ def test_dry_run_reports_a_txn_index_that_does_not_match_the_markers(
     assert index.read_bytes() == AbortedTxn(2, 4, 7, 8).encode()
     code, report, _ = recover(capsys, logs, "--dry-run")
     assert (code, report["status"]) == (0, "healthy")
+
+
+def test_dry_run_finds_an_empty_transactions_abort_healthy(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An abort marker of a producer with no open transaction needs no .txnindex entry: the
+    snapshot at its segment's base says the producer had none open."""
+    from storage.records import ControlType
+
+    logs = build_txn_logdir(tmp_path / "logs")
+    logdir = LogDir.open(logs, default_config=CONFIG, start_tasks=False)
+    log = logdir.get_or_create_log("x", 0)
+    log.roll()
+    log.append_end_txn_marker(ControlType.ABORT, producer_id=7, producer_epoch=0)
+    logdir.close()
+    code, report, _ = recover(capsys, logs, "--dry-run")
+    assert (code, report["status"], findings(report)) == (0, "healthy", set())

@@ -103,3 +103,29 @@ def test_a_log_without_transactions_reads_no_batch_for_its_txn_indexes(
                         recovery_point=log.log_end_offset, had_clean_shutdown=True,
                         clock=FakeClock(NOW))
     assert reloaded.log_end_offset == 200 and scanned == []
+
+
+def test_an_empty_transaction_aborted_in_a_later_segment_needs_no_entry(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """An abort marker of a producer with no open transaction (a transaction that wrote nothing
+    to this partition: Kafka's testSkipEmptyTransactions) has no ``.txnindex`` entry, and the
+    snapshot at its segment's base says the producer had none open: the index is trusted, not
+    rebuilt at every open."""
+    from storage.producer_state import ORIGIN_COORDINATOR
+    from storage.records import ControlType, build_end_txn_marker
+
+    log = closed_kafka_txn_log(tmp_path / "p-0")
+    log = reopen_clean(tmp_path / "p-0")
+    log.roll()
+    for pid in (4, 9):                    # 4 committed at 89; 9 never wrote here
+        log.append_batch(build_end_txn_marker(ControlType.ABORT, producer_id=pid,
+                                              producer_epoch=0, coordinator_epoch=0,
+                                              timestamp=NOW), origin=ORIGIN_COORDINATOR)
+    end = log.log_end_offset
+    log.close()
+    caplog.set_level("WARNING", logger="storage.loader")
+    reloaded = Log.open(tmp_path / "p-0", LogConfig(segment_bytes=128 * 5), recovery_point=end,
+                        had_clean_shutdown=True, clock=FakeClock(NOW))
+    assert "rebuilding it from the log" not in caplog.text
+    assert aborted(reloaded) == KAFKA_ABORTED
+    assert committed_offsets(reloaded) == COMMITTED
