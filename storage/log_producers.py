@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from storage.errors import CorruptRecordError
+from storage.errors import CorruptIndexError, CorruptRecordError
 from storage.producer_state import CompletedTxn, ProducerStateManager
 from storage.records import HEADER_SIZE, BatchHeader
 from storage.segment import LogSegment
@@ -99,7 +99,7 @@ def batch_header_at(offset: int, log_end_offset: int, segments_in_range: Segment
         if found is None or found.base_offset > offset or found.magic < 2:
             return None
         return BatchHeader.parse(segments[0].read_bytes(found.position, HEADER_SIZE))
-    except CorruptRecordError:
+    except (CorruptRecordError, CorruptIndexError):
         return None
 
 
