@@ -3,8 +3,15 @@
 The offset and time indexes are hints and carry no checksum, nor does the ``.txnindex`` (as in
 Kafka). Before a segment that recovery will not re-validate is trusted, ``quick_index_check``
 checks the sizes of its index files, ``check_indexes_against_log`` their entries against the
-``.log``, and ``txn_index_problem`` each aborted-transaction entry against the batches it names.
-A failed check makes the loader rebuild the index from the ``.log``; nothing here writes a file.
+``.log``, and ``txn_index_problem`` its aborted-transaction entries against the batches they name
+and the segment's markers. A failed check makes the loader rebuild the index from the ``.log``;
+nothing here writes a file.
+
+Finding the markers reads a segment's producer batches, so it is done only in a log that may
+hold transactions (``log_may_hold_transactions``, from the directory listing and the newest
+producer snapshot): a log that never saw one costs no read of its segments. What this trusts: a
+log whose transactional producers are all forgotten (``producer.id.expiration.ms``) and whose
+``.txnindex`` files are all gone looks like a log that never saw a transaction.
 """
 
 from __future__ import annotations
@@ -12,10 +19,11 @@ from __future__ import annotations
 import os
 import struct
 from pathlib import Path
+from typing import Iterator
 
 from storage import files
 from storage import txn_index
-from storage.errors import CorruptIndexError
+from storage.errors import CorruptIndexError, CorruptRecordError
 from storage.kernels import LEGACY_TIMESTAMP_OFFSET
 from storage.records import (
     HEADER_SIZE,
@@ -28,8 +36,16 @@ from storage.records import (
     SIZE_OFFSET,
     BatchHeader,
 )
+from storage.producer_state import read_snapshot
 from storage.segment import LogSegment
+from storage.segment_read import producer_batch_headers
 from storage.segment_recovery import checked_batches
+from storage.txn_markers import (
+    TxnMarker,
+    markers_of_headers,
+    open_transactions_in_snapshot,
+    txn_index_mismatch,
+)
 
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
@@ -58,20 +74,65 @@ def quick_index_check(directory: Path, stem: str, names: set[str],
                 f"index file {path} has size {size}, not a multiple of {width}", path=path)
 
 
+def log_may_hold_transactions(directory: Path, names: set[str]) -> bool:
+    """Whether the log in ``directory`` (``names``: its listing) may hold transaction markers:
+    it has a ``.txnindex``, or its newest producer snapshot names a producer with a marker or
+    an open transaction, or it has segments and no readable snapshot to tell."""
+    if any(name.endswith(files.TXN_INDEX_SUFFIX) for name in names):
+        return True
+    snapshots = sorted(n for n in names
+                       if n.endswith(files.SNAPSHOT_SUFFIX) and files.is_segment_file(n))
+    if not snapshots:
+        return any(name.endswith(files.LOG_SUFFIX) for name in names)
+    path = directory / snapshots[-1]
+    try:
+        entries = read_snapshot(path.read_bytes(), path)
+    except (CorruptRecordError, OSError):
+        return True
+    return any(e.coordinator_epoch >= 0 or e.current_txn_first_offset >= 0 for e in entries)
+
+
+def txn_markers_of(segment: LogSegment) -> tuple[list[TxnMarker], int | None]:
+    """The commit and abort markers of ``segment`` (its producer batches are walked), and None,
+    or the offset below which they were found when a damaged batch stopped the walk (readers
+    and recovery report that batch; the markers before it are still known)."""
+    stopped: list[int] = []
+
+    def headers() -> Iterator[tuple[int, int, BatchHeader]]:
+        walked_to = segment.base_offset
+        try:
+            for position, size, header in producer_batch_headers(segment, 0):
+                walked_to = header.last_offset + 1
+                yield position, size, header
+        except CorruptRecordError:
+            stopped.append(walked_to)
+
+    open_at_start = open_transactions_in_snapshot(
+        files.snapshot_file(segment.log_path.parent, segment.base_offset))
+    markers = markers_of_headers(headers(), segment.read_bytes, open_at_start)
+    return markers, stopped[0] if stopped else None
+
+
 def txn_index_problem(segment: LogSegment, before: list[LogSegment],
                       compacted: bool) -> str | None:
     """Why ``segment``'s ``.txnindex`` cannot be trusted, or None. The file has no checksum (as in
     Kafka), and a flipped producer id or offset in it would make ``read_committed`` serve an
     aborted transaction's records, so each entry is checked against the log: its marker (the
-    batch at ``last_offset``) is a control batch of its producer, and the batch at its
+    batch at ``last_offset``) is an abort marker of its producer, and the batch at its
     ``first_offset`` (in this segment or one ``before`` it) is a transactional batch of the same
     producer (on a ``compacted`` log that batch may be gone: the cleaner removes aborted batches),
-    and its last stable offset is not past the marker.
-    A few batch headers a transaction, read only for segments holding aborted transactions."""
+    and its last stable offset is not past the marker; and every abort marker of the segment
+    that closed a transaction has its entry (``storage.txn_markers``: a deleted or emptied file
+    has none). Walks the segment's producer batches: call it only for a log that
+    ``log_may_hold_transactions``."""
     try:
         aborted = segment.txn_index.all_aborted_txns()
     except CorruptIndexError as err:
         return str(err)
+    markers, markers_end = txn_markers_of(segment)
+    mismatch = txn_index_mismatch(markers, aborted, markers_end)
+    if mismatch is not None:
+        return mismatch
     for txn in aborted:
         if not 0 <= txn.first_offset <= txn.last_offset or txn.last_offset < segment.base_offset:
             return f"entry {txn} does not fit the segment"

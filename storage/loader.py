@@ -69,7 +69,12 @@ from storage.load_actions import (
     LoadActions,
     LoadResult,
 )
-from storage.load_checks import check_indexes_against_log, quick_index_check, txn_index_problem
+from storage.load_checks import (
+    check_indexes_against_log,
+    log_may_hold_transactions,
+    quick_index_check,
+    txn_index_problem,
+)
 from storage.load_swaps import (
     delete_swapped_originals,
     quarantine_invalid_swaps,
@@ -168,6 +173,7 @@ class LogLoader:
         bases = sorted(logs)
         recovered_later = self._first_base_recovered_later(bases)
         superseded: set[int] = set()
+        transactional = log_may_hold_transactions(self.dir, names)
         for i, base in enumerate(bases):
             if base in superseded:
                 continue
@@ -214,7 +220,7 @@ class LogLoader:
                                            f"follows {segment.log_path.name}, truncated")
                     break
             else:
-                if base < recovered_later and f"{stem}{files.TXN_INDEX_SUFFIX}" in names:
+                if base < recovered_later and transactional:
                     problem = txn_index_problem(segment, segments, self.config.compact)
                     if problem is not None:
                         log.warning("%s: %s; rebuilding it from the log", segment.txn_index.path,

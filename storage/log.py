@@ -95,7 +95,7 @@ class Log:
         self._closed = False
         self.producer_state = ProducerStateManager(directory, producer_id_expiration_ms)
         self.producer_state.remove_stray_snapshots(self._segments.bases())
-        self._rebuild_producer_state(had_clean_shutdown=load.clean_shutdown)
+        self._rebuild_producer_state()
         self.on_offsets_changed: Callable[[Log], None] | None = None
 
     # ---- opening -----------------------------------------------------------------------------
@@ -417,12 +417,15 @@ class Log:
         return self._closed
 
     # ---- internals ---------------------------------------------------------------------------
-    def _rebuild_producer_state(self, had_clean_shutdown: bool) -> None:
-        """Bring the producer state in line with the segments (``log_producers``)."""
-        rebuild_producer_state(
-            self.producer_state, self._log_end_offset, self.clock.milliseconds(),
-            self.segments_in_range, had_clean_shutdown=had_clean_shutdown,
-            load_cut=self.load_result.truncated_bytes > 0 or bool(self.load_result.quarantined))
+    def _rebuild_producer_state(self, had_clean_shutdown: bool = False) -> None:
+        """Bring the producer state in line with the segments (``log_producers``). The same
+        after a clean shutdown as after any other (``had_clean_shutdown`` is accepted for the
+        callers that pass it): its snapshots are checked against the log, and without one the
+        log is replayed."""
+        del had_clean_shutdown
+        rebuild_producer_state(self.producer_state, self._log_start_offset,
+                               self._log_end_offset, self.clock.milliseconds(),
+                               self.segments_in_range)
 
     def _ensure_open(self) -> None:
         if self._closed:

@@ -4,8 +4,10 @@
 A producer stamps every batch with (producer id, epoch, base sequence); sequences run on without a
 gap per producer and epoch. The log keeps, per producer, the epoch, the last sequence and the
 offsets of its most recent batches, and uses them to drop a retried batch instead of appending it
-twice: a batch whose sequences are at or below the producer's last sequence in the same epoch is a
-duplicate (its original offsets are returned when still cached); a gap is an out-of-order error.
+twice: a batch whose sequences are exactly those of one of the five cached batches in the same epoch
+is a duplicate (its original offsets are returned); any other sequence that does not follow the
+last one (a gap, a part of a cached batch, a batch older than the cached ones) is an out-of-order
+error and nothing is stored.
 The batches of one append are checked in order, each against the state the earlier ones left
 (``ProducerAppendInfo``), and the state changes only once the append is written.
 
@@ -25,7 +27,9 @@ Snapshot file ``<offset>.snapshot`` (state as of that offset, exclusive), all bi
 
 (LastOffset -1: a producer known only by a marker. Timestamp: of its last batch or marker.)
 A snapshot is written at every roll (named by the new segment's base offset) and at a clean close;
-loading takes the newest valid snapshot at or below the log end and replays the batches after it.
+loading takes the newest valid snapshot at or below the log end that the log does not contradict
+(``storage.log_producers``: a snapshot is a cache, never trusted beyond what the log confirms) and
+replays the batches after it.
 A log removes the snapshots of the segments the cleaner merges away, and when it opens every
 snapshot that is neither at a segment's base offset nor the newest one at or above the last base
 (Kafka's removeStraySnapshots).
@@ -146,7 +150,7 @@ class SequenceCheck:
     """The outcome of checking one batch: append it, or it duplicates an appended one."""
 
     duplicate: bool
-    first_offset: int = -1      # of the original batch, when duplicate and still cached
+    first_offset: int = -1      # of the original batch, when duplicate
     last_offset: int = -1
 
 
@@ -188,8 +192,11 @@ class ProducerAppendInfo:
 
     def check_data_batch(self, epoch: int, first_seq: int, count: int,
                          offset: int = NO_OFFSET) -> SequenceCheck:
-        """Check a data batch before it is appended at ``offset``; raises on a fenced epoch or a
-        sequence gap (a client's batch) and reports a retry of a batch already appended."""
+        """Check a data batch before it is appended at ``offset``; raises on a fenced epoch and
+        (a client's batch) on a sequence that does not follow the last one, and reports an exact
+        retry of one of the ``CACHED_BATCHES`` last batches as a duplicate with its offsets. Any
+        other sequence at or below the last one (a part of a cached batch, a batch older than the
+        cached ones) is ``OutOfOrderSequenceError``, as in Kafka."""
         self._check_epoch(epoch, offset)
         if self.origin != ORIGIN_CLIENT:
             return SequenceCheck(False)
@@ -209,8 +216,9 @@ class ProducerAppendInfo:
                 return SequenceCheck(True, cached.first_offset, cached.last_offset)
         if first_seq == _next_seq(entry.last_seq, 1):
             return SequenceCheck(False)
-        if 0 <= first_seq <= entry.last_seq and last_seq <= entry.last_seq:
-            return SequenceCheck(True)   # older than the cached batches: appended long ago
+        # a batch that overlaps a cached one in part, or repeats one older than the cached
+        # batches, cannot be answered with its offsets: the producer must learn it is out of
+        # order (Kafka's findDuplicateBatch then checkSequence), never have its records dropped
         raise OutOfOrderSequenceError(
             f"producer {producer_id}: sequence {first_seq} does not follow the last appended "
             f"sequence {entry.last_seq} (epoch {epoch})", producer_id=producer_id,

@@ -322,6 +322,8 @@ def verify_file(path: Path, name: str, opts: DumpOptions, trailers: Trailers,
         problems += [p for p in (check.overflow, check.problem) if p is not None]
         if opts.deep_iteration:
             problems += _deep_problems(path, name, check)
+        if kind == "log" and base is not None:
+            problems += _txn_index_problems(_sibling(path, ".txnindex"), path, name)
         doc = _log_check_json(check)
         summary = check.summary()
     elif kind in ("offset-index", "time-index"):
@@ -372,6 +374,9 @@ def _verify_other(path: Path, name: str, kind: str, problems: list[Problem]) -> 
         except ValueError as error:
             problems.append(Problem(name, 0, str(error)))
     elif kind == "txn-index":
+        log_path = _sibling(path, ".log")
+        if log_path.is_file():
+            problems += _txn_index_problems(path, log_path, name)
         if len(data) % TXN_ENTRY.size:
             problems.append(Problem(name, len(data) - len(data) % TXN_ENTRY.size,
                                     f"{len(data) % TXN_ENTRY.size} bytes at the end are not a "
@@ -392,6 +397,23 @@ def _verify_other(path: Path, name: str, kind: str, problems: list[Problem]) -> 
     else:
         return "not a file dump-log knows; not checked"
     return "damaged"
+
+
+def _txn_index_problems(index: Path, log_path: Path, name: str) -> list[Problem]:
+    """The ``.txnindex`` beside a segment (``index``, maybe missing) against the segment's
+    markers (``storage.txn_markers``, with the producer snapshot at its base when there is one):
+    an abort marker without its entry, an entry whose marker is a commit or absent. Reported
+    under ``name``, the file being verified."""
+    from storage.txn_markers import open_transactions_in_snapshot, txn_index_mismatch_in
+
+    mismatch = txn_index_mismatch_in(read_only(log_path),
+                                     read_only(index) if index.is_file() else None,
+                                     open_transactions_in_snapshot(_sibling(log_path,
+                                                                            ".snapshot")))
+    if mismatch is None:
+        return []
+    return [Problem(name, 0, f"{mismatch} ({index.name} is rebuilt from {log_path.name} by "
+                             f"recovery)")]
 
 
 def _deep_problems(path: Path, name: str, check: LogCheck) -> list[Problem]:

@@ -29,6 +29,10 @@ producer snapshots, checkpoints). It finds:
                                               base: split into segments that fit (nothing lost)
     missing-index, corrupt-index, untrimmed-index, missing-time-index, corrupt-time-index
                               rebuild         indexes rebuilt from the segment
+    corrupt-txn-index         rebuild         a .txnindex (maybe missing) that does not match the
+                                              segment's markers: an abort marker without its
+                                              entry, an entry naming a commit or no marker;
+                                              rebuilt from the log by recovery
     corrupt-checkpoint, corrupt-snapshot
                               quarantine      the file is renamed <name>.corrupt.<ms>
     stale-snapshot            quarantine      producer state above the log end after recovery

@@ -288,6 +288,7 @@ def _check_segment(directory: Path, path: Path, base: int, segment: Path, swappe
     from ops.tools.dump_log import (check_log, check_offset_index, check_time_index,
                                         read_only)
     from storage import files
+    from storage.txn_markers import open_transactions_in_snapshot, txn_index_mismatch_in
 
     name = str(segment.relative_to(directory))
     data = read_only(segment)
@@ -330,6 +331,13 @@ def _check_segment(directory: Path, path: Path, base: int, segment: Path, swappe
                                     position=problems[0].position))
         elif warnings and label == "index":
             findings.append(Finding("untrimmed-index", index_name, warnings[0], REBUILD))
+    txn_index = files.txn_index_file(path, base)
+    mismatch = txn_index_mismatch_in(
+        data, read_only(txn_index) if txn_index.is_file() else None,
+        open_transactions_in_snapshot(files.snapshot_file(path, base)))
+    if mismatch is not None:
+        findings.append(Finding("corrupt-txn-index", str(txn_index.relative_to(directory)),
+                                f"{mismatch}; rebuilt from the segment", REBUILD))
     return result
 
 

@@ -7,6 +7,7 @@ import hashlib
 import json
 import random
 import struct
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -483,3 +484,56 @@ def test_txn_index_and_markers_written_by_the_log_dump_as_kafka_prints_them(
     assert "endTxnMarker: COMMIT coordinatorEpoch: 4" in out
     code, out, _ = dump(capsys, "--verify", tmp_path / "t-0" / "00000000000000000000.txnindex")
     assert code == 0
+
+
+def txn_log(tmp_path: Path) -> Path:
+    """A partition with a committed (marker at 3) and an aborted (marker at 7) transaction."""
+    log = Log.open(tmp_path / "x-0", LogConfig())
+    now = int(time.time() * 1000)        # a record from long ago would roll the segment
+    for pid in (1, 2):
+        log.append_batch(build_batch([Record(b"k", b"v%d" % i, now) for i in range(3)],
+                                     producer_id=pid, producer_epoch=0, base_sequence=0,
+                                     is_transactional=True))
+        log.append_end_txn_marker(ControlType.COMMIT if pid == 1 else ControlType.ABORT,
+                                  producer_id=pid, producer_epoch=0)
+    log.close()
+    return tmp_path / "x-0"
+
+
+def test_verify_passes_the_txn_index_of_a_healthy_transactional_partition(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    partition = txn_log(tmp_path)
+    files = sorted(partition.iterdir())
+    assert partition / "00000000000000000000.txnindex" in files
+    code, out, err = dump(capsys, "--verify", *files)
+    assert (code, err) == (0, "")
+    assert out.count(": ok: ") == len(files)
+
+
+@pytest.mark.parametrize("how", ["deleted", "emptied"])
+def test_verify_reports_an_abort_marker_without_its_txn_index_entry(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], how: str) -> None:
+    partition = txn_log(tmp_path)
+    index = partition / "00000000000000000000.txnindex"
+    if how == "deleted":
+        index.unlink()
+    else:
+        index.write_bytes(b"")
+    segment = partition / SEGMENT
+    code, out, err = dump(capsys, "--verify", segment)
+    assert code == 1
+    assert "the abort marker of producer 2 at offset 7 has no entry in the .txnindex" in out
+    assert f"{segment}: damaged: 1 problem" in out
+
+
+def test_verify_reports_a_txn_index_entry_that_names_a_commit_marker(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from storage.txn_index import AbortedTxn
+
+    partition = txn_log(tmp_path)
+    index = partition / "00000000000000000000.txnindex"
+    index.write_bytes(AbortedTxn(1, 0, 3, 4).encode() + AbortedTxn(2, 4, 7, 8).encode())
+    code, out, _ = dump(capsys, "--verify", index)
+    assert code == 1
+    assert "the marker of producer 1 at offset 3 is a commit" in out
+    assert f"{index}: damaged: 1 problem" in out

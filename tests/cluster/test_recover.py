@@ -9,6 +9,7 @@ import json
 import os
 import random
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -247,3 +248,67 @@ def test_kafka_directories_without_indexes_are_rebuilt(
     code, report, _ = recover(capsys, logs)
     assert (code, report["status"]) == (0, "repaired")
     assert recover(capsys, logs, "--dry-run")[0] == 0
+
+
+def build_txn_logdir(path: Path) -> Path:
+    """One partition with a committed and an aborted transaction (markers at 3 and 7, one
+    segment), shut down cleanly by the node's own LogDir."""
+    from storage.records import ControlType, build_batch
+
+    logdir = LogDir.open(path, default_config=CONFIG, start_tasks=False)
+    log = logdir.get_or_create_log("x", 0)
+    now = int(time.time() * 1000)        # a record from long ago would roll the segment
+    for pid in (1, 2):
+        log.append_batch(build_batch([Record(b"k", b"v%d" % i, now) for i in range(3)],
+                                     producer_id=pid, producer_epoch=0, base_sequence=0,
+                                     is_transactional=True))
+        log.append_end_txn_marker(ControlType.COMMIT if pid == 1 else ControlType.ABORT,
+                                  producer_id=pid, producer_epoch=0)
+    assert log.number_of_segments == 1
+    logdir.close()
+    return path
+
+
+@pytest.mark.parametrize("how", ["deleted", "emptied", "names-a-commit"])
+def test_dry_run_reports_a_txn_index_that_does_not_match_the_markers(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], how: str) -> None:
+    from storage.txn_index import AbortedTxn
+
+    logs = build_txn_logdir(tmp_path / "logs")
+    index = logs / "x-0" / "00000000000000000000.txnindex"
+    assert index.stat().st_size == 34
+    if how == "deleted":
+        index.unlink()
+    elif how == "emptied":
+        index.write_bytes(b"")
+    else:
+        index.write_bytes(AbortedTxn(1, 0, 3, 4).encode())
+    before = hashes(logs)
+    code, report, _ = recover(capsys, logs, "--dry-run")
+    assert hashes(logs) == before
+    assert (code, report["status"]) == (1, "needs-repair")
+    (finding,) = [f for p in report["partitions"] for f in p["findings"]]
+    assert (finding["kind"], finding["file"], finding["action"]) == \
+        ("corrupt-txn-index", "x-0/00000000000000000000.txnindex", "rebuild")
+    assert ("is a commit" in finding["message"]) == (how == "names-a-commit")
+    code, report, _ = recover(capsys, logs)
+    assert report["partitions"][0]["repair"]["verified"]
+    assert index.read_bytes() == AbortedTxn(2, 4, 7, 8).encode()
+    code, report, _ = recover(capsys, logs, "--dry-run")
+    assert (code, report["status"]) == (0, "healthy")
+
+
+def test_dry_run_finds_an_empty_transactions_abort_healthy(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An abort marker of a producer with no open transaction needs no .txnindex entry: the
+    snapshot at its segment's base says the producer had none open."""
+    from storage.records import ControlType
+
+    logs = build_txn_logdir(tmp_path / "logs")
+    logdir = LogDir.open(logs, default_config=CONFIG, start_tasks=False)
+    log = logdir.get_or_create_log("x", 0)
+    log.roll()
+    log.append_end_txn_marker(ControlType.ABORT, producer_id=7, producer_epoch=0)
+    logdir.close()
+    code, report, _ = recover(capsys, logs, "--dry-run")
+    assert (code, report["status"], findings(report)) == (0, "healthy", set())

@@ -67,14 +67,56 @@ def test_fenced_epoch_is_refused_and_new_epoch_starts_at_zero(tmp_path: Path) ->
     assert log.log_end_offset == 6
 
 
-def test_retry_older_than_cached_batches_is_still_dropped(tmp_path: Path) -> None:
+def test_duplicate_appends_follow_kafka(tmp_path: Path) -> None:
+    """Kafka's UnifiedLogTest.testDuplicateAppends: a retry of one of the five cached batches is a
+    duplicate answered with its original offsets; a batch that overlaps a cached one only in part,
+    or repeats a batch older than the five cached ones, is ``OutOfOrderSequence`` and nothing is
+    stored."""
+    log = open_log(tmp_path / "p-0")
+    for seq in range(6):
+        log.append_batch(batch(7, 0, seq, n=1))
+    multi = log.append_batch(batch(7, 0, 6, n=3))
+    assert (multi.first_offset, multi.last_offset) == (6, 8)
+    again = log.append_batch(batch(7, 0, 6, n=3))
+    assert again.duplicate and (again.first_offset, again.last_offset) == (6, 8)
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append_batch(batch(7, 0, 7, n=2))        # a partial duplicate of the tail
+    fourth_from_tail = log.append_batch(batch(7, 0, 2, n=1))
+    assert fourth_from_tail.duplicate
+    assert (fourth_from_tail.first_offset, fourth_from_tail.last_offset) == (2, 2)
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append_batch(batch(7, 0, 1, n=1))        # older than the five cached batches
+    assert log.log_end_offset == 9
+    original = log.append_batch(batch(7, 0, 9, n=1))
+    retried = log.append_batch(batch(7, 0, 9, n=1))
+    assert retried.duplicate
+    assert (retried.first_offset, retried.last_offset) == (original.first_offset,
+                                                           original.last_offset) == (9, 9)
+    assert log.log_end_offset == 10
+
+
+def test_a_retry_older_than_the_cached_batches_is_out_of_order(tmp_path: Path) -> None:
     log = open_log(tmp_path / "p-0")
     for seq in range(0, 30, 3):
         log.append_batch(batch(7, 0, seq))
     end = log.log_end_offset
-    retry = log.append_batch(batch(7, 0, 0))
-    assert retry.duplicate
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append_batch(batch(7, 0, 0))
     assert log.log_end_offset == end
+
+
+def test_a_batch_overlapping_a_cached_one_in_part_is_out_of_order(tmp_path: Path) -> None:
+    """ProducerStateManagerTest.testBasicIdMapping: only an exact retry of a cached batch is a
+    duplicate; one that starts inside it or covers it and more is refused, not dropped."""
+    log = open_log(tmp_path / "p-0")
+    log.append_batch(batch(7, 0, 0, n=3))
+    log.append_batch(batch(7, 0, 3, n=3))
+    for first_seq, count in ((1, 2), (3, 2), (4, 1), (0, 6), (3, 4)):
+        with pytest.raises(OutOfOrderSequenceError):
+            log.append_batch(batch(7, 0, first_seq, n=count))
+    assert log.log_end_offset == 6
+    assert log.append_batch(batch(7, 0, 3, n=3)).duplicate
+    assert not log.append_batch(batch(7, 0, 6, n=1)).duplicate
 
 
 def test_state_survives_clean_close(tmp_path: Path) -> None:
