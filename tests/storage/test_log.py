@@ -372,3 +372,15 @@ def test_a_multi_batch_append_larger_than_segment_bytes_is_refused(tmp_path: Pat
         log.append_batch(batch + batch + batch)
     assert log.log_end_offset == 1
     log.close()
+
+
+def test_on_offsets_changed_is_called_after_each_append_but_not_for_a_duplicate(
+        make_log: MakeLog) -> None:
+    log = make_log()
+    seen: list[int] = []
+    log.on_offsets_changed = lambda changed: seen.append(changed.log_end_offset)
+    data = build_batch([rec(1), rec(2)], producer_id=3, producer_epoch=0, base_sequence=0)
+    log.append_batch(data)
+    log.append([rec(3)])
+    assert log.append_batch(data).duplicate
+    assert seen == [2, 3]

@@ -39,15 +39,8 @@ class WireClient:
         if correlation_id is None:
             self._correlation += 1
             correlation_id = self._correlation
-        cls = load_request_schema(api_key, version)
-        header_cls = cls.__header_schema__
-        header_values = {"request_api_key": api_key, "request_api_version": version,
-                         "correlation_id": correlation_id, "client_id": self.client_id}
-        out = io.BytesIO()
-        entity_writer(header_cls)(out, build(header_cls, header_values))
-        entity_writer(cls)(out, build(cls, values))
-        payload = out.getvalue()
-        return correlation_id, struct.pack(">i", len(payload)) + payload
+        return correlation_id, encode_request(api_key, version, values, correlation_id,
+                                              self.client_id)
 
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
@@ -86,3 +79,18 @@ class WireClient:
             chunks.append(chunk)
             got += len(chunk)
         return b"".join(chunks)
+
+
+def encode_request(api_key: int, version: int, values: dict[str, Any], correlation_id: int,
+                   client_id: str | None) -> bytes:
+    """The framed request ``values`` (built as kio's request class of ``api_key`` at
+    ``version``) with its header."""
+    cls = load_request_schema(api_key, version)
+    header_cls = cls.__header_schema__
+    header_values = {"request_api_key": api_key, "request_api_version": version,
+                     "correlation_id": correlation_id, "client_id": client_id}
+    out = io.BytesIO()
+    entity_writer(header_cls)(out, build(header_cls, header_values))
+    entity_writer(cls)(out, build(cls, values))
+    payload = out.getvalue()
+    return struct.pack(">i", len(payload)) + payload
