@@ -53,9 +53,8 @@ class FetchRead:
 
 def session_error(request: Request) -> ErrorCode | None:
     """FETCH_SESSION_ID_NOT_FOUND for an incremental fetch (no session is ever created)."""
-    body = request.body
-    if body.session_epoch in (FINAL_EPOCH, INITIAL_EPOCH):
-        return None
+    if getattr(request.body, "session_epoch", FINAL_EPOCH) in (FINAL_EPOCH, INITIAL_EPOCH):
+        return None     # before v7 every fetch is sessionless
     return ErrorCode.fetch_session_id_not_found
 
 

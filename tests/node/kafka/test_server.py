@@ -1,0 +1,82 @@
+"""The listener's life: ephemeral ports, advertised addresses, a clean stop with a fetch
+parked, and a failed bind that leaves nothing running."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from node.kafka.config import KafkaServerConfig
+from node.kafka.server import KafkaServer
+from node.logdir import LogDir
+from storage.errors import InvalidConfigError
+from tests.node.kafka.conftest import Serve
+from tests.node.kafka.wire import WireClient
+
+FETCH, METADATA = 1, 3
+
+
+def kafka_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("kafka-")]
+
+
+def test_close_ends_a_parked_fetch_and_leaves_no_thread_running(logdir: LogDir) -> None:
+    logdir.create_logs("t", [0])
+    before = kafka_threads()
+    server = KafkaServer(logdir, KafkaServerConfig(listeners="PLAINTEXT://127.0.0.1:0")).start()
+    client = WireClient(server.address)
+    try:
+        _, request = client.request_bytes(FETCH, 12, {
+            "max_wait": 30000, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [],
+            "topics": [{"topic": "t", "partitions": [
+                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1024}]}]})
+        client.send(request)
+        time.sleep(0.2)
+        start = time.monotonic()
+        server.close()
+        assert time.monotonic() - start < 5
+        assert client.is_closed_by_server()
+    finally:
+        client.close()
+    assert kafka_threads() == before
+    with pytest.raises(OSError):
+        socket.create_connection(server.address, timeout=2).close()
+
+
+def test_a_port_in_use_fails_start_and_leaves_nothing_running(logdir: LogDir) -> None:
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        port = taken.getsockname()[1]
+        before = kafka_threads()
+        server = KafkaServer(logdir, KafkaServerConfig(listeners=f"PLAINTEXT://127.0.0.1:{port}"))
+        with pytest.raises(OSError):
+            server.start()
+        assert kafka_threads() == before
+    finally:
+        taken.close()
+
+
+def test_metadata_names_the_advertised_listener(logdir: LogDir, serve: Serve) -> None:
+    server = serve(advertised_listeners="PLAINTEXT://broker.example:19092")
+    with WireClient(server.address) as client:
+        answer = client.call(METADATA, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                            "include_topic_authorized_operations": False})
+    assert [(b.node_id, b.host, b.port) for b in answer.brokers] == [(0, "broker.example", 19092)]
+    assert server.bootstrap_servers == "broker.example:19092"
+
+
+def test_listener_settings_are_checked_naming_the_key() -> None:
+    with pytest.raises(InvalidConfigError, match="listeners"):
+        KafkaServerConfig(listeners="SSL://127.0.0.1:9093")
+    with pytest.raises(InvalidConfigError, match="listeners"):
+        KafkaServerConfig(listeners="127.0.0.1:9092")
+    with pytest.raises(InvalidConfigError, match="no.such.key"):
+        KafkaServerConfig.from_properties({"no.such.key": "1"})
+    assert KafkaServerConfig().listener().host == "127.0.0.1"      # loopback by default
+    assert KafkaServerConfig().auto_create_topics_enable is False
