@@ -15,6 +15,11 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
+from node.kafka.admin import (
+    handle_create_topics,
+    handle_delete_topics,
+    handle_describe_configs,
+)
 from node.kafka.api_versions import handle_api_versions
 from node.kafka.codec import (
     ApiVersionsTooNew,
@@ -33,6 +38,17 @@ from node.kafka.produce import handle_produce
 from node.kafka.versions import ApiKey
 
 T = TypeVar("T")
+Handler = Callable[[ServedDir, Request], Any]
+
+# the APIs answered by one call in the pool (ApiVersions, Produce and Fetch are special)
+HANDLERS: dict[ApiKey, Handler] = {
+    ApiKey.METADATA: handle_metadata,
+    ApiKey.LIST_OFFSETS: handle_list_offsets,
+    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+    ApiKey.CREATE_TOPICS: handle_create_topics,
+    ApiKey.DELETE_TOPICS: handle_delete_topics,
+    ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,12 +84,8 @@ class KafkaApis:
             if outcome.acks == 0:
                 return Reply(None, close=outcome.failed)
             body = outcome.response
-        elif key == ApiKey.METADATA:
-            body = await self._run(handle_metadata, decoded)
-        elif key == ApiKey.LIST_OFFSETS:
-            body = await self._run(handle_list_offsets, decoded)
-        else:   # ApiKey.INIT_PRODUCER_ID: decode_request admits only the served keys
-            body = await self._run(handle_init_producer_id, decoded)
+        else:   # decode_request admits only the served keys
+            body = await self._run(HANDLERS[ApiKey(key)], decoded)
         return Reply(encode_response(decoded, key, body))
 
     async def _run(self, handler: Callable[[ServedDir, Request], T], request: Request) -> T:

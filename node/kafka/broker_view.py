@@ -1,5 +1,7 @@
-"""What a broker knows of the cluster it belongs to: itself, the other brokers, the topics and
-who leads each partition. Metadata answers from it; produce and fetch serve one directory.
+"""What a broker knows of the cluster it belongs to, and the topic changes it can ask for:
+itself, the other brokers, the topics, who leads each partition, topic configs, and topic
+creation and deletion. Metadata and the admin APIs answer from it; produce and fetch serve one
+directory.
 
 ``BrokerView`` is the interface (a cluster provides one naming every directory's broker);
 ``LogDirBrokerView`` is the single-directory cluster: one broker, leader of every partition its
@@ -11,7 +13,7 @@ from __future__ import annotations
 import base64
 import uuid
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Callable, Mapping, Protocol
 
 from node.logdir import LogDir
 from storage import files
@@ -57,9 +59,20 @@ class BrokerView(Protocol):
         """The node id leading ``topic``-``partition``, or None when no broker holds it."""
         ...
 
-    def create_topic(self, topic: str, num_partitions: int) -> None:
-        """Create ``topic`` with ``num_partitions`` partitions (Metadata's auto-creation);
-        ``InvalidTopicError`` for a name Kafka refuses."""
+    def create_topic(self, topic: str, num_partitions: int,
+                     configs: Mapping[str, str] | None = None) -> None:
+        """Create ``topic`` with ``num_partitions`` partitions and the topic config overrides
+        ``configs`` (Metadata's auto-creation, CreateTopics); ``InvalidTopicError`` for a name
+        Kafka refuses, ``InvalidConfigError`` for a bad override."""
+        ...
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete every partition of ``topic`` (DeleteTopics)."""
+        ...
+
+    def topic_config(self, topic: str) -> dict[str, tuple[str, bool]]:
+        """Every config key of ``topic``: its value and whether the topic overrides the
+        default (DescribeConfigs)."""
         ...
 
 
@@ -101,9 +114,25 @@ class LogDirBrokerView:
     def leader(self, topic: str, partition: int) -> int | None:
         return self._node_id if self._logdir.get_log(topic, partition) is not None else None
 
-    def create_topic(self, topic: str, num_partitions: int) -> None:
+    def create_topic(self, topic: str, num_partitions: int,
+                     configs: Mapping[str, str] | None = None) -> None:
+        """Overrides are kept in memory for this directory's life (persisting them comes with
+        the cluster wiring: ``node.topic_admin`` keeps ``topic-configs.json``)."""
         files.validate_topic(topic)
+        if configs:
+            self._logdir.set_topic_config(
+                topic, self._logdir.default_config.with_overrides(configs))
         self._logdir.create_logs(topic, range(num_partitions))
+
+    def delete_topic(self, topic: str) -> None:
+        partitions = [p for t, p in self._logdir.logs() if t == topic]
+        self._logdir.delete_logs(topic, partitions)
+        self._logdir.drop_topic_config(topic)
+
+    def topic_config(self, topic: str) -> dict[str, tuple[str, bool]]:
+        defaults = self._logdir.default_config.to_properties()
+        return {key: (value, defaults.get(key) != value)
+                for key, value in self._logdir.config_for(topic).to_properties().items()}
 
 
 def _cluster_id_of(path: str) -> str:

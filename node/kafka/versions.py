@@ -19,7 +19,10 @@ class ApiKey(IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
     API_VERSIONS = 18
+    DESCRIBE_CONFIGS = 32
     INIT_PRODUCER_ID = 22
 
 
@@ -41,4 +44,7 @@ SUPPORTED: dict[int, VersionRange] = {
     ApiKey.METADATA: VersionRange(0, 12),
     ApiKey.API_VERSIONS: VersionRange(0, 4),
     ApiKey.INIT_PRODUCER_ID: VersionRange(0, 4),
+    ApiKey.CREATE_TOPICS: VersionRange(2, 7),
+    ApiKey.DELETE_TOPICS: VersionRange(1, 5),
+    ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
 }

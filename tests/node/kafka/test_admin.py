@@ -1,0 +1,131 @@
+"""Topic admin over the wire and through the clients' admin APIs: CreateTopics, DeleteTopics
+and DescribeConfigs with Kafka's errors."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from kafka.admin import KafkaAdminClient
+from kafka.admin import NewTopic as KpNewTopic
+from kio.schema.errors import ErrorCode
+
+from node.kafka.server import KafkaServer
+from node.kafka.versions import SUPPORTED, ApiKey
+from node.logdir import LogDir
+from tests.node.kafka.wire import WireClient
+
+TIMEOUT_S = 10
+
+
+def create(client: WireClient, *topics: dict, validate_only: bool = False,
+           version: int = 7) -> dict[str, object]:
+    answer = client.call(ApiKey.CREATE_TOPICS, version, {
+        "topics": [{"num_partitions": -1, "replication_factor": -1, "assignments": [],
+                    "configs": [], **t} for t in topics],
+        "timeout": 5000, "validate_only": validate_only})
+    return {t.name: t for t in answer.topics}
+
+
+def test_confluent_admin_creates_describes_and_deletes_a_topic(logdir: LogDir,
+                                                               server: KafkaServer) -> None:
+    admin = AdminClient({"bootstrap.servers": server.bootstrap_servers})
+    futures = admin.create_topics([NewTopic("orders", 3, 1, config={"cleanup.policy": "compact"})],
+                                  operation_timeout=5)
+    futures["orders"].result(TIMEOUT_S)
+    assert [p for t, p in logdir.logs() if t == "orders"] == [0, 1, 2]
+    assert logdir.log("orders", 0).config.cleanup_policy == "compact"
+    described = admin.describe_configs([ConfigResource("topic", "orders")])
+    configs = next(iter(described.values())).result(TIMEOUT_S)
+    assert configs["cleanup.policy"].value == "compact"
+    assert configs["cleanup.policy"].source == 1          # DYNAMIC_TOPIC_CONFIG
+    assert configs["segment.bytes"].source == 5           # DEFAULT_CONFIG
+    admin.delete_topics(["orders"], operation_timeout=5)["orders"].result(TIMEOUT_S)
+    assert not [t for t, _ in logdir.logs() if t == "orders"]
+
+
+def test_kafka_python_admin_creates_and_deletes_topics(logdir: LogDir,
+                                                       server: KafkaServer) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap_servers, request_timeout_ms=5000)
+    try:
+        admin.create_topics([KpNewTopic("events", 2, 1)])
+        assert sorted(p for t, p in logdir.logs() if t == "events") == [0, 1]
+        assert "events" in admin.list_topics()
+        admin.delete_topics(["events"])
+        assert "events" not in {t for t, _ in logdir.logs()}
+    finally:
+        admin.close()
+
+
+def test_create_topics_answers_kafkas_errors(logdir: LogDir, server: KafkaServer) -> None:
+    logdir.create_logs("taken", [0])
+    with WireClient(server.address) as client:
+        answers = create(
+            client, {"name": "taken"}, {"name": "bad name"}, {"name": "twice"},
+            {"name": "twice"}, {"name": "zero", "num_partitions": 0},
+            {"name": "rf3", "replication_factor": 3},
+            {"name": "cfg", "configs": [{"name": "segment.bytes", "value": "-5"}]},
+            {"name": "assigned", "assignments": [{"partition_index": 0, "broker_ids": [5]}]},
+            {"name": "mixed", "num_partitions": 2,
+             "assignments": [{"partition_index": 0, "broker_ids": [0]}]})
+    assert {name: t.error_code for name, t in answers.items()} == {
+        "taken": ErrorCode.topic_already_exists, "bad name": ErrorCode.invalid_topic_exception,
+        "twice": ErrorCode.invalid_request, "zero": ErrorCode.invalid_partitions,
+        "rf3": ErrorCode.invalid_replication_factor, "cfg": ErrorCode.invalid_config,
+        "assigned": ErrorCode.invalid_replica_assignment, "mixed": ErrorCode.invalid_request}
+    assert {t for t, _ in logdir.logs()} == {"taken"}
+
+
+def test_validate_only_creates_nothing_and_assignments_name_the_partitions(
+        logdir: LogDir, server: KafkaServer) -> None:
+    with WireClient(server.address) as client:
+        checked = create(client, {"name": "dry", "num_partitions": 4}, validate_only=True)
+        placed = create(client, {"name": "placed", "assignments": [
+            {"partition_index": 1, "broker_ids": [0]}, {"partition_index": 0, "broker_ids": [0]}]})
+    assert checked["dry"].error_code == ErrorCode.none and checked["dry"].num_partitions == 4
+    assert logdir.get_log("dry", 0) is None
+    assert placed["placed"].error_code == ErrorCode.none
+    assert sorted(p for t, p in logdir.logs() if t == "placed") == [0, 1]
+
+
+def test_delete_of_an_unknown_topic_is_unknown_topic_or_partition(server: KafkaServer) -> None:
+    with WireClient(server.address) as client:
+        answer = client.call(ApiKey.DELETE_TOPICS, 5, {"topic_names": ["ghost"],
+                                                       "timeout": 5000})
+    assert answer.responses[0].error_code == ErrorCode.unknown_topic_or_partition
+
+
+def test_describe_configs_of_the_broker_and_of_an_unknown_topic(server: KafkaServer) -> None:
+    with WireClient(server.address) as client:
+        answer = client.call(ApiKey.DESCRIBE_CONFIGS, 4, {
+            "resources": [{"resource_type": 4, "resource_name": "0",
+                           "configuration_keys": ["num.partitions"]},
+                          {"resource_type": 2, "resource_name": "ghost",
+                           "configuration_keys": None}],
+            "include_synonyms": False, "include_documentation": False})
+    broker, ghost = answer.results
+    assert broker.error_code == ErrorCode.none
+    assert [(c.name, c.value, c.config_source) for c in broker.configs] == [
+        ("num.partitions", "1", 4)]
+    assert ghost.error_code == ErrorCode.unknown_topic_or_partition
+
+
+@pytest.mark.parametrize("key", [ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS,
+                                 ApiKey.DESCRIBE_CONFIGS])
+def test_every_admin_version_answers(logdir: LogDir, server: KafkaServer, key: ApiKey) -> None:
+    served = SUPPORTED[key]
+    with WireClient(server.address) as client:
+        for version in range(served.min_version, served.max_version + 1):
+            if key == ApiKey.CREATE_TOPICS:
+                answer = create(client, {"name": f"v{version}"}, version=version)
+                assert answer[f"v{version}"].error_code == ErrorCode.none
+            elif key == ApiKey.DELETE_TOPICS:
+                logdir.create_logs(f"d{version}", [0])
+                answer = client.call(key, version, {"topic_names": [f"d{version}"],
+                                                    "timeout": 5000})
+                assert answer.responses[0].error_code == ErrorCode.none
+            else:
+                answer = client.call(key, version, {
+                    "resources": [{"resource_type": 4, "resource_name": "0",
+                                   "configuration_keys": None}],
+                    "include_synonyms": False, "include_documentation": False})
+                assert answer.results[0].error_code == ErrorCode.none
