@@ -25,10 +25,14 @@ KEYS: dict[str, str] = {
     "num.partitions": "num_partitions",
     "fetch.max.bytes": "fetch_max_bytes",
     "num.io.threads": "num_io_threads",
+    "connections.max.idle.ms": "connections_max_idle_ms",
+    "max.connections": "max_connections",
 }
 DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
 DEFAULT_FETCH_MAX_BYTES = 57671680          # Kafka's fetch.max.bytes (55 MiB)
 DEFAULT_NUM_IO_THREADS = 8
+DEFAULT_CONNECTIONS_MAX_IDLE_MS = 600000     # Kafka's connections.max.idle.ms (10 min)
+DEFAULT_MAX_CONNECTIONS = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,8 @@ class KafkaServerConfig:
     num_partitions: int = 1
     fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES
     num_io_threads: int = DEFAULT_NUM_IO_THREADS
+    connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
 
     def __post_init__(self) -> None:
         self.listener()
@@ -64,6 +70,8 @@ class KafkaServerConfig:
         check_integer("num.partitions", self.num_partitions, "int", at_least=1)
         check_integer("fetch.max.bytes", self.fetch_max_bytes, "int", at_least=0)
         check_integer("num.io.threads", self.num_io_threads, "int", at_least=1)
+        check_integer("connections.max.idle.ms", self.connections_max_idle_ms, at_least=1)
+        check_integer("max.connections", self.max_connections, "int", at_least=0)
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, Any]) -> KafkaServerConfig:

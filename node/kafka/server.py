@@ -7,8 +7,10 @@ request is in flight): a Fetch parked for ``max_wait_ms`` holds only its own con
 
 A connection is closed, and nothing else notices, when it sends a frame size that is negative or
 above ``socket.request.max.bytes``, an API key or version not served (ApiVersions above its range
-is answered instead, KIP-511), a request that does not decode, or when a request fails in a way
-that has no Kafka answer (logged).
+is answered instead, KIP-511), a request that does not decode, when it sends nothing for
+``connections.max.idle.ms`` between requests, or when a request fails in a way that has no Kafka
+answer (logged). A connection beyond ``max.connections`` is closed as soon as it is accepted
+(Kafka instead stops accepting until a slot frees; either way it is not served).
 
     with KafkaServer(logdir, KafkaServerConfig(listeners="PLAINTEXT://127.0.0.1:0")) as server:
         server.bootstrap_servers        # "127.0.0.1:41231"
@@ -147,8 +149,13 @@ class KafkaServer:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
         peer = writer.get_extra_info("peername")
+        if len(self._connections) >= self.config.max_connections:
+            log.warning("refusing the connection from %s: max.connections=%d are open", peer,
+                        self.config.max_connections)
+            writer.close()
+            return
+        self._connections.add(task)
         try:
             await self._serve(reader, writer, peer)
         except (asyncio.CancelledError, ConnectionError):
@@ -166,12 +173,17 @@ class KafkaServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                      peer: object) -> None:
         limit = self.config.socket_request_max_bytes
+        idle_s = self.config.connections_max_idle_ms / 1000
         while True:
             try:
-                prefix = await reader.readexactly(SIZE.size)
+                prefix = await asyncio.wait_for(reader.readexactly(SIZE.size), idle_s)
                 size = check_frame_size(SIZE.unpack(prefix)[0], limit)
                 frame = await reader.readexactly(size)
             except asyncio.IncompleteReadError:
+                return
+            except TimeoutError:
+                log.info("closing the connection from %s: idle for connections.max.idle.ms=%d",
+                         peer, self.config.connections_max_idle_ms)
                 return
             except KafkaProtocolError as err:
                 log.warning("closing the connection from %s: %s", peer, err)

@@ -9,6 +9,8 @@ from confluent_kafka.admin import AdminClient
 
 from node.kafka.server import KafkaServer
 from node.logdir import LogDir
+from storage.record_format import Record
+from storage.records import ControlType
 from tests.node.kafka.clients import consume, consumer, produce_all, producer
 from tests.node.kafka.conftest import Serve
 
@@ -125,3 +127,28 @@ def test_a_fetch_offset_out_of_range_resets_by_auto_offset_reset(logdir: LogDir,
         assert [m.value() for m in consume(c, "t", 2, offset=50)] == [b"a", b"b"]
     finally:
         c.close()
+
+
+def test_a_read_committed_consumer_skips_an_aborted_transaction_and_stops_at_an_open_one(
+        logdir: LogDir, server: KafkaServer) -> None:
+    logdir.create_logs("t", [0])
+    log = logdir.log("t", 0)
+    log.append([Record(value=b"before", timestamp=1000)])
+    log.append([Record(value=b"aborted", timestamp=1000)], producer_id=9, producer_epoch=0,
+               base_sequence=0, is_transactional=True)
+    log.append_end_txn_marker(ControlType.ABORT, producer_id=9, producer_epoch=0)
+    log.append([Record(value=b"after", timestamp=1000)])
+    log.append([Record(value=b"open", timestamp=1000)], producer_id=11, producer_epoch=0,
+               base_sequence=0, is_transactional=True)
+    committed = consumer(server.bootstrap_servers)          # librdkafka's default
+    uncommitted = consumer(server.bootstrap_servers, **{"isolation.level": "read_uncommitted"})
+    try:
+        assert [m.value() for m in consume(committed, "t", 2)] == [b"before", b"after"]
+        assert committed.poll(1.0) is None                 # "open" is above the LSO
+        # ListOffsets latest under read_committed: the last stable offset
+        assert committed.get_watermark_offsets(ck.TopicPartition("t", 0), timeout=10) == (0, 4)
+        assert [m.value() for m in consume(uncommitted, "t", 4)] == [
+            b"before", b"aborted", b"after", b"open"]
+    finally:
+        committed.close()
+        uncommitted.close()

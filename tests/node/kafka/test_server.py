@@ -80,3 +80,32 @@ def test_listener_settings_are_checked_naming_the_key() -> None:
         KafkaServerConfig.from_properties({"no.such.key": "1"})
     assert KafkaServerConfig().listener().host == "127.0.0.1"      # loopback by default
     assert KafkaServerConfig().auto_create_topics_enable is False
+
+
+def test_an_idle_connection_is_closed_after_connections_max_idle_ms(serve: Serve) -> None:
+    server = serve(connections_max_idle_ms="300")
+    with WireClient(server.address) as idle, WireClient(server.address) as busy:
+        start = time.monotonic()
+        for _ in range(4):                     # requests keep a connection alive
+            time.sleep(0.15)
+            busy.call(18, 0, {})
+        assert idle.is_closed_by_server()
+        assert 0.25 <= time.monotonic() - start < 3
+        assert busy.call(18, 0, {}).error_code == 0
+
+
+def test_a_connection_beyond_max_connections_is_closed(serve: Serve) -> None:
+    server = serve(max_connections="1")
+    with WireClient(server.address) as first:
+        assert first.call(18, 0, {}).error_code == 0
+        with WireClient(server.address) as second:
+            assert second.is_closed_by_server()
+        assert first.call(18, 0, {}).error_code == 0
+    deadline = time.monotonic() + 5            # the first one's slot frees once it is closed
+    while True:
+        with WireClient(server.address) as third:
+            try:
+                assert third.call(18, 0, {}).error_code == 0
+                break
+            except ConnectionError:
+                assert time.monotonic() < deadline, "the slot of a closed connection stayed taken"
