@@ -152,3 +152,26 @@ def test_a_read_committed_consumer_skips_an_aborted_transaction_and_stops_at_an_
     finally:
         committed.close()
         uncommitted.close()
+
+
+def test_after_a_restart_the_data_is_served_and_producer_ids_are_not_reused(
+        tmp_path, serve: Serve) -> None:
+    first_dir = LogDir.open(tmp_path / "restart", start_tasks=False)
+    first_dir.create_logs("t", [0])
+    server = serve(first_dir)
+    p = producer(server.bootstrap_servers, **{"enable.idempotence": True})
+    produce_all(p, "t", [b"a", b"b"])
+    server.close()
+    first_dir.close()
+    with LogDir.open(tmp_path / "restart", start_tasks=False) as again:
+        server = serve(again)
+        p = producer(server.bootstrap_servers, **{"enable.idempotence": True})
+        assert produce_all(p, "t", [b"c"]) == [(0, 2)]
+        c = consumer(server.bootstrap_servers)
+        try:
+            assert [m.value() for m in consume(c, "t", 3)] == [b"a", b"b", b"c"]
+        finally:
+            c.close()
+        server.close()
+        producer_ids = [b.producer_id for b in again.log("t", 0).read_raw(0).batches()]
+    assert producer_ids[0] == 0 and producer_ids[-1] >= 1000
