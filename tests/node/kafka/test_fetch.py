@@ -14,7 +14,6 @@ from node.kafka.server import KafkaServer
 from node.logdir import LogDir
 from storage.record_format import Record
 from storage.records import ControlType
-from tests.node.kafka.conftest import Serve
 from tests.node.kafka.wire import WireClient
 
 FETCH = 1

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from node.kafka.broker_view import LogDirBrokerView
 from node.kafka.config import KafkaServerConfig
 from node.kafka.server import KafkaServer
 from node.logdir import LogDir
@@ -109,3 +110,24 @@ def test_a_connection_beyond_max_connections_is_closed(serve: Serve) -> None:
                 break
             except ConnectionError:
                 assert time.monotonic() < deadline, "the slot of a closed connection stayed taken"
+
+
+class BrokenView(LogDirBrokerView):
+    """A broker view whose topic listing fails (a bug behind the boundary)."""
+
+    def topics(self) -> dict[str, int]:
+        raise RuntimeError("topic listing failed")
+
+
+def test_a_failing_request_closes_only_its_connection(logdir: LogDir) -> None:
+    config = KafkaServerConfig(listeners="PLAINTEXT://127.0.0.1:0")
+    view = BrokenView(logdir, 0, lambda: ("127.0.0.1", 9092))
+    with KafkaServer(logdir, config, view=view) as broken:
+        with WireClient(broken.address) as failing, WireClient(broken.address) as other:
+            _, request = failing.request_bytes(METADATA, 12, {
+                "topics": None, "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False})
+            failing.send(request)
+            assert failing.is_closed_by_server()
+            assert other.call(18, 3, {"client_software_name": "x",
+                                      "client_software_version": "1"}).error_code == 0
