@@ -1,5 +1,5 @@
-"""Topic admin: CreateTopics (key 19, v2-7), DeleteTopics (key 20, v1-5) and DescribeConfigs
-(key 32, v1-4), through the ``BrokerView``.
+"""Topic admin: CreateTopics (key 19, v2-7), CreatePartitions (key 37, v0-3), DeleteTopics
+(key 20, v1-5) and DescribeConfigs (key 32, v1-4), through the ``BrokerView``.
 
 CreateTopics, per topic (Kafka's ``ZkAdminManager``/``ControllerApis.createTopics``): a name
 twice in one request is INVALID_REQUEST; an existing topic TOPIC_ALREADY_EXISTS; a name Kafka
@@ -9,6 +9,10 @@ value above the number of brokers, or below 1, INVALID_REPLICATION_FACTOR; expli
 together with a partition count or replication factor are INVALID_REQUEST, and each must name
 exactly one live broker (INVALID_REPLICA_ASSIGNMENT); a bad config override INVALID_CONFIG.
 ``validate_only`` checks everything and creates nothing.
+
+CreatePartitions: a topic named twice is INVALID_REQUEST, an unknown one
+UNKNOWN_TOPIC_OR_PARTITION, a count not above the current one INVALID_PARTITIONS, assignments
+that do not give each new partition one live broker INVALID_REPLICA_ASSIGNMENT.
 
 DeleteTopics: an unknown topic is UNKNOWN_TOPIC_OR_PARTITION. DescribeConfigs: topics (type 2)
 report every key with DYNAMIC_TOPIC_CONFIG for an override and DEFAULT_CONFIG otherwise; the
@@ -109,6 +113,42 @@ def _check_topic(served: ServedDir, topic: Any, counts: Counter[str],
 
 def _config_or(err: StorageError) -> ErrorCode:
     return ErrorCode.invalid_config if isinstance(err, InvalidConfigError) else error_code_for(err)
+
+
+def handle_create_partitions(served: ServedDir, request: Request) -> Any:
+    """The CreatePartitions response to ``request``."""
+    body = request.body
+    view = served.view
+    counts = Counter(topic.name for topic in body.topics)
+    brokers = {b.node_id for b in view.brokers()}
+    results = []
+    for topic in body.topics:
+        current = view.topics().get(topic.name)
+        code, message = ErrorCode.none, None
+        if counts[topic.name] > 1:
+            code, message = ErrorCode.invalid_request, f"topic {topic.name!r} is named twice"
+        elif current is None:
+            code, message = (ErrorCode.unknown_topic_or_partition,
+                             f"topic {topic.name!r} does not exist")
+        elif topic.count <= current:
+            code, message = (ErrorCode.invalid_partitions,
+                             f"topic {topic.name!r} has {current} partitions; the new count "
+                             f"{topic.count} must be larger")
+        elif topic.assignments is not None and (
+                len(topic.assignments) != topic.count - current
+                or any(len(a.broker_ids) != 1 or a.broker_ids[0] not in brokers
+                       for a in topic.assignments)):
+            code, message = (ErrorCode.invalid_replica_assignment,
+                             f"the assignments must give each of the {topic.count - current} "
+                             f"new partitions one live broker of {sorted(brokers)}")
+        if code == ErrorCode.none and not body.validate_only:
+            try:
+                view.add_partitions(topic.name, topic.count)
+            except StorageError as err:
+                code, message = error_code_for(err), str(err)
+        results.append({"name": topic.name, "error_code": code, "error_message": message})
+    return build(response_class(ApiKey.CREATE_PARTITIONS, request.api_version),
+                 {"throttle_time": 0, "results": results})
 
 
 def handle_delete_topics(served: ServedDir, request: Request) -> Any:

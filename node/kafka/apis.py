@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 from node.kafka.admin import (
+    handle_create_partitions,
     handle_create_topics,
     handle_delete_topics,
     handle_describe_configs,
@@ -30,6 +31,7 @@ from node.kafka.codec import (
     millis,
 )
 from node.kafka.context import ServedDir
+from node.kafka.delete_records import handle_delete_records
 from node.kafka.fetch import FetchRead, fetch_response, read_partitions, session_error
 from node.kafka.init_producer_id import handle_init_producer_id
 from node.kafka.list_offsets import handle_list_offsets
@@ -48,6 +50,8 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.CREATE_TOPICS: handle_create_topics,
     ApiKey.DELETE_TOPICS: handle_delete_topics,
     ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
+    ApiKey.CREATE_PARTITIONS: handle_create_partitions,
+    ApiKey.DELETE_RECORDS: handle_delete_records,
 }
 
 

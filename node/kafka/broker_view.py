@@ -66,6 +66,10 @@ class BrokerView(Protocol):
         Kafka refuses, ``InvalidConfigError`` for a bad override."""
         ...
 
+    def add_partitions(self, topic: str, count: int) -> None:
+        """Grow ``topic`` to ``count`` partitions (CreatePartitions)."""
+        ...
+
     def delete_topic(self, topic: str) -> None:
         """Delete every partition of ``topic`` (DeleteTopics)."""
         ...
@@ -123,6 +127,9 @@ class LogDirBrokerView:
             self._logdir.set_topic_config(
                 topic, self._logdir.default_config.with_overrides(configs))
         self._logdir.create_logs(topic, range(num_partitions))
+
+    def add_partitions(self, topic: str, count: int) -> None:
+        self._logdir.create_logs(topic, range(self.topics().get(topic, 0), count))
 
     def delete_topic(self, topic: str) -> None:
         partitions = [p for t, p in self._logdir.logs() if t == topic]

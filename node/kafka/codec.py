@@ -9,6 +9,9 @@ sequences of mappings, durations as milliseconds, fields the version lacks dropp
 describes one answer for every version it serves. ApiVersions responses carry response header v0
 at every version (KIP-511; kio's classes say so); every other flexible version uses v1.
 
+Before kio reads a request, ``bounds.check_bounds`` checks every length in it against the bytes
+left (kio's native reader aborts the process on an allocation a hostile length asks for).
+
 One special case sits before kio: an ApiVersions request above the versions served is answered in
 v0 format, UNSUPPORTED_VERSION with the ApiVersions range, without reading its body
 (``api_versions_unsupported``), so the client can retry with a version we speak.
@@ -29,6 +32,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import TZAware, i32Timedelta
 
+from node.kafka.bounds import check_bounds
 from node.kafka.errors import MalformedRequestError, UnsupportedRequestError
 from node.kafka.framing import frame, peek_header
 from node.kafka.versions import SUPPORTED, ApiKey
@@ -59,8 +63,9 @@ def decode_request(data: bytes | memoryview) -> Request | ApiVersionsTooNew:
 
     Raises ``UnsupportedRequestError`` for an API key not served or a version outside its
     range (ApiVersions above its range returns ``ApiVersionsTooNew`` instead), and
-    ``MalformedRequestError`` for a header or body kio cannot read (truncated bytes, bad lengths,
-    an unknown tagged field: kio raises ``KeyError`` for those)."""
+    ``MalformedRequestError`` for a header or body kio cannot read (truncated bytes, a length
+    past the end, checked before kio allocates it, an unknown tagged field: kio raises
+    ``KeyError`` for those)."""
     start = peek_header(data)
     served = SUPPORTED.get(start.api_key)
     if served is None:
@@ -77,6 +82,7 @@ def decode_request(data: bytes | memoryview) -> Request | ApiVersionsTooNew:
     cls = load_request_schema(start.api_key, start.api_version)
     buffer = bytes(data)
     try:
+        check_bounds(cls, buffer, check_bounds(cls.__header_schema__, buffer, 0))
         header, used = entity_reader(cls.__header_schema__)(buffer, 0)
         body, _ = entity_reader(cls)(buffer, used)
     except Exception as err:   # kio's readers raise whatever the bytes provoke

@@ -19,10 +19,12 @@ class ApiKey(IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
-    API_VERSIONS = 18
+    DELETE_RECORDS = 21
     DESCRIBE_CONFIGS = 32
+    CREATE_PARTITIONS = 37
     INIT_PRODUCER_ID = 22
 
 
@@ -47,4 +49,6 @@ SUPPORTED: dict[int, VersionRange] = {
     ApiKey.CREATE_TOPICS: VersionRange(2, 7),
     ApiKey.DELETE_TOPICS: VersionRange(1, 5),
     ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
+    ApiKey.DELETE_RECORDS: VersionRange(0, 2),
+    ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
 }

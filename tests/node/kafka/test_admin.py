@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from node.kafka.server import KafkaServer
 from node.kafka.versions import SUPPORTED, ApiKey
 from node.logdir import LogDir
+from storage.record_format import Record
 from tests.node.kafka.wire import WireClient
 
 TIMEOUT_S = 10
@@ -110,7 +111,8 @@ def test_describe_configs_of_the_broker_and_of_an_unknown_topic(server: KafkaSer
 
 
 @pytest.mark.parametrize("key", [ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS,
-                                 ApiKey.DESCRIBE_CONFIGS])
+                                 ApiKey.DESCRIBE_CONFIGS, ApiKey.CREATE_PARTITIONS,
+                                 ApiKey.DELETE_RECORDS])
 def test_every_admin_version_answers(logdir: LogDir, server: KafkaServer, key: ApiKey) -> None:
     served = SUPPORTED[key]
     with WireClient(server.address) as client:
@@ -123,9 +125,77 @@ def test_every_admin_version_answers(logdir: LogDir, server: KafkaServer, key: A
                 answer = client.call(key, version, {"topic_names": [f"d{version}"],
                                                     "timeout": 5000})
                 assert answer.responses[0].error_code == ErrorCode.none
+            elif key == ApiKey.CREATE_PARTITIONS:
+                logdir.create_logs(f"p{version}", [0])
+                answer = client.call(key, version, {"topics": [
+                    {"name": f"p{version}", "count": 2, "assignments": None}],
+                    "timeout": 5000, "validate_only": False})
+                assert answer.results[0].error_code == ErrorCode.none
+            elif key == ApiKey.DELETE_RECORDS:
+                logdir.create_logs(f"r{version}", [0])
+                answer = client.call(key, version, {"timeout": 5000, "topics": [
+                    {"name": f"r{version}", "partitions": [
+                        {"partition_index": 0, "offset": 0}]}]})
+                assert answer.topics[0].partitions[0].error_code == ErrorCode.none
             else:
                 answer = client.call(key, version, {
                     "resources": [{"resource_type": 4, "resource_name": "0",
                                    "configuration_keys": None}],
                     "include_synonyms": False, "include_documentation": False})
                 assert answer.results[0].error_code == ErrorCode.none
+
+
+def test_create_partitions_grows_a_topic_with_kafkas_errors(logdir: LogDir,
+                                                            server: KafkaServer) -> None:
+    logdir.create_logs("grow", [0])
+    logdir.create_logs("big", range(3))
+    with WireClient(server.address) as client:
+        answer = client.call(ApiKey.CREATE_PARTITIONS, 3, {"topics": [
+            {"name": "grow", "count": 3, "assignments": None},
+            {"name": "big", "count": 2, "assignments": None},
+            {"name": "ghost", "count": 2, "assignments": None}],
+            "timeout": 5000, "validate_only": False})
+    assert [(r.name, r.error_code) for r in answer.results] == [
+        ("grow", ErrorCode.none), ("big", ErrorCode.invalid_partitions),
+        ("ghost", ErrorCode.unknown_topic_or_partition)]
+    assert sorted(p for t, p in logdir.logs() if t == "grow") == [0, 1, 2]
+
+
+def test_kafka_python_create_partitions_and_confluent_delete_records(
+        logdir: LogDir, server: KafkaServer) -> None:
+    from confluent_kafka import TopicPartition as CkTopicPartition
+    from kafka.admin import NewPartitions
+    logdir.create_logs("t", [0])
+    log = logdir.log("t", 0)
+    for i in range(5):
+        log.append([Record(value=b"%d" % i, timestamp=1000)])
+    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap_servers, request_timeout_ms=5000)
+    try:
+        admin.create_partitions({"t": NewPartitions(2)})
+    finally:
+        admin.close()
+    assert logdir.get_log("t", 1) is not None
+    confluent_admin = AdminClient({"bootstrap.servers": server.bootstrap_servers})
+    deleted = confluent_admin.delete_records([CkTopicPartition("t", 0, 3)], operation_timeout=5)
+    result = next(iter(deleted.values())).result(TIMEOUT_S)
+    assert result.low_watermark == 3
+    assert log.log_start_offset == 3
+
+
+def test_delete_records_answers_kafkas_errors(logdir: LogDir, server: KafkaServer) -> None:
+    logdir.create_logs("t", [0])
+    logdir.set_topic_config("compacted", logdir.default_config.with_overrides(
+        {"cleanup.policy": "compact"}))
+    logdir.create_logs("compacted", [0])
+    logdir.log("t", 0).append([Record(value=b"a", timestamp=1), Record(value=b"b", timestamp=2)])
+    with WireClient(server.address) as client:
+        answer = client.call(ApiKey.DELETE_RECORDS, 2, {"timeout": 5000, "topics": [
+            {"name": "t", "partitions": [{"partition_index": 0, "offset": 5}]},
+            {"name": "compacted", "partitions": [{"partition_index": 0, "offset": 0}]},
+            {"name": "ghost", "partitions": [{"partition_index": 0, "offset": 0}]}]})
+        everything = client.call(ApiKey.DELETE_RECORDS, 0, {"timeout": 5000, "topics": [
+            {"name": "t", "partitions": [{"partition_index": 0, "offset": -1}]}]})
+    assert [t.partitions[0].error_code for t in answer.topics] == [
+        ErrorCode.offset_out_of_range, ErrorCode.policy_violation,
+        ErrorCode.unknown_topic_or_partition]
+    assert everything.topics[0].partitions[0].low_watermark == 2

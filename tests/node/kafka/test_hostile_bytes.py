@@ -46,8 +46,10 @@ def framed(payload: bytes) -> bytes:
     struct.pack(">i", 17) + header(0, 2),                   # Produce below kio's floor
     struct.pack(">i", 21) + header(METADATA, 12) + b"\xff\xff\xff\xff",  # body garbage
     framed(header(API_VERSIONS, 3) + b"\x00\x04abc\x021\x01\x09\x01\x00"),  # unknown tag 9
+    framed(struct.pack(">hhih", 0, 9, 7, 4) + b"fuzz" + b"\x00\x00"     # Produce v9 whose
+           + struct.pack(">hi", -1, 1000) + b"\xff\xff\xff\xff\x0f"),  # array claims 2^32
 ], ids=["negative", "huge", "tls", "http", "short", "unknown-key", "too-new", "too-old",
-        "garbage-body", "unknown-tag"])
+        "garbage-body", "unknown-tag", "huge-array"])
 def test_a_hostile_frame_closes_only_its_connection(server: KafkaServer, data: bytes) -> None:
     with WireClient(server.address) as hostile, WireClient(server.address) as bystander:
         hostile.send(data)
