@@ -76,14 +76,13 @@ class KafkaServerConfig:
     @classmethod
     def from_properties(cls, properties: Mapping[str, Any]) -> KafkaServerConfig:
         """Build from Kafka's dotted keys; an unknown key raises ``InvalidConfigError``."""
-        kinds = {f.name: f.type for f in dataclasses.fields(cls)}
+        # the annotations are strings here ("int", "str | None"): the kind is the first name
+        kinds = {f.name: str(f.type).split("|")[0].strip() for f in dataclasses.fields(cls)}
         values = {}
         for key, raw in properties.items():
             if key not in KEYS:
                 raise unknown_key("kafka server", key, raw)
-            name = KEYS[key]
-            kind = kinds[name].split("|")[0].strip() if isinstance(kinds[name], str) else kinds[name]
-            values[name] = convert(key, kind, raw)
+            values[KEYS[key]] = convert(key, kinds[KEYS[key]], raw)
         return cls(**values)
 
     def listener(self) -> Listener:
