@@ -35,7 +35,7 @@ from node.kafka.delete_records import handle_delete_records
 from node.kafka.fetch import FetchRead, fetch_response, read_partitions, session_error
 from node.kafka.init_producer_id import handle_init_producer_id
 from node.kafka.list_offsets import handle_list_offsets
-from node.kafka.metadata import handle_metadata
+from node.kafka.metadata import handle_describe_cluster, handle_metadata
 from node.kafka.produce import handle_produce
 from node.kafka.versions import ApiKey
 
@@ -52,6 +52,7 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
     ApiKey.CREATE_PARTITIONS: handle_create_partitions,
     ApiKey.DELETE_RECORDS: handle_delete_records,
+    ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
 }
 
 

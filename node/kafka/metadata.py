@@ -9,6 +9,10 @@ NONE. Otherwise UNKNOWN_TOPIC_OR_PARTITION, or INVALID_TOPIC_EXCEPTION for a nam
 refuses. A partition no broker holds is LEADER_NOT_AVAILABLE. Leader epochs are reported as -1
 (unknown), so clients skip the leader-epoch validation this server does not offer yet; topic
 ids are the zero UUID (v10+); a topic asked for by id alone is UNKNOWN_TOPIC_ID.
+
+DescribeCluster (key 60, v0-1) answers the same brokers, cluster id and controller; a request
+for the controllers' endpoints (v1 ``endpoint_type`` 2) is UNSUPPORTED_ENDPOINT_TYPE, as a
+broker answers it.
 """
 
 from __future__ import annotations
@@ -73,3 +77,22 @@ def handle_metadata(served: ServedDir, request: Request) -> Any:
         "controller_id": view.controller_id(),
         "topics": topics,
     })
+
+
+BROKER_ENDPOINTS = 1
+
+
+def handle_describe_cluster(served: ServedDir, request: Request) -> Any:
+    """The DescribeCluster response to ``request``."""
+    view = served.view
+    endpoint_type = getattr(request.body, "endpoint_type", BROKER_ENDPOINTS)
+    values: dict[str, Any] = {"throttle_time": 0, "endpoint_type": endpoint_type,
+                              "cluster_id": view.cluster_id, "brokers": []}
+    if endpoint_type != BROKER_ENDPOINTS:
+        values.update(error_code=ErrorCode.unsupported_endpoint_type,
+                      error_message=f"endpoint type {endpoint_type} is not served by a broker")
+    else:
+        values.update(error_code=ErrorCode.none, controller_id=view.controller_id(),
+                      brokers=[{"broker_id": b.node_id, "host": b.host, "port": b.port,
+                                "rack": b.rack} for b in view.brokers()])
+    return build(response_class(ApiKey.DESCRIBE_CLUSTER, request.api_version), values)

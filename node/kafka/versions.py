@@ -25,6 +25,7 @@ class ApiKey(IntEnum):
     DELETE_RECORDS = 21
     DESCRIBE_CONFIGS = 32
     CREATE_PARTITIONS = 37
+    DESCRIBE_CLUSTER = 60
     INIT_PRODUCER_ID = 22
 
 
@@ -51,4 +52,5 @@ SUPPORTED: dict[int, VersionRange] = {
     ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
     ApiKey.DELETE_RECORDS: VersionRange(0, 2),
     ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
+    ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 1),
 }

@@ -199,3 +199,31 @@ def test_delete_records_answers_kafkas_errors(logdir: LogDir, server: KafkaServe
         ErrorCode.offset_out_of_range, ErrorCode.policy_violation,
         ErrorCode.unknown_topic_or_partition]
     assert everything.topics[0].partitions[0].low_watermark == 2
+
+
+def test_describe_cluster_names_this_broker_and_refuses_controller_endpoints(
+        server: KafkaServer) -> None:
+    host, port = server.address
+    with WireClient(server.address) as client:
+        brokers = client.call(ApiKey.DESCRIBE_CLUSTER, 1, {
+            "include_cluster_authorized_operations": False, "endpoint_type": 1})
+        controllers = client.call(ApiKey.DESCRIBE_CLUSTER, 1, {
+            "include_cluster_authorized_operations": False, "endpoint_type": 2})
+        v0 = client.call(ApiKey.DESCRIBE_CLUSTER, 0, {
+            "include_cluster_authorized_operations": False})
+    assert brokers.error_code == ErrorCode.none and brokers.controller_id == 0
+    assert [(b.broker_id, b.host, b.port) for b in brokers.brokers] == [(0, host, port)]
+    assert v0.cluster_id == brokers.cluster_id
+    assert [(b.broker_id, b.host, b.port) for b in v0.brokers] == [(0, host, port)]
+    assert controllers.error_code == ErrorCode.unsupported_endpoint_type
+
+
+def test_kafka_python_describe_cluster(server: KafkaServer) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap_servers, request_timeout_ms=5000)
+    try:
+        described = admin.describe_cluster()
+    finally:
+        admin.close()
+    assert described["controller_id"] == 0
+    assert [(b["broker_id"], b["port"]) for b in described["brokers"]] == [
+        (0, server.address[1])]
