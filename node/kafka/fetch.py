@@ -125,6 +125,8 @@ def read_batches(log: Log, offset: int, upper: int, limit: int,
     Returns the bytes and the offset after the last batch returned."""
     pieces: list[memoryview] = []
     size = 0
+    if limit <= 0 and not min_one:
+        return b"", offset
     while offset < upper:
         fetched = log.read_raw(offset, max(limit - size, 1), min_one_message=True)
         if fetched is None or not fetched.data:

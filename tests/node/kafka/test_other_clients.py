@@ -53,13 +53,15 @@ def test_kafka_python_idempotent_producer_and_consumer_round_trip(
     assert sorted(got) == sorted((i % 2, i // 2, b"v%d" % i) for i in range(10))
 
 
-def test_aiokafka_producer_and_consumer_round_trip(logdir: LogDir,
-                                                   server: KafkaServer) -> None:
+@pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])
+def test_aiokafka_producer_and_consumer_round_trip(logdir: LogDir, server: KafkaServer,
+                                                   idempotent: bool) -> None:
     logdir.create_logs("t", [0])
 
     async def run() -> list[bytes]:
         producer = AIOKafkaProducer(bootstrap_servers=server.bootstrap_servers,
-                                    request_timeout_ms=5000, compression_type="gzip")
+                                    request_timeout_ms=5000, compression_type="gzip",
+                                    enable_idempotence=idempotent)
         await producer.start()
         try:
             for i in range(5):
@@ -82,6 +84,8 @@ def test_aiokafka_producer_and_consumer_round_trip(logdir: LogDir,
 
     got = asyncio.run(asyncio.wait_for(run(), TIMEOUT_S))
     assert got == [b"m%d" % i for i in range(5)]
+    producer_ids = {b.producer_id for b in logdir.log("t", 0).read_raw(0).batches()}
+    assert (min(producer_ids) >= 0) == idempotent
 
 
 @pytest.fixture
