@@ -72,6 +72,13 @@ class MalformedRequestError(KafkaProtocolError):
     field. Unlike ``UnsupportedRequestError`` the client claimed a layout we speak."""
 
 
+class UnsupportedCompressionTypeError(StorageError):
+    """A produced batch compressed with a codec its request version predates (zstd before
+    Produce v7: ``version``, ``compression``), Kafka's ``UnsupportedCompressionTypeException``.
+    Unlike ``InvalidRecordError`` the batch is well formed; the client must use a newer
+    version."""
+
+
 # most specific first: the first class in an exception's MRO found here gives its code
 _CODES: dict[type[BaseException], ErrorCode] = {
     OffsetOutOfRangeError: ErrorCode.offset_out_of_range,
@@ -88,6 +95,7 @@ _CODES: dict[type[BaseException], ErrorCode] = {
     InvalidRecordError: ErrorCode.invalid_record,
     InvalidOffsetError: ErrorCode.invalid_request,
     PolicyViolationError: ErrorCode.policy_violation,
+    UnsupportedCompressionTypeError: ErrorCode.unsupported_compression_type,
     LogDirOfflineError: ErrorCode.kafka_storage_error,
     LogDirClosedError: ErrorCode.kafka_storage_error,
 }
@@ -102,12 +110,3 @@ def error_code_for(error: BaseException) -> ErrorCode:
             return code
     return ErrorCode.unknown_server_error
 
-
-class UnsupportedCompressionTypeError(StorageError):
-    """A produced batch compressed with a codec its request version predates (zstd before
-    Produce v7: ``version``, ``compression``), Kafka's ``UnsupportedCompressionTypeException``.
-    Unlike ``InvalidRecordError`` the batch is well formed; the client must use a newer
-    version."""
-
-
-_CODES[UnsupportedCompressionTypeError] = ErrorCode.unsupported_compression_type
