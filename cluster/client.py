@@ -54,6 +54,7 @@ if TYPE_CHECKING:   # the client's answers; kept out of its imports (``strata`` 
 __all__ = ["Cluster", "ProduceResult", "TopicLayout", "encode_batches"]
 EARLIEST_TIMESTAMP = -2     # list_offset: the log start offset (Kafka's OffsetSpec.earliest)
 LATEST_TIMESTAMP = -1       # list_offset: the high watermark (Kafka's OffsetSpec.latest)
+MAX_TIMESTAMP = -3          # list_offset: the record with the largest timestamp (OffsetSpec.maxTimestamp)
 
 
 class Cluster:
@@ -217,13 +218,15 @@ class Cluster:
         found = self.list_offset(topic, partition, timestamp_ms)
         return None if found is None else found[0]
 
-    def list_offset(self, topic: str, partition: int,
-                    timestamp: int) -> tuple[int, int | None] | None:
+    def list_offset(self, topic: str, partition: int, timestamp: int,
+                    isolation: str = "read_uncommitted") -> tuple[int, int | None] | None:
         """Kafka's ListOffsets: ``timestamp`` -2 (``EARLIEST_TIMESTAMP``) gives ``(log start,
-        None)``, -1 (``LATEST_TIMESTAMP``) ``(high watermark, None)``, a time in ms ``(offset,
-        its timestamp)`` of the first record at or after it, or None."""
+        None)``, -1 (``LATEST_TIMESTAMP``) ``(high watermark, None)`` (the last stable offset
+        for ``isolation="read_committed"``), -3 (``MAX_TIMESTAMP``) the first record with the
+        largest timestamp, a time in ms ``(offset, its timestamp)`` of the first record at or
+        after it; the last two only below the last fetchable offset, else None."""
         return self._node_of(topic, partition).call("list_offset", topic, partition, timestamp,
-                                                    timeout=60)
+                                                    isolation, timeout=60)
 
     def partition_dir(self, topic: str, partition: int) -> str:
         """The log directory holding ``topic``-``partition``. A partition number that is not an

@@ -117,7 +117,8 @@ def describe(err: OSError) -> str:
 # ``collect_aborted_transactions``; ``close``, ``rename_dir`` and
 # ``delete`` are called by the LogDir itself under its own guard.
 GUARDED_METHODS = (
-    "append_batch", "roll", "flush", "read_raw", "offset_for_timestamp", "truncate_to",
+    "append_batch", "roll", "flush", "read_raw", "offset_for_timestamp",
+    "fetch_offset_by_timestamp", "truncate_to",
     "truncate_fully_and_start_at", "delete_old_segments", "maybe_increment_log_start_offset",
     "create_cleaned_segment", "replace_segments", "release_idle", "collect_aborted_transactions",
 )

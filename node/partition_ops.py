@@ -19,12 +19,11 @@ from node.logdir import LogDir
 from storage import files
 from storage.errors import CheckpointError, OffsetOutOfRangeError, StorageError
 from storage.files import TopicPartition
+from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, READ_UNCOMMITTED
 from storage.records import ControlType, Record
 
 log = logging.getLogger(__name__)
 
-EARLIEST_TIMESTAMP = -2     # Kafka's ListOffsetsRequest.EARLIEST_TIMESTAMP
-LATEST_TIMESTAMP = -1       # Kafka's ListOffsetsRequest.LATEST_TIMESTAMP
 
 TxnMarker = tuple[str, int, int, int, int, int]
 
@@ -49,15 +48,13 @@ def delete_records(d: LogDir, topic: str, partition: int, before_offset: int) ->
     return target.log_start_offset
 
 
-def list_offset(d: LogDir, topic: str, partition: int,
-                timestamp: int) -> tuple[int, int | None] | None:
-    target = d.log(topic, partition)
-    ts = files.validate_offset(timestamp, "timestamp", partition=target.name, minimum=-2)
-    if ts == EARLIEST_TIMESTAMP:
-        return target.log_start_offset, None
-    if ts == LATEST_TIMESTAMP:
-        return target.high_watermark, None
-    return target.offset_for_timestamp(ts)
+def list_offset(d: LogDir, topic: str, partition: int, timestamp: int,
+                isolation: str = READ_UNCOMMITTED) -> tuple[int, int | None] | None:
+    found = d.log(topic, partition).fetch_offset_by_timestamp(timestamp, isolation)
+    if found is None:
+        return None
+    offset, ts = found
+    return offset, None if timestamp in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP) else ts
 
 
 def roll(d: LogDir, topic: str, partition: int) -> int:
@@ -124,5 +121,5 @@ def partition_dirs_on_disk(directory: Path) -> list[tuple[str, int]] | None:
     return sorted(held)
 
 
-__all__ = ["EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "delete_records", "list_offset",
-           "partition_dirs_on_disk", "read_records", "roll", "truncate_to", "write_txn_markers"]
+__all__ = ["EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "delete_records",
+           "list_offset", "partition_dirs_on_disk", "read_records", "roll", "truncate_to", "write_txn_markers"]

@@ -60,6 +60,7 @@ from storage.segment import SegmentIdentity
 
 EARLIEST_TIMESTAMP = partition_ops.EARLIEST_TIMESTAMP
 LATEST_TIMESTAMP = partition_ops.LATEST_TIMESTAMP
+MAX_TIMESTAMP = partition_ops.MAX_TIMESTAMP
 
 
 class LogDirServer:
@@ -250,13 +251,16 @@ class LogDirServer:
         nothing changes."""
         return partition_ops.delete_records(self._dir, topic, partition, before_offset)
 
-    def list_offset(self, topic: str, partition: int,
-                    timestamp: int) -> tuple[int, int | None] | None:
+    def list_offset(self, topic: str, partition: int, timestamp: int,
+                    isolation: str = "read_uncommitted") -> tuple[int, int | None] | None:
         """Kafka's ListOffsets for one partition: ``timestamp`` -2 (earliest) gives the log
-        start offset, -1 (latest) the high watermark, a time in ms >= 0 the first offset whose
-        record has a timestamp >= it, with that timestamp (``Log.offset_for_timestamp``), or None
-        when no record is that recent. Returns ``(offset, timestamp or None)``."""
-        return partition_ops.list_offset(self._dir, topic, partition, timestamp)
+        start offset, -1 (latest) the last fetchable offset (the high watermark, or the last
+        stable offset when ``isolation`` is ``read_committed``), -3 (max timestamp, KIP-734) the
+        first record with the largest timestamp, a time in ms >= 0 the first offset whose record
+        has a timestamp >= it; the last two with that timestamp, and only below the last
+        fetchable offset (``Log.fetch_offset_by_timestamp``), else None. Returns ``(offset,
+        timestamp or None)``."""
+        return partition_ops.list_offset(self._dir, topic, partition, timestamp, isolation)
 
     def roll(self, topic: str, partition: int) -> int:
         """Roll the active segment if it holds anything; returns the new active base offset."""

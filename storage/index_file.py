@@ -9,6 +9,7 @@ import errno
 import mmap
 import os
 import struct
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Sequence
@@ -147,6 +148,10 @@ class _Index:
         self._entries = 0
         self._max_entries = 0
         self._kept_entries: int | None = None  # entry count kept across release()
+        self._closed = False   # closed by its segment: a later use never creates the file
+        # opening, releasing and resizing the file: readers open an index lazily while its owner
+        # may trim or reopen it (a roll), so these never interleave
+        self._lifecycle = threading.RLock()
         self._probes = 0   # lookups answered from the file without reading it whole
 
     def __repr__(self) -> str:
@@ -199,8 +204,7 @@ class _Index:
         return self._length
 
     def is_full(self) -> bool:
-        if self._buf is None:
-            self._open()
+        self._data()
         return self._entries >= self._max_entries
 
     def exists(self) -> bool:
@@ -209,10 +213,14 @@ class _Index:
     # -- lifecycle --------------------------------------------------------------------------
 
     def _data(self) -> mmap.mmap | bytes:
-        if self._buf is None:
-            self._open()
-        assert self._buf is not None
-        return self._buf
+        buf = self._buf
+        if buf is None:
+            with self._lifecycle:
+                if self._buf is None:
+                    self._open()
+                buf = self._buf
+        assert buf is not None
+        return buf
 
     def _open(self) -> None:
         size = self.ENTRY.size
@@ -267,6 +275,10 @@ class _Index:
         try:
             fd = os.open(self._path, os.O_RDWR)
         except FileNotFoundError:
+            if self._closed:
+                # a reader still holding an index its segment closed (a roll reopened the
+                # indexes; a delete renamed the file): never create a file for it
+                return b"", 0, False
             if preallocated < size:
                 raise ValueError(
                     f"invalid max index size {self._max_index_size} for {self._path}"
@@ -285,26 +297,31 @@ class _Index:
             os.close(fd)
 
     def release(self) -> None:
-        """Give back the mapping and its file descriptor; the next use reopens the file.
+        """Give back the mapping; the next use reopens the file.
 
         The entry count is kept, so a released writable index that is still preallocated reopens
-        with the same entries (nothing is trimmed)."""
-        if self._buf is None:
-            return
-        self._kept_entries = self._entries
-        if isinstance(self._buf, mmap.mmap):
-            self._buf.close()
-        self._buf = None
+        with the same entries (nothing is trimmed). The map is not closed here but dropped: a
+        reader in another thread may be searching it (a roll trims and reopens the active
+        segment's indexes while reads go on), and the map is unmapped when the last reference to
+        it goes, which for an idle index is at once."""
+        with self._lifecycle:
+            if self._buf is None:
+                return
+            self._kept_entries = self._entries
+            self._buf = None
 
     def close(self) -> None:
         """Trim the file to its entries (Kafka's close) and release it. A later use reopens it."""
-        if self._buf is None and (self._kept_entries is None or not self.exists()):
-            self._kept_entries = None  # never opened, or its file is gone: nothing to trim
-            return
-        if self._writable:
-            self.trim_to_valid_size()
-        self.release()
-        self._kept_entries = None
+        with self._lifecycle:
+            if self._buf is None and (self._kept_entries is None or not self.exists()):
+                self._kept_entries = None  # never opened, or its file is gone: nothing to trim
+                self._closed = True
+                return
+            if self._writable:
+                self.trim_to_valid_size()
+            self.release()
+            self._kept_entries = None
+            self._closed = True
 
     def flush(self) -> None:
         """Make the entries durable (Kafka's AbstractIndex.flush), called whenever the segment's
@@ -321,23 +338,25 @@ class _Index:
         file is already gone (its directory was renamed) only the path changes.
 
         Like Kafka, the directory is not fsynced: whoever renames a segment's files fsyncs once."""
-        target = Path(path)
-        try:
-            os.replace(self._path, target)
-        except FileNotFoundError:
-            if self._path.exists():
-                raise
-        finally:
-            self._path = target
+        with self._lifecycle:
+            target = Path(path)
+            try:
+                os.replace(self._path, target)
+            except FileNotFoundError:
+                if self._path.exists():
+                    raise
+            finally:
+                self._path = target
 
     def delete_if_exists(self) -> bool:
-        self.release()
-        self._kept_entries = None
-        try:
-            self._path.unlink()
-        except FileNotFoundError:
-            return False
-        return True
+        with self._lifecycle:
+            self.release()
+            self._kept_entries = None
+            try:
+                self._path.unlink()
+            except FileNotFoundError:
+                return False
+            return True
 
     # -- size -------------------------------------------------------------------------------
 
@@ -345,20 +364,23 @@ class _Index:
         """Set the file length to ``new_size`` rounded down to whole entries; True if it changed.
 
         Used to grow the active segment's index back to ``max_index_size`` after loading."""
-        self._data()
-        size = self.ENTRY.size
-        rounded = new_size // size * size
-        if rounded == self._length:
-            return False
-        self._check_writable("resize")
-        if rounded < self._entries * size:
-            raise ValueError(
-                f"cannot resize {self._path} to {rounded} bytes: it holds {self._entries} entries"
-            )
-        self.release()  # unmap before shrinking: touching a page past EOF is SIGBUS
-        os.truncate(self._path, rounded)
-        self._open()
-        return True
+        with self._lifecycle:
+            self._data()
+            size = self.ENTRY.size
+            rounded = new_size // size * size
+            if rounded == self._length:
+                return False
+            self._check_writable("resize")
+            if rounded < self._entries * size:
+                raise ValueError(
+                    f"cannot resize {self._path} to {rounded} bytes: it holds {self._entries} entries"
+                )
+            # drop our map before shrinking (touching a page past EOF is SIGBUS); a map a reader
+            # still holds is searched only up to the entries it counted, which the file keeps
+            self.release()
+            os.truncate(self._path, rounded)
+            self._open()
+            return True
 
     def trim_to_valid_size(self) -> None:
         """Shrink the file to exactly its entries, so reopening counts the same entries."""
@@ -366,11 +388,12 @@ class _Index:
 
     def reset(self) -> None:
         """Remove every entry and preallocate the file to ``max_index_size`` (Kafka's reset)."""
-        self._check_writable("reset")
-        self._data()
-        self._entries = 0
-        self._backed = 0
-        self.resize(self._max_index_size)
+        with self._lifecycle:
+            self._check_writable("reset")
+            self._data()
+            self._entries = 0
+            self._backed = 0
+            self.resize(self._max_index_size)
 
     # -- shared helpers ---------------------------------------------------------------------
 

@@ -32,10 +32,12 @@ through the producer state as of its base offset (snapshot + replay of the segme
 
 A segment whose valid batches overflow its base offset (an old broker's) is split, not truncated,
 wherever recovery meets it (passes 4 and 5; see ``storage.split``).
-6. Offsets: log end offset from the last segment; the log start offset is the checkpointed one
-   clamped to ``[first segment's base, log end]``: a checkpoint beyond the log end is ignored with a
-   warning (never does a checkpoint alone delete a segment; segments below a valid log start go by
-   retention later); an empty directory gets a segment at the log start offset; the recovery point is
+6. Offsets: log end offset from the last segment; the log start offset is the checkpointed one,
+   not below the first segment's base (segments below a log start go by retention later). A
+   checkpoint beyond the recovered log end (delete-records, then a crash that lost the tail)
+   starts the log empty at the checkpointed start, as Kafka does, so deleted records are never
+   served again nor their offsets handed out again; the segments move to quarantine, kept whole,
+   where Kafka deletes them. An empty directory gets a segment at the log start offset; the recovery point is
    the log end after a clean shutdown, else ``min(recovery point, log end)``; the active segment's
    indexes are re-sized to the maximum for appending.
 """
@@ -45,6 +47,7 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
+from typing import Callable
 
 from storage import files
 from storage.clock import SYSTEM_CLOCK, Clock
@@ -70,6 +73,7 @@ from storage.load_checks import check_indexes_against_log, quick_index_check, tx
 from storage.load_swaps import (
     delete_swapped_originals,
     quarantine_invalid_swaps,
+    quarantine_partial_swaps,
     remove_temp_files,
     rename_swaps,
     swap_problem,
@@ -136,6 +140,9 @@ class LogLoader:
         if swaps:
             swaps = quarantine_invalid_swaps(self._actions, swaps, self.clock, self._quarantined)
         if swaps:
+            swaps = quarantine_partial_swaps(self._actions, swaps, self.config, self.clock,
+                                             self._quarantined)
+        if swaps:
             delete_swapped_originals(self._actions, swaps, self.config, self.clock)
             self._completed_swaps += rename_swaps(self._actions, swaps)
         segments = self._pass4_load_segments()
@@ -160,7 +167,10 @@ class LogLoader:
         segments = []
         bases = sorted(logs)
         recovered_later = self._first_base_recovered_later(bases)
+        superseded: set[int] = set()
         for i, base in enumerate(bases):
+            if base in superseded:
+                continue
             segment = self._segment(base)
             stem = files.offset_name(base)
             index_name = f"{stem}{files.INDEX_SUFFIX}"
@@ -184,8 +194,9 @@ class LogLoader:
                 if not self.dry_run:
                     for index in (segment.offset_index, segment.time_index):
                         index.delete_if_exists()
-                truncated, recovered = self._recover(
-                    segment, bases[i + 1] if i + 1 < len(bases) else None)
+                later = [b for b in bases[i + 1:] if b not in superseded]
+                truncated, recovered, gone = self._recover(segment, later)
+                superseded.update(gone)
                 self._rebuild_txn_indexes(recovered, segments)
                 self._truncated_rebuilding += truncated
                 if not self.dry_run:
@@ -193,12 +204,13 @@ class LogLoader:
                         done.make_read_only()
                 self._rebuilt += 1
                 segments.extend(recovered)
-                if truncated and i + 1 < len(bases):
+                remaining = [b for b in bases[i + 1:] if b not in superseded]
+                if truncated and remaining:
                     # damage in the middle of the log: what follows was written after bytes that
                     # are gone (a transaction's marker, a producer's sequence), so, as after a
                     # truncation in pass 5, the later segments leave the log (kept in quarantine)
-                    for later in bases[i + 1:]:
-                        self._drop_segment(self._segment(later),
+                    for later_base in remaining:
+                        self._drop_segment(self._segment(later_base),
                                            f"follows {segment.log_path.name}, truncated")
                     break
             else:
@@ -223,19 +235,22 @@ class LogLoader:
         return max((b for b in bases if b <= self.recovery_point), default=bases[0])
 
     def _recover(self, segment: LogSegment,
-                 next_base: int | None) -> tuple[int, list[LogSegment]]:
-        """``segment.recover`` (``next_base``: the next segment's base offset, if any); a segment
+                 later: list[int]) -> tuple[int, list[LogSegment], list[int]]:
+        """``segment.recover`` (``later``: the base offsets of the segments after it); a segment
         whose offsets overflow its base is split first and the parts recovered instead. Returns
-        the bytes truncated and the segments now in its place."""
+        the bytes truncated, the segments now in its place and the later segments it supersedes
+        (``_recover_keeping_cut``), which have left the log."""
+        next_base = later[0] if later else None
         try:
-            return self._recover_keeping_cut(segment, next_base), [segment]
+            truncated, gone = self._recover_keeping_cut(segment, later)
+            return truncated, [segment], gone
         except SegmentOffsetOverflowError as err:
             log.warning("%s; splitting the segment", err)
             position = err.fields.get("position")
             self._actions.act(SPLIT, segment.log_path, str(err),
                       position if isinstance(position, int) else None)
             if self.dry_run:
-                return 0, [segment]
+                return 0, [segment], []
         size, name = segment.size, segment.log_path.name
         with keep_while(segment.log_path) as original:        # the split deletes the segment
             parts, left_out = split_overflowed_segment(segment, self.config, clock=self.clock)
@@ -244,25 +259,57 @@ class LogLoader:
                     original, size - left_out, self.clock.milliseconds(),
                     f"left out of the split of {name}: recovery truncated them", name=name))
         for i, part in enumerate(parts):
-            after = parts[i + 1].base_offset if i + 1 < len(parts) else next_base
-            truncated = self._recover_keeping_cut(part, after)
+            after = [parts[i + 1].base_offset] if i + 1 < len(parts) else \
+                ([next_base] if next_base is not None else [])
+            truncated, _ = self._recover_keeping_cut(part, after, overlap=False)
             if truncated:
-                for later in parts[i + 1:]:
-                    self._drop_segment(later, f"follows {part.log_path.name}, truncated")
-                return truncated + left_out, parts[:i + 1]
-        return left_out, parts
+                for later_part in parts[i + 1:]:
+                    self._drop_segment(later_part, f"follows {part.log_path.name}, truncated")
+                return truncated + left_out, parts[:i + 1], []
+        return left_out, parts, []
 
     # ---- the quarantine hook: what recovery cuts is kept, never deleted ------------------------
-    def _recover_keeping_cut(self, segment: LogSegment, next_base: int | None) -> int:
+    def _recover_keeping_cut(self, segment: LogSegment, later: list[int], *,
+                             overlap: bool = True) -> tuple[int, list[int]]:
+        """Recover ``segment`` (a dry run: plan it) and return the bytes cut and the later
+        segments it supersedes.
+
+        Offsets lie outside the CRC, so a batch whose offsets run past the next segment's base
+        is out of place and cut there, with one exception (``overlap``): Kafka's cleaner writes
+        one cleaned segment for a group of segments, at the first one's base offset, and a
+        broker stopped between the swap's renames leaves the segments it replaced beside it.
+        Kafka loads such a partition as it is and its reads take the floor segment of an offset,
+        so a reader from the cleaned segment's base reads the cleaned batches and then the first
+        segment after them. The same layout is recognised here: the segment's own batches (each
+        checked, in order) run past the next base offset into later segments, and end inside the
+        last of those (at or after its base, at or before its last offset), as a cleaned group
+        does. Those later segments are superseded: they move to quarantine, whole, and the
+        reader gets what Kafka's reader from the cleaned base gets. Anything else that runs past
+        the next base is cut at the first batch that does."""
+        next_base = later[0] if later else None
+        bound = next_base
+        if overlap and later:
+            # batches may run into the later segments, but not beyond the log's end: one that
+            # does is out of place (cut), never taken for an overflow to split
+            bound = max(next_base, self._end_of(later[-1]))
         if self.dry_run:
             self._actions.act(RECOVER_SEGMENT, segment.log_path, "every batch re-validated")
-            plan = segment.plan_recovery(next_base)
-            self._planned[segment.base_offset] = plan.next_offset
-            cut = plan.file_size - plan.valid_bytes
+            plan = segment.plan_recovery(bound)
+            valid, file_size, next_offset = plan.valid_bytes, plan.file_size, plan.next_offset
+            gone: list[int] = []
+            if overlap and next_base is not None and next_offset > next_base:
+                gone = self._superseded(next_offset - 1, later)
+                if gone:
+                    self._supersede(segment, gone)
+                else:
+                    plan = segment.plan_recovery(next_base)
+                    valid, next_offset = plan.valid_bytes, plan.next_offset
+            self._planned[segment.base_offset] = next_offset
+            cut = file_size - valid
             if cut:
                 self._actions.act(TRUNCATE, segment.log_path, f"invalid bytes from position "
-                          f"{plan.valid_bytes}: recovery truncates them", plan.valid_bytes, cut)
-            return cut
+                          f"{valid}: recovery truncates them", valid, cut)
+            return cut, gone
         self._actions.act(RECOVER_SEGMENT, segment.log_path, "every batch re-validated")
         size = segment.log_path.stat().st_size
 
@@ -271,11 +318,68 @@ class LogLoader:
                 segment.log_path, position, self.clock.milliseconds(),
                 f"invalid bytes from position {position}: recovery truncated them"))
 
-        cut = segment.recover(keep_cut=keep_cut, next_base_offset=next_base)
+        cut = segment.recover(keep_cut=keep_cut, next_base_offset=bound)
+        gone = []
+        if overlap and next_base is not None and segment.read_next_offset() > next_base:
+            gone = self._superseded(segment.read_next_offset() - 1, later)
+            if gone:
+                self._supersede(segment, gone)
+            else:
+                cut += self._cut_from(segment, next_base, keep_cut)
         if cut:
-            self._actions.act(TRUNCATE, segment.log_path, f"invalid bytes from position {size - cut}: "
-                      "recovery truncates them", size - cut, cut)
-        return cut
+            self._actions.act(TRUNCATE, segment.log_path, f"invalid bytes from position "
+                      f"{size - cut}: recovery truncates them", size - cut, cut)
+        return cut, gone
+
+    def _end_of(self, base: int) -> int:
+        """The offset after the batches of the segment at ``base`` by their headers alone (no
+        CRC): a bound, not a promise."""
+        segment = self._segment(base)
+        try:
+            return segment.read_next_offset()
+        except (CorruptRecordError, OSError):
+            return base
+        finally:
+            segment.close()
+
+    def _superseded(self, last_offset: int, later: list[int]) -> list[int]:
+        """The later segments a cleaned segment ending at ``last_offset`` replaced (see
+        ``_recover_keeping_cut``), or [] when its batches do not end inside the last segment
+        they run into (then they are out of place)."""
+        covered = [b for b in later if b <= last_offset]
+        if not covered:
+            return []
+        tail = self._segment(covered[-1])
+        after = next((b for b in later if b > covered[-1]), None)
+        try:
+            tail_end = tail.plan_recovery(after).next_offset
+        except (SegmentOffsetOverflowError, OSError):
+            return []
+        finally:
+            tail.close()
+        return covered if last_offset < tail_end else []
+
+    def _supersede(self, segment: LogSegment, bases: list[int]) -> None:
+        for base in bases:
+            later = self._segment(base)
+            log.warning("%s is superseded by the cleaned segment %s, whose batches cover its "
+                        "offsets (a swap that did not finish); moving it to quarantine",
+                        later.log_path, segment.log_path)
+            self._drop_segment(later, f"superseded by the cleaned segment "
+                                      f"{segment.log_path.name}, which covers its offsets")
+
+    def _cut_from(self, segment: LogSegment, next_base: int,
+                  keep_cut: Callable[[int], None]) -> int:
+        """Cut ``segment`` at its first batch that runs to ``next_base`` or past it (kept in
+        quarantine first); returns the bytes cut."""
+        entry = segment.translate_offset(next_base)
+        if entry is None:
+            return 0
+        log.warning("%s: the batch at position %d ends at offset %d, at or past the next "
+                    "segment's base %d; truncating there", segment.log_path, entry.position,
+                    entry.last_offset, next_base)
+        keep_cut(entry.position)
+        return segment.truncate_to(next_base)
 
     def _drop_segment(self, segment: LogSegment, reason: str) -> None:
         """Move ``segment``'s ``.log`` to quarantine and delete its (derived) indexes."""
@@ -325,8 +429,13 @@ class LogLoader:
         while i < len(segments):
             segment = segments[i]
             try:
-                truncated, parts = self._recover(
-                    segment, segments[i + 1].base_offset if i + 1 < len(segments) else None)
+                truncated, parts, gone = self._recover(
+                    segment, [s.base_offset for s in segments[i + 1:]])
+                if gone:
+                    for left in segments[i + 1:]:
+                        if left.base_offset in gone:
+                            left.close()
+                    segments = [s for s in segments if s.base_offset not in gone]
             except (CorruptRecordError, CorruptIndexError) as err:
                 log.warning("%s; truncating %s to its base offset", err, segment.log_path)
                 size = segment.log_path.stat().st_size
@@ -369,11 +478,18 @@ class LogLoader:
         log_end = segments[-1].read_next_offset() if segments else self.log_start_offset_checkpoint
         checkpointed_start = self.log_start_offset_checkpoint
         if segments and log_end < checkpointed_start:
-            # Kafka deletes every segment here; a wrong checkpoint would then empty a healthy log.
-            # A checkpoint alone never deletes data: the log start falls back to the first segment.
-            log.warning("%s: ignoring the checkpointed log start offset %d, which is beyond the "
-                        "log end offset %d", self.dir, checkpointed_start, log_end)
-            checkpointed_start = segments[0].base_offset
+            # delete-records raised the log start, then a crash lost the tail after it: Kafka
+            # deletes every segment and starts the log at the checkpointed start (LogLoader), so
+            # the deleted records never come back and no offset below the start is handed out
+            # again. The same here, except that the segments move to quarantine, kept whole.
+            log.warning("%s: the checkpointed log start offset %d is beyond the recovered log "
+                        "end offset %d; moving every segment to quarantine and starting the log "
+                        "at %d", self.dir, checkpointed_start, log_end, checkpointed_start)
+            for segment in segments:
+                self._drop_segment(segment, f"below the checkpointed log start offset "
+                                            f"{checkpointed_start}, beyond the recovered log "
+                                            f"end {log_end}")
+            segments = []
         if not segments:
             log_end = max(self.log_start_offset_checkpoint, 0)
             segments = [LogSegment.create(self.dir, log_end, self.config, clock=self.clock,
@@ -398,7 +514,13 @@ class LogLoader:
                 log_end = last.read_next_offset()
             log_start = max(self.log_start_offset_checkpoint, segments[0].base_offset)
             if log_end < self.log_start_offset_checkpoint:
-                log_start = segments[0].base_offset
+                for segment in segments:
+                    self._drop_segment(segment, "below the checkpointed log start offset "
+                                                f"{self.log_start_offset_checkpoint}, beyond the "
+                                                f"recovered log end {log_end}")
+                log_end = log_start = self.log_start_offset_checkpoint
+                self._actions.act(CREATE_SEGMENT, files.log_file(self.dir, log_end),
+                                  "the log starts at the checkpointed log start offset")
         else:
             log_end = log_start = max(self.log_start_offset_checkpoint, 0)
             self._actions.act(CREATE_SEGMENT, files.log_file(self.dir, log_end), "an empty directory")

@@ -36,9 +36,13 @@ from storage.log_files import close_log, delete_log, delete_segment_files, renam
 from storage.log_producers import rebuild_producer_state
 from storage.log_read import (
     DEFAULT_FETCH_BYTES,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     READ_COMMITTED,
     READ_UNCOMMITTED,
     FetchData,
+    fetch_offset_by_timestamp,
     read_raw,
     read_records,
 )
@@ -58,7 +62,8 @@ from storage.segment import LogSegment, RollParams, SegmentIdentity
 from storage.txn_index import AbortedTxn, collect_aborted_transactions
 
 __all__ = [   # the log's names, some defined in the modules it delegates to
-    "DEFAULT_FETCH_BYTES", "INDEXED_SEGMENTS_KEPT", "READ_COMMITTED", "READ_UNCOMMITTED",
+    "DEFAULT_FETCH_BYTES", "EARLIEST_TIMESTAMP", "INDEXED_SEGMENTS_KEPT", "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP", "READ_COMMITTED", "READ_UNCOMMITTED",
     "FetchData", "Log", "LogAppendInfo",
 ]
 
@@ -289,9 +294,19 @@ class Log:
         """The aborted transactions overlapping ``[start_offset, upper_bound_offset)``, from the
         ``.txnindex`` of the segment holding ``start_offset`` and of the later ones until an entry
         shows no later one can add to the range (Kafka's collectAbortedTransactions)."""
-        return collect_aborted_transactions(
-            self.segments_in_range(start_offset, self._log_end_offset + 1), start_offset,
-            upper_bound_offset)
+        for _ in range(3):
+            with self._lock:
+                removals = self._segments.removals
+                segments = self._segments.in_range(start_offset, self._log_end_offset + 1)
+            found = collect_aborted_transactions(segments, start_offset, upper_bound_offset)
+            with self._lock:
+                if self._segments.removals == removals:
+                    return found
+            # a segment left the log while its index was read (a swap renames the index it
+            # replaces: read in between, it looked empty): read the new segments
+        raise StorageError(f"{self.name}: segments kept changing while the aborted "
+                           f"transactions from {start_offset} were read",
+                           partition=self.name, offset=start_offset)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record whose timestamp is >= ``timestamp``."""
@@ -302,6 +317,13 @@ class Log:
                 if found is not None:
                     return found
         return None
+
+    def fetch_offset_by_timestamp(self, timestamp: int, isolation: str = READ_UNCOMMITTED
+                                  ) -> tuple[int, int] | None:
+        """Kafka's ListOffsets for this partition: -2 earliest, -1 latest (the last stable offset
+        for ``read_committed``), -3 the record with the largest timestamp (KIP-734), or a time in
+        ms; ``(offset, timestamp)`` with -1 for none, or None (``storage.log_read``)."""
+        return fetch_offset_by_timestamp(self, timestamp, isolation)
 
     def _note_indexed(self, segment: LogSegment) -> None:
         """Keep the indexes of at most INDEXED_SEGMENTS_KEPT closed segments loaded."""

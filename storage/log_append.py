@@ -204,6 +204,12 @@ def assign_offsets(checks: list[tuple[memoryview, AppendValidation]], next_offse
         pieces.append(_OFFSET.pack(next_offset))
         if log_append_time >= 0:
             pieces.append(with_log_append_time(batch, log_append_time))
+        elif header is not None and header.max_timestamp != check.max_timestamp:
+            # Kafka's LogValidator re-stamps a CreateTime batch's max timestamp from its records
+            # (setMaxTimestamp): a producer's wrong one (0, say) would hide the batch from
+            # offsets-by-time and, once recovery rebuilt the time index from it, let retention
+            # delete records written seconds earlier
+            pieces.append(with_max_timestamp(batch, check.max_timestamp))
         else:
             pieces.append(batch[SIZE_OFFSET:])
         if batch_max_ts > max_ts:
@@ -238,6 +244,15 @@ def _batch_spans(view: memoryview) -> list[tuple[int, int]] | None:
     if size >= LOG_OVERHEAD and _BATCH_LENGTH.unpack_from(view, SIZE_OFFSET)[0] + LOG_OVERHEAD == size:
         return [(0, size)]
     return None
+
+
+def with_max_timestamp(batch: memoryview, max_timestamp: int) -> bytes:
+    """The batch after offset 8 with its max timestamp set to ``max_timestamp``, CRC recomputed
+    (the field is inside the CRC)."""
+    buf = bytearray(batch)
+    _MAX_TIMESTAMP.pack_into(buf, MAX_TIMESTAMP_OFFSET, max_timestamp)
+    _CRC.pack_into(buf, CRC_OFFSET, crc32c.crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
+    return bytes(memoryview(buf)[SIZE_OFFSET:])
 
 
 def with_log_append_time(batch: memoryview, now_ms: int) -> bytes:

@@ -17,14 +17,18 @@ from typing import TYPE_CHECKING, Iterator
 
 from storage import files
 from storage.config import READ_COMMITTED, READ_UNCOMMITTED
-from storage.errors import OffsetOutOfRangeError, StorageError
+from storage.errors import CorruptRecordError, OffsetOutOfRangeError, StorageError
 from storage.records import ControlType, Record, RecordBatch, parse_control_record
 from storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from storage.log import Log
+    from storage.segment import LogSegment
 
 DEFAULT_FETCH_BYTES = 1024 * 1024
+EARLIEST_TIMESTAMP = -2     # Kafka's ListOffsetsRequest.EARLIEST_TIMESTAMP: the log start offset
+LATEST_TIMESTAMP = -1       # Kafka's ListOffsetsRequest.LATEST_TIMESTAMP: the last fetchable offset
+MAX_TIMESTAMP = -3          # Kafka's ListOffsetsRequest.MAX_TIMESTAMP (KIP-734)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +53,10 @@ class FetchData:
 def read_raw(log: Log, start_offset: int, max_bytes: int,
              min_one_message: bool) -> FetchData | None:
     """``Log.read_raw`` (see its contract): the segments that may hold ``start_offset`` are taken
-    under the log's lock and read without it; a read that meets a file swapped or deleted
-    meanwhile retries on the new segment list (three times, then ``StorageError``)."""
+    under the log's lock and read without it. Each segment holds its file open for the length of
+    its read, so a retention delete or a swap that removes it meanwhile costs nothing; a read
+    that finds the file gone before it began, or the segment truncated since it was taken,
+    retries on the new segment list (three times, then ``StorageError``)."""
     start_offset = files.validate_offset(start_offset, "start_offset", partition=log.name,
                                          minimum=None)
     for _ in range(3):
@@ -65,25 +71,44 @@ def read_raw(log: Log, start_offset: int, max_bytes: int,
             if start_offset == end:
                 return None
             candidates = log.segments_in_range(start_offset, end)
+            cuts = [segment.cuts for segment in candidates]
             active = log.active_segment
             active_size = active.size
         try:
-            for i, segment in enumerate(candidates):
-                limit = active_size if segment is active else None
-                # offsets a batch may hold: below the next segment's base, and below the
-                # log end offset in the active (or last) segment
-                next_base = candidates[i + 1].base_offset if i + 1 < len(candidates) else end
-                result = segment.read(start_offset, max_bytes, limit, min_one_message,
-                                      next_base_offset=next_base)
-                log._note_indexed(segment)
-                if result is not None:
-                    return FetchData(segment.base_offset, result[0], result[1],
-                                     str(segment.log_path))
-            return None
-        except FileNotFoundError:
-            continue   # raced a swap or a retention delete: retry on the new segment list
+            return _read_candidates(log, candidates, cuts, start_offset, end, max_bytes,
+                                    active, active_size, min_one_message)
+        except (FileNotFoundError, _SegmentCut):
+            continue   # raced a truncation, or a delete before the read began: retry
     raise StorageError(f"{log.name}: segments kept changing under a read at {start_offset}",
                        partition=log.name, offset=start_offset)
+
+
+class _SegmentCut(Exception):
+    """A segment read was truncated between the moment the read took it and the read (never
+    escapes ``read_raw``, which retries)."""
+
+
+def _read_candidates(log: Log, candidates: list[LogSegment], cuts: list[int],
+                     start_offset: int, end: int, max_bytes: int, active: LogSegment,
+                     active_size: int, min_one_message: bool) -> FetchData | None:
+    for i, segment in enumerate(candidates):
+        limit = active_size if segment is active else None
+        # offsets a batch may hold: below the next segment's base, and below the log end
+        # offset in the active (or last) segment
+        next_base = candidates[i + 1].base_offset if i + 1 < len(candidates) else end
+        try:
+            result = segment.read(start_offset, max_bytes, limit, min_one_message,
+                                  next_base_offset=next_base)
+        except CorruptRecordError:
+            if segment.cuts != cuts[i]:
+                raise _SegmentCut() from None
+            raise
+        if segment.cuts != cuts[i]:
+            raise _SegmentCut()
+        log._note_indexed(segment)
+        if result is not None:
+            return FetchData(segment.base_offset, result[0], result[1], str(segment.log_path))
+    return None
 
 
 def read_records(log: Log, start_offset: int | None, max_offset: int | None, fetch_bytes: int,
@@ -151,3 +176,48 @@ class AbortedFilter:
                 self._producers.discard(producer_id)
             return True
         return batch.is_transactional
+
+
+def fetch_offset_by_timestamp(log: Log, timestamp: int, isolation: str
+                              ) -> tuple[int, int] | None:
+    """``Log.fetch_offset_by_timestamp`` (Kafka's ``Partition.fetchOffsetForTimestamp`` over
+    ``UnifiedLog.fetchOffsetByTimestamp``): ``(offset, timestamp)``, the timestamp -1 where
+    Kafka answers NO_TIMESTAMP, or None.
+
+    ``EARLIEST_TIMESTAMP`` (-2): the log start offset. ``LATEST_TIMESTAMP`` (-1): the last
+    fetchable offset, the last stable offset for ``read_committed`` and the high watermark
+    otherwise. ``MAX_TIMESTAMP`` (-3): the first record with the largest timestamp. A time in
+    ms: the first record with a timestamp at or after it. The last two only below the last
+    fetchable offset, so a ``read_committed`` client is never pointed into an open
+    transaction."""
+    if isolation not in (READ_UNCOMMITTED, READ_COMMITTED):
+        raise StorageError(f"{log.name}: isolation {isolation!r} is not "
+                           f"{READ_UNCOMMITTED!r} or {READ_COMMITTED!r}",
+                           partition=log.name, isolation=isolation)
+    timestamp = files.validate_offset(timestamp, "timestamp", partition=log.name, minimum=-3)
+    fetchable = log.last_stable_offset if isolation == READ_COMMITTED else log.high_watermark
+    if timestamp == EARLIEST_TIMESTAMP:
+        return log.log_start_offset, -1
+    if timestamp == LATEST_TIMESTAMP:
+        return fetchable, -1
+    found = _max_timestamp_record(log) if timestamp == MAX_TIMESTAMP \
+        else log.offset_for_timestamp(timestamp)
+    if found is None or found[0] >= fetchable:
+        return None
+    return found
+
+
+def _max_timestamp_record(log: Log) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record holding the log's largest timestamp (Kafka:
+    the segment with the largest ``maxTimestampSoFar``, then the batch with that timestamp, then
+    its first record with it)."""
+    segments = [s for s in log.segments() if s.size > 0 and s.max_timestamp_so_far >= 0]
+    if not segments:
+        return None
+    segment = max(segments, key=lambda s: s.max_timestamp_so_far)
+    largest = segment.max_timestamp_so_far
+    start = max(segment.offset_of_max_timestamp_so_far, log.log_start_offset)
+    for record in log.read(segment.walk_start(start).offset):
+        if record.timestamp == largest:
+            return record.offset, record.timestamp
+    return None

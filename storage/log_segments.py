@@ -25,6 +25,13 @@ class LogSegments:
         self._by_base: dict[int, LogSegment] = {s.base_offset: s for s in segments}
         self._bases: list[int] = sorted(self._by_base)
         self._indexed: list[int] = []   # closed segments whose indexes are loaded, oldest first
+        self._removals = 0
+
+    @property
+    def removals(self) -> int:
+        """How many segments left the map so far (retention, truncation, swaps): a reader that
+        took segments without the owner's lock compares it before and after."""
+        return self._removals
 
     def __len__(self) -> int:
         return len(self._bases)
@@ -64,13 +71,17 @@ class LogSegments:
     def add(self, segment: LogSegment) -> None:
         """Add ``segment``, replacing one at the same base offset."""
         base = segment.base_offset
-        if base not in self._by_base:
+        replaced = self._by_base.get(base)
+        if replaced is None:
             bisect.insort(self._bases, base)
+        elif replaced is not segment:
+            self._removals += 1
         self._by_base[base] = segment
 
     def remove(self, base: int) -> None:
         """Forget the segment at ``base`` (its files are the caller's)."""
-        self._by_base.pop(base, None)
+        if self._by_base.pop(base, None) is not None:
+            self._removals += 1
         i = bisect.bisect_left(self._bases, base)
         if i < len(self._bases) and self._bases[i] == base:
             del self._bases[i]

@@ -43,7 +43,10 @@ def truncate_to(log: Log, target_offset: int) -> bool:
         if active.truncate_to(target_offset) and before is not None:
             log._truncated.append(before)
         active.size_indexes_for_appends()
-        log._log_end_offset = active.read_next_offset()
+        # the batch holding the target went whole; the log ends at the target all the same
+        # (Kafka's LocalLog.truncateTo), so the next append takes the target offset and never
+        # one below a log start offset raised up to it
+        log._log_end_offset = target_offset
         log._recovery_point = min(log._recovery_point, log._log_end_offset)
         log._log_start_offset = min(log._log_start_offset, target_offset)
         log.producer_state.delete_snapshots_above(log._log_end_offset)

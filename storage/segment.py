@@ -5,13 +5,17 @@ A segment covers offsets from ``base_offset`` up to the next segment's base offs
 maps (offset -> file position) every ``index.interval.bytes``; its time index maps (max timestamp so
 far -> offset) at the same points. Both are hints rebuilt by ``recover``; the ``.log`` is the truth.
 
-File handles: only the active segment keeps its ``.log`` open for appending. A closed segment opens
-its file for the length of one read through ``HANDLES``, a bounded process-wide cache, and its indexes
-only when a lookup needs them; ``release()`` drops them again. Tens of thousands of segments therefore
-stay far under the open-file limit.
+File handles: only the active segment keeps its ``.log`` open for appending, for its appends only.
+Every read opens the file through ``HANDLES``, a bounded process-wide cache of read-only
+descriptors, and its indexes only when a lookup needs them; ``release()`` drops them again. Tens of
+thousands of segments therefore stay far under the open-file limit.
 
-Not thread-safe: a segment is owned by one ``Log``, which serialises writers. Reads of a closed
-segment may run concurrently with each other.
+Not thread-safe for writers: a segment is owned by one ``Log``, which serialises them. Reads may run
+concurrently with each other and with the owner's appends, rolls, renames, closes and deletes: a
+read (``read``, ``translate_offset``, ``find_offset_by_timestamp``, or any walk inside ``reading()``)
+holds the segment's descriptor, which nothing closes under it (``segment_io.HandleCache``), so the
+segment stays readable while a reader holds it, even once deleted. A truncation waits for the reads
+in flight and counts itself in ``cuts``, so a reader that took the segment before it can tell.
 
 ``LogSegment`` owns the segment's state (size, next offset, largest timestamp, roll time), its
 append and its writer; it delegates to ``segment_read`` (the verified batch walk, reads by offset
@@ -24,8 +28,10 @@ its files) and ``segment_io`` (the descriptor cache ``HANDLES``, the positional 
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple
 
@@ -60,6 +66,7 @@ __all__ = [   # the segment's names, some defined in the modules it delegates to
 ]
 
 log = logging.getLogger(__name__)
+_FILE_KEYS = itertools.count()   # one key per segment object for its cached read descriptor
 
 
 class SegmentIdentity(NamedTuple):
@@ -90,10 +97,13 @@ class LogSegment:
         self.txn_index = TransactionIndex(files.txn_index_file(directory, base_offset, suffix),
                                           base_offset)
         self._write_fd: int | None = None
+        self.file_key = next(_FILE_KEYS)
         try:
-            self._size = os.stat(self.log_path).st_size
+            stat = os.stat(self.log_path)
+            self._size, self._inode = stat.st_size, stat.st_ino
         except FileNotFoundError:
-            self._size = 0
+            self._size, self._inode = 0, None
+        self._cuts = 0   # truncations so far: a reader compares it before and after a read
         self._created_ms = created_ms if created_ms is not None else clock.milliseconds()
         self._bytes_since_last_index_entry = 0
         self._max_timestamp_and_offset: TimestampOffset | None = None   # loaded lazily
@@ -269,12 +279,25 @@ class LogSegment:
 
     # ---- read --------------------------------------------------------------------------------
     def read_bytes(self, position: int, size: int) -> bytes:
+        """``size`` bytes from ``position`` (fewer at the end of the file), read through the
+        segment's cached read descriptor (``FileNotFoundError`` when the file is gone and no
+        reader holds it)."""
         if size <= 0:
             return b""
-        if self._write_fd is not None:
-            return os.pread(self._write_fd, size, position)
-        with HANDLES.borrow(self.log_path) as fd:
+        with HANDLES.borrow(self.file_key, self.log_path, self._inode) as fd:
             return os.pread(fd, size, position)
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Hold the segment's read descriptor for the body: every read inside reads the same
+        file, even if the segment is renamed, deleted or swapped out meanwhile."""
+        with HANDLES.borrow(self.file_key, self.log_path, self._inode):
+            yield
+
+    @property
+    def cuts(self) -> int:
+        """How many times the segment was truncated (recovered, cut, emptied) since it opened."""
+        return self._cuts
 
     def batches(self, start_position: int = 0, end_position: int | None = None,
                 chunk_bytes: int = SCAN_CHUNK_BYTES, *, verify: bool = False,
@@ -298,21 +321,24 @@ class LogSegment:
                          next_base_offset: int | None = None) -> BatchEntry | None:
         """The first batch whose last offset is >= ``offset``, every batch walked verified
         (``segment_read.translate_offset``)."""
-        return segment_read.translate_offset(self, offset, start_position,
-                                             next_base_offset=next_base_offset)
+        with self.reading():
+            return segment_read.translate_offset(self, offset, start_position,
+                                                 next_base_offset=next_base_offset)
 
     def read(self, start_offset: int, max_size: int, max_position: int | None = None,
              min_one_message: bool = True, *,
              next_base_offset: int | None = None) -> tuple[int, bytes] | None:
         """Whole verified batches from the one holding ``start_offset``, at most ``max_size``
         bytes: (file position, bytes) or None past the end (``segment_read.read``)."""
-        return segment_read.read(self, start_offset, max_size, max_position, min_one_message,
-                                 next_base_offset=next_base_offset)
+        with self.reading():
+            return segment_read.read(self, start_offset, max_size, max_position,
+                                     min_one_message, next_base_offset=next_base_offset)
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= ``timestamp`` at or after
         ``start_offset``, or None (``segment_read.find_offset_by_timestamp``)."""
-        return segment_read.find_offset_by_timestamp(self, timestamp, start_offset)
+        with self.reading():
+            return segment_read.find_offset_by_timestamp(self, timestamp, start_offset)
 
     # ---- recovery and truncation -------------------------------------------------------------
     def recover(self, max_message_bytes: int | None = None, *,
@@ -390,8 +416,9 @@ class LogSegment:
         segment_files.delete_files(self)
 
     def release(self) -> None:
-        """Drop open descriptors and maps of an idle closed segment; they reopen on next use."""
-        HANDLES.forget(self.log_path)
+        """Drop open descriptors and maps of an idle closed segment; they reopen on next use
+        (a reader in the middle of a read keeps what it holds)."""
+        HANDLES.forget(self.file_key)
         segment_indexes.release_indexes(self)
 
     def _close_writer(self) -> None:

@@ -54,7 +54,7 @@ def remove_segment_files(directory: Path, base_offset: int, suffix: str) -> None
 def change_file_suffixes(segment: LogSegment, new_suffix: str) -> None:
     """``LogSegment.change_file_suffixes``: rename its four files to ``new_suffix``."""
     segment._close_writer()
-    HANDLES.forget(segment.log_path)
+    HANDLES.forget(segment.file_key)
     log_path, index, time_index, txn_index = segment_paths(segment.dir, segment.base_offset,
                                                            new_suffix)
     os.replace(segment.log_path, log_path)
@@ -68,7 +68,7 @@ def change_file_suffixes(segment: LogSegment, new_suffix: str) -> None:
 def follow_dir(segment: LogSegment, directory: Path) -> None:
     """``LogSegment.rename_dir``: point the segment at its files in ``directory``."""
     segment._close_writer()
-    HANDLES.forget(segment.log_path)
+    HANDLES.forget(segment.file_key)
     segment.release()
     segment.dir = directory
     segment.log_path = files.log_file(directory, segment.base_offset, segment.suffix)
@@ -85,7 +85,7 @@ def close(segment: LogSegment) -> None:
         if segment.config.preallocate:
             truncate_to_size(segment._write_fd, segment._size)
     segment._close_writer()
-    HANDLES.forget(segment.log_path)
+    HANDLES.forget(segment.file_key)
     close_indexes(segment)
 
 

@@ -1,9 +1,10 @@
 """File descriptors of segment files: the process-wide cache of read-only descriptors and the
 positional write of an append.
 
-Only the active segment keeps its ``.log`` open for appending. A closed segment opens its file for
-the length of one read through ``HANDLES``, a bounded LRU shared by every segment of the process,
-so tens of thousands of segments stay far under the open-file limit.
+Only the active segment keeps its ``.log`` open for appending, and only its appends use that
+descriptor. Every read, of any segment, goes through ``HANDLES``, a bounded LRU of read-only
+descriptors shared by every segment of the process, so tens of thousands of segments stay far
+under the open-file limit and a roll or delete never closes a descriptor under a reader.
 """
 
 from __future__ import annotations
@@ -18,49 +19,82 @@ from typing import Iterator
 
 
 class HandleCache:
-    """A bounded LRU of read-only file descriptors shared by every closed segment of a process.
+    """A bounded LRU of read-only file descriptors shared by every segment of a process.
 
-    ``borrow`` pins a descriptor for the length of one read; only unpinned descriptors are closed on
-    eviction, so a reader never sees its descriptor closed or reused under it. Thread-safe.
+    A descriptor is cached under its segment's key (``LogSegment.file_key``), not its path: a
+    segment's file keeps its inode through renames (``.deleted``, a directory rename) and stays
+    readable after it is unlinked, so a descriptor is valid for as long as the segment object
+    lives, whatever happens to the name. ``borrow`` pins it for the length of one read;
+    ``forget`` (a segment closed, released, deleted or cut) closes it at once when no reader
+    holds it, else retires it: the readers that hold it, and any borrow under the same key
+    meanwhile, keep reading the same file, and the last one out closes it. A descriptor is
+    therefore never closed, nor its number reused, under a reader.
+
+    A descriptor is opened by path only when none is cached; the file found there must be the
+    segment's own (its inode, ``expected_inode``), else ``FileNotFoundError``: the segment's file
+    is gone and a new file took its name (a clean swapped in at the same base offset), so the
+    caller retries on the new segment list as it does when the name is gone. Thread-safe.
     """
 
     def __init__(self, capacity: int = 256) -> None:
         self.capacity = capacity
-        self._fds: OrderedDict[str, list[int]] = OrderedDict()   # path -> [fd, pins]
+        self._fds: OrderedDict[object, _Handle] = OrderedDict()
         self._lock = threading.Lock()
+        self._unpinned = threading.Condition(self._lock)
 
     @contextmanager
-    def borrow(self, path: Path) -> Iterator[int]:
-        key = str(path)
+    def borrow(self, key: object, path: Path | str,
+               expected_inode: int | None = None) -> Iterator[int]:
         with self._lock:
-            entry = self._fds.get(key)
-            if entry is None:
-                entry = [os.open(key, os.O_RDONLY), 0]
-                self._fds[key] = entry
+            handle = self._fds.get(key)
+            if handle is None:
+                handle = _Handle(_open_expected(path, expected_inode))
+                self._fds[key] = handle
             self._fds.move_to_end(key)
-            entry[1] += 1
+            handle.pins += 1
             self._evict_locked()
         try:
-            yield entry[0]
+            yield handle.fd
         finally:
             with self._lock:
-                entry[1] -= 1
-                if entry[1] == 0 and self._fds.get(key) is not entry:
-                    os.close(entry[0])
+                handle.pins -= 1
+                if handle.pins == 0:
+                    if handle.retired:
+                        self._close_locked(key, handle)
+                    self._unpinned.notify_all()
 
-    def forget(self, path: Path) -> None:
-        """Close the descriptor of a file being renamed or deleted (after its pins are gone)."""
+    def forget(self, key: object) -> None:
+        """Close the descriptor cached under ``key`` (its segment is closed, released, deleted or
+        renamed): now when no reader holds it, else when the last one is done."""
         with self._lock:
-            entry = self._fds.pop(str(path), None)
-            if entry is not None and entry[1] == 0:
-                os.close(entry[0])
+            handle = self._fds.get(key)
+            if handle is None:
+                return
+            if handle.pins == 0:
+                self._close_locked(key, handle)
+            else:
+                handle.retired = True
+
+    def forget_when_unpinned(self, key: object) -> None:
+        """Wait until no reader holds the descriptor cached under ``key``, then close it: for a
+        change to the file that a reader in the middle of a read must not see (a truncation).
+        The caller holds the segment's owner lock, so no new read of the segment begins."""
+        with self._lock:
+            while (handle := self._fds.get(key)) is not None and handle.pins:
+                self._unpinned.wait()
+            if handle is not None:
+                self._close_locked(key, handle)
+
+    def _close_locked(self, key: object, handle: _Handle) -> None:
+        if self._fds.get(key) is handle:
+            del self._fds[key]
+        os.close(handle.fd)
 
     def _evict_locked(self) -> None:
         while len(self._fds) > self.capacity:
-            for key, entry in self._fds.items():
-                if entry[1] == 0:
-                    del self._fds[key]
-                    os.close(entry[0])
+            for key, handle in self._fds.items():
+                if handle.pins == 0:
+                    self._close_locked(key, handle)
                     break
             else:
                 return
@@ -68,6 +102,26 @@ class HandleCache:
     def __len__(self) -> int:
         with self._lock:
             return len(self._fds)
+
+
+class _Handle:
+    """One cached descriptor: how many reads hold it, and whether it is closed at the last."""
+
+    __slots__ = ("fd", "pins", "retired")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.pins = 0
+        self.retired = False
+
+
+def _open_expected(path: Path | str, expected_inode: int | None) -> int:
+    """A read-only descriptor of ``path``, which must be the file with ``expected_inode``."""
+    fd = os.open(path, os.O_RDONLY)
+    if expected_inode is not None and os.fstat(fd).st_ino != expected_inode:
+        os.close(fd)
+        raise FileNotFoundError(errno.ENOENT, "the segment's file was replaced", str(path))
+    return fd
 
 
 HANDLES = HandleCache()

@@ -23,9 +23,17 @@ base, when there is one. When a batch and the batch after it disagree, the one o
 cut: the later one if the earlier one follows its predecessor exactly, else the earlier one (a
 flipped base offset). A batch overflowing the segment's 32-bit relative offsets (an old broker's
 segment) raises ``SegmentOffsetOverflowError`` only once its neighbours agree with it, so a
-flipped base offset is cut, never taken for an overflow to split. In a log that is not compacted,
-the very last v2 batch (no next segment, nothing after it) must follow the batch before it
-exactly, as every append does (a legacy compressed message carries only its last offset).
+flipped base offset is cut, never taken for an overflow to split. The very last batch of a
+segment has no neighbour after it to vouch for its base offset: it is kept when it lies above the
+batch before it (and below the next segment's base), whatever the gap, because a gap there is
+normal in every log, compacted or not: a truncation inside a batch sets the log end to the target
+(Kafka's ``LocalLog.truncateTo``) and the next append starts there, after the cut batch's first
+offsets. Unless it overflows the segment's 32-bit relative offsets: an overflowing segment's
+batches follow each other, so a last batch that overflows after a gap has a damaged base offset
+and is cut. A flipped bit in that batch's base offset that keeps it above the batch before it and
+within the segment's relative offsets is not detectable from the segment alone. (Both rules are
+for the log's last segment; a closed segment's last batch is vouched for by the next segment's
+base offset.)
 """
 
 from __future__ import annotations
@@ -48,6 +56,7 @@ from storage.records import (
     MAGIC,
     MAGIC_OFFSET,
     SIZE_OFFSET,
+    INT32_MAX,
     scan_batches,
 )
 
@@ -152,10 +161,10 @@ def _streamed_checksum(fd: int, start: int, stop: int,
 
 
 def recovery_scan(fd: int, file_size: int, base_offset: int, next_base_offset: int | None,
-                  compact: bool, accept: Callable[[CheckedBatch, int], None]) -> tuple[int, int]:
+                  accept: Callable[[CheckedBatch, int], None]) -> tuple[int, int]:
     """The batches ``LogSegment.recover`` keeps of the segment at ``base_offset`` open as ``fd``
-    (see its docstring; ``compact``: the log is compacted), each passed to ``accept(batch,
-    position)``; returns (bytes kept, last offset kept or base - 1)."""
+    (see the module docstring), each passed to ``accept(batch, position)``; returns (bytes
+    kept, last offset kept or base - 1)."""
     valid = 0
     prev_last = base_offset - 1
     held: CheckedBatch | None = None     # accepted once the batch after it agrees
@@ -181,12 +190,13 @@ def recovery_scan(fd: int, file_size: int, base_offset: int, next_base_offset: i
             held = None
             break
         held = batch
-    if held is not None and next_base_offset is None and held.magic == MAGIC \
-            and held.base_offset != prev_last + 1 and not compact:
-        # the log's last batch has no neighbour after it to vouch for its base offset;
-        # a log that is not compacted has no gaps (appends follow the batch before), so
-        # a gap there can only be a damaged base offset (a compacted log's last segment
-        # may be a cleaned one brought back by a truncation: gaps are normal there)
+    if held is not None and next_base_offset is None and held.base_offset != prev_last + 1 \
+            and held.last_offset - base_offset > INT32_MAX:
+        # the log's last batch, after a gap, beyond the segment's relative offsets, with no
+        # later segment to vouch for it: a gap is normal (a truncation inside a batch), an
+        # overflow is normal (an old broker's segment), but at the end of a log an overflowing
+        # segment's batches follow each other (only a cleaned one has gaps, and a later
+        # segment always follows it): this base offset is damaged
         held = None
     if held is not None:                 # the last batch: nothing after it to disagree
         accept(held, valid)
@@ -241,7 +251,7 @@ def recover_file(segment: LogSegment, accept: Callable[[CheckedBatch, int], None
     try:
         file_size = os.fstat(fd).st_size
         valid, prev_last = recovery_scan(fd, file_size, segment.base_offset, next_base_offset,
-                                         segment.config.compact, accept)
+                                         accept)
         truncated = file_size - valid
         if truncated:
             if keep_cut is not None:
@@ -258,7 +268,7 @@ def plan_recovery(segment: LogSegment, next_base_offset: int | None) -> Recovery
     try:
         file_size = os.fstat(fd).st_size
         valid, prev_last = recovery_scan(
-            fd, file_size, segment.base_offset, next_base_offset, segment.config.compact,
+            fd, file_size, segment.base_offset, next_base_offset,
             lambda batch, position: check_relative_offset(segment, batch, position))
     finally:
         os.close(fd)

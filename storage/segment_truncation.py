@@ -30,7 +30,8 @@ def recover(segment: LogSegment, keep_cut: Callable[[int], None] | None,
     valid, prev_last, truncated = recover_file(segment, indexer, keep_cut, next_base_offset)
     max_ts, max_ts_offset = indexer.max_timestamp, indexer.offset_of_max_timestamp
     last_index_entry = indexer.last_index_position
-    HANDLES.forget(segment.log_path)
+    HANDLES.forget_when_unpinned(segment.file_key)
+    segment._cuts += 1
     segment._size = valid
     segment._next_offset = prev_last + 1
     segment._max_timestamp_and_offset = TimestampOffset(max_ts, max_ts_offset)
@@ -52,8 +53,9 @@ def truncate_to(segment: LogSegment, offset: int) -> int:
     segment.time_index.truncate_to(offset)
     segment.txn_index.truncate_to(offset)
     fd = segment._writer()
+    HANDLES.forget_when_unpinned(segment.file_key)   # no read in flight sees the cut
+    segment._cuts += 1
     os.ftruncate(fd, entry.position)
-    HANDLES.forget(segment.log_path)
     segment._size = entry.position
     segment._next_offset = None
     segment._max_timestamp_and_offset = load_largest_timestamp(segment)
@@ -81,8 +83,9 @@ def truncate_fully(segment: LogSegment) -> int:
     segment.offset_index.reset()
     segment.time_index.reset()
     segment.txn_index.reset()
+    HANDLES.forget_when_unpinned(segment.file_key)
+    segment._cuts += 1
     os.truncate(segment.log_path, 0)
-    HANDLES.forget(segment.log_path)
     segment._size = 0
     segment._next_offset = segment.base_offset
     segment._max_timestamp_and_offset = TimestampOffset(-1, segment.base_offset)

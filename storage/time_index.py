@@ -54,8 +54,7 @@ class TimeIndex(_Index):
     _RELATIVE_OFFSET_AT = _TIME_RELATIVE_OFFSET_AT
 
     def is_full(self) -> bool:
-        if self._buf is None:
-            self._open()
+        self._data()
         return self._entries >= self._max_entries - 1
 
     def entry(self, n: int) -> TimestampOffset:

@@ -12,8 +12,9 @@ import pytest
 from storage import files
 from storage.clock import FakeClock
 from storage.config import LogConfig
+from storage.loader import QUARANTINE_SWAP, LogLoader
 from storage.log import Log
-from storage.records import build_batch
+from storage.records import Record, build_batch
 from storage.scheduler import FakeScheduler
 from tests.storage.helpers import batch_of, offsets, rec, values
 
@@ -146,20 +147,29 @@ def test_truncation_deletes_later_unflushed_segments(tmp_path: Path, clock: Fake
     assert reopened.segment_base_offsets() == [0, 10, 20]
 
 
-def test_checkpointed_log_start_beyond_the_log_end_is_ignored_and_deletes_nothing(
-        tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
-    """Issue 12: a readable but wrong log-start-offset checkpoint must not empty the log (Kafka
-    deletes every segment here); the log start is clamped to [first segment base, log end]."""
+def test_a_log_start_checkpoint_beyond_the_recovered_log_end_starts_the_log_there(
+        tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's LogLoaderTest.testLogEndLessThanStartAfterReopen: delete-records raised the log
+    start to 50, then a crash lost the tail after offset 10. Kafka deletes the segments and
+    starts at 50, so records below 50, deleted, are never served again and no offset below 50 is
+    handed out again. Here the segments go to quarantine instead of being deleted."""
     log = filled_log(tmp_path / "t-0", clock, n=10)
     log.close()
+    before = files.log_file(log.dir, 0).read_bytes()
     reopened = open_log(log.dir, log.config, clock, recovery_point=10, clean=True,
                         log_start_offset=50)
-    assert reopened.log_start_offset == 0
-    assert reopened.log_end_offset == 10
-    assert values(reopened.read()) == list(range(10))
-    assert "ignoring the checkpointed log start offset 50" in caplog.text
-    reopened.append([rec(10)])
-    assert reopened.log_end_offset == 11
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (50, 50)
+    assert values(reopened.read()) == []
+    assert reopened.segment_base_offsets() == [50]
+    [kept] = reopened.load_result.quarantined
+    assert Path(kept.path).read_bytes() == before
+    reopened.append([rec(50)])
+    assert [r.offset for r in reopened.read()] == [50]
+    reopened.close()
+    again = open_log(log.dir, log.config, clock, recovery_point=51, clean=True,
+                     log_start_offset=50)
+    assert [r.offset for r in again.read()] == [50]
+    again.close()
 
 
 def test_segments_below_a_checkpointed_log_start_go_by_retention_not_at_load(
@@ -198,9 +208,17 @@ def test_open_without_recovery_point_recovers_everything(tmp_path: Path, clock: 
 # ---- crash points of replace_segments -----------------------------------------------------------
 
 def _prepare_clean(tmp_path: Path, clock: FakeClock) -> tuple[Path, LogConfig, list[int]]:
-    """A log of 5 segments x 10 records; two cleaned segments (groups [0,10) + [10,20) -> base 0,
-    and [20,30) -> base 20) keep only even values. Returns (dir, config, expected-after values)."""
-    log = filled_log(tmp_path / "t-0", clock, n=50)
+    """A compacted log of 5 segments x 10 records; two cleaned segments (groups [0,10) + [10,20)
+    -> base 0, and [20,30) -> base 20) keep only even values, as a clean does: every odd record
+    below 30 has the key of the record at 49, which supersedes them. Returns (dir, config,
+    expected-after values)."""
+    cfg = LogConfig(segment_bytes=len(batch_of(0)) * 10, index_interval_bytes=1,
+                    file_delete_delay_ms=1000, cleanup_policy="compact")
+    log = open_log(tmp_path / "t-0", cfg, clock)
+    for i in range(50):
+        odd_key = (i < 30 and i % 2) or i == 49
+        log.append([Record(key=b"odd" if odd_key else b"%06d" % i, value=b"%06d" % i,
+                           timestamp=1000 + i)])
     log.flush()
     for base, end in ((0, 20), (20, 30)):
         cleaned = log.create_cleaned_segment(base)
@@ -302,3 +320,53 @@ def test_reopen_preserves_offsets_and_timestamps(tmp_path: Path, clock: FakeCloc
     assert [r.timestamp for r in reopened.read(0)] == [1000 + i for i in range(60)]
     reopened.append([rec(60)])
     assert reopened.log_end_offset == 61
+
+
+# ---- stale swap files: a swap completes only when it replaces whole segments -------------------
+
+def _stale_swap(directory: Path, base: int, first: int, count: int) -> bytes:
+    """A valid ``<base>.log.swap`` holding the records ``first .. first + count - 1`` alone."""
+    data = b"".join(build_batch([rec(i)], base_offset=i) for i in range(first, first + count))
+    files.log_file(directory, base, files.SWAP_SUFFIX).write_bytes(data)
+    return data
+
+
+@pytest.mark.parametrize("policy", ["delete", "compact"])
+def test_a_stale_swap_covering_part_of_a_segment_is_quarantined_and_the_segment_kept(
+        tmp_path: Path, clock: FakeClock, policy: str) -> None:
+    log = filled_log(tmp_path / "t-0", clock, n=25, cleanup_policy=policy)
+    log.close()
+    assert log.segment_base_offsets() == [0, 10, 20]
+    swap = _stale_swap(log.dir, 10, 10, 4)           # offsets 10..13 of the segment 10..19
+    reopened = open_log(log.dir, log.config, clock, recovery_point=25, clean=True)
+    assert values(reopened.read(0)) == list(range(25))
+    [kept] = reopened.load_result.quarantined
+    assert kept.original == files.offset_name(10) + files.LOG_SUFFIX + files.SWAP_SUFFIX
+    assert Path(kept.path).read_bytes() == swap
+    assert not files.log_file(log.dir, 10, files.SWAP_SUFFIX).exists()
+    reopened.close()
+
+
+def test_a_stale_swap_starting_inside_a_live_segment_is_quarantined(
+        tmp_path: Path, clock: FakeClock) -> None:
+    log = filled_log(tmp_path / "t-0", clock, n=25, cleanup_policy="compact")
+    log.close()
+    _stale_swap(log.dir, 15, 15, 5)                   # inside the segment 10..19
+    reopened = open_log(log.dir, log.config, clock, recovery_point=25, clean=True)
+    assert values(reopened.read(0)) == list(range(25))
+    assert reopened.segment_base_offsets() == [0, 10, 20]
+    assert len(reopened.load_result.quarantined) == 1
+    reopened.close()
+
+
+def test_a_dry_run_reports_a_stale_swap_and_changes_nothing(tmp_path: Path,
+                                                            clock: FakeClock) -> None:
+    log = filled_log(tmp_path / "t-0", clock, n=25)
+    log.close()
+    _stale_swap(log.dir, 10, 10, 4)
+    before = {p.name: p.read_bytes() for p in log.dir.iterdir()}
+    result = LogLoader(log.dir, log.config, recovery_point=25, log_start_offset=0,
+                       had_clean_shutdown=True, clock=clock, dry_run=True).load()
+    assert {p.name: p.read_bytes() for p in log.dir.iterdir()} == before
+    assert [a.kind for a in result.actions if a.kind == QUARANTINE_SWAP] == [QUARANTINE_SWAP]
+    assert result.log_end_offset == 25

@@ -374,6 +374,69 @@ def test_a_multi_batch_append_larger_than_segment_bytes_is_refused(tmp_path: Pat
     log.close()
 
 
+def test_truncate_inside_a_batch_ends_the_log_at_the_target(make_log: MakeLog) -> None:
+    """Kafka's LocalLog.truncateTo: the batch holding the target goes whole, and the log end is
+    the target all the same, so the next append takes the target offset."""
+    log = make_log()
+    log.append([rec(i) for i in range(5)])
+    log.append([rec(i) for i in range(5, 10)])
+    assert log.truncate_to(7)
+    assert log.log_end_offset == 7
+    assert offsets(log.read(0)) == [0, 1, 2, 3, 4]
+    assert log.append([rec(70)]).first_offset == 7
+    assert offsets(log.read(0)) == [0, 1, 2, 3, 4, 7]
+
+
+def test_an_append_after_delete_records_and_a_truncation_inside_a_batch_is_readable(
+        make_log: MakeLog) -> None:
+    log = make_log()
+    log.append([rec(i) for i in range(10)])
+    log.maybe_increment_log_start_offset(5)
+    assert log.truncate_to(7)
+    assert (log.log_start_offset, log.log_end_offset) == (5, 7)
+    info = log.append([rec(70)])
+    assert info.first_offset == 7 >= log.log_start_offset
+    assert [(r.offset, int(r.value)) for r in log.read()] == [(7, 70)]
+
+
+def _batches_of(data: bytes) -> list:
+    from storage.records import iter_batches
+    return list(iter_batches(data))
+
+
+def _with_producer_max_timestamp(batch: bytes, max_timestamp: int) -> bytes:
+    """The batch as a producer that got its max timestamp wrong sends it (CRC valid)."""
+    import crc32c
+    buf = bytearray(batch)
+    buf[35:43] = max_timestamp.to_bytes(8, "big", signed=True)
+    buf[17:21] = crc32c.crc32c(bytes(buf[21:])).to_bytes(4, "big")
+    return bytes(buf)
+
+
+def test_a_batch_max_timestamp_is_taken_from_its_records(tmp_path: Path, clock: FakeClock,
+                                                         scheduler: FakeScheduler) -> None:
+    """Kafka's LogValidator re-stamps a CreateTime batch's max timestamp from its records:
+    a producer's 0 must neither hide the batch from offsets-by-time nor, once an unclean restart
+    rebuilt the time index from the stored batches, let retention delete it at once."""
+    now = clock.milliseconds()
+    config = LogConfig(retention_ms=7 * 24 * 3600 * 1000, segment_bytes=250)
+    log = Log.open(tmp_path / "t-0", config, clock=clock, scheduler=scheduler)
+    for i in range(6):
+        log.append_batch(_with_producer_max_timestamp(
+            build_batch([Record(b"k%d" % i, b"v" * 50, now - 1000 + i)]), 0))
+    assert log.number_of_segments > 2
+    assert log.offset_for_timestamp(now - 998) == (2, now - 998)
+    stored = [b for segment in log.segments() for b in segment.read(0, 1 << 20, None)[1:]
+              for b in _batches_of(b)]
+    assert [b.header.max_timestamp for b in stored] == [now - 1000 + i for i in range(6)]
+    log.close()
+    reopened = Log.open(tmp_path / "t-0", config, clock=clock, scheduler=scheduler)  # unclean
+    assert reopened.delete_old_segments() == 0
+    assert offsets(reopened.read(0)) == list(range(6))
+    assert reopened.offset_for_timestamp(now - 998) == (2, now - 998)
+    reopened.close()
+
+
 def test_on_offsets_changed_is_called_after_each_append_but_not_for_a_duplicate(
         make_log: MakeLog) -> None:
     log = make_log()

@@ -220,10 +220,46 @@ def test_handle_cache_keeps_descriptors_bounded(tmp_path: Path) -> None:
         paths.append(path)
     before = len(os.listdir("/proc/self/fd"))
     for path in paths:
-        with cache.borrow(path) as fd:
+        with cache.borrow(path.name, path) as fd:
             assert os.pread(fd, 1, 0) == b"x"
     assert len(cache) <= 8
     assert len(os.listdir("/proc/self/fd")) <= before + 8
     for path in paths:
-        cache.forget(path)
+        cache.forget(path.name)
     assert len(cache) == 0
+
+
+def test_handle_cache_never_closes_a_descriptor_a_reader_holds(tmp_path: Path) -> None:
+    cache = HandleCache(capacity=8)
+    path = tmp_path / "segment"
+    path.write_bytes(b"old bytes")
+    with cache.borrow("s", path) as fd:
+        path.rename(tmp_path / "segment.deleted")
+        (tmp_path / "segment.deleted").unlink()
+        cache.forget("s")                      # deleted while read: retired, not closed
+        with cache.borrow("s", path) as again:  # the same read goes on with the same file
+            assert again == fd
+        replacement = os.open(tmp_path / "other", os.O_CREAT | os.O_RDWR)   # takes a free number
+        os.write(replacement, b"NEW")
+        assert replacement != fd
+        assert os.pread(fd, 9, 0) == b"old bytes"
+        os.close(replacement)
+    assert len(cache) == 0                     # closed by the last reader out
+    with pytest.raises(OSError):
+        os.fstat(fd)
+
+
+def test_handle_cache_refuses_a_file_that_replaced_the_segments_own(tmp_path: Path) -> None:
+    cache = HandleCache(capacity=8)
+    path = tmp_path / "segment"
+    path.write_bytes(b"first")
+    inode = path.stat().st_ino
+    keep = tmp_path / "keep"
+    path.rename(keep)                          # keeps the inode busy, so the new one differs
+    path.write_bytes(b"second")
+    with pytest.raises(FileNotFoundError):
+        with cache.borrow("s", path, inode):
+            pass
+    assert len(cache) == 0
+    with cache.borrow("t", keep, inode) as fd:
+        assert os.pread(fd, 5, 0) == b"first"
