@@ -1,12 +1,11 @@
-"""ListOffsets (key 2, v1-7): an offset per partition for a timestamp query.
-
-``ReplicaManager.fetchOffsetForTimestamp``: -2 (earliest) is the log start offset; -1 (latest)
-the last offset a reader may fetch, the high watermark for ``read_uncommitted`` and the last
-stable offset for ``read_committed`` (v2+); -3 (max timestamp, v7) the offset and timestamp of
-the record with the largest timestamp; any other timestamp the first offset whose record's
-timestamp is at or after it (``Log.offset_for_timestamp``). A lookup whose offset a reader may
-not fetch yet, or that finds nothing, answers offset -1 and timestamp -1. A partition not held
-here is UNKNOWN_TOPIC_OR_PARTITION.
+"""ListOffsets (key 2, v1-7): an offset per partition for a timestamp query, answered by
+``Log.fetch_offset_by_timestamp`` (Kafka's ``Partition.fetchOffsetForTimestamp``): -2 (earliest)
+is the log start offset; -1 (latest) the last offset a reader may fetch, the high watermark for
+``read_uncommitted`` and the last stable offset for ``read_committed`` (v2+); -3 (max timestamp,
+v7) the first record with the largest timestamp; any other time the first record whose
+timestamp is at or after it. A lookup whose offset a reader may not fetch yet, or that finds
+nothing, answers offset -1 and timestamp -1. A partition not held here is
+UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations
@@ -19,14 +18,14 @@ from node.kafka.codec import Request, build, response_class
 from node.kafka.context import ServedDir
 from node.kafka.errors import error_code_for
 from node.kafka.versions import ApiKey
+from storage.config import READ_COMMITTED, READ_UNCOMMITTED
 from storage.errors import StorageError
 from storage.log import Log
 
-LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
-READ_COMMITTED_LEVEL = 1
+READ_COMMITTED_LEVEL = 1                 # the request's isolation_level for read_committed
 NOT_FOUND = (-1, -1)
 
 
@@ -54,28 +53,13 @@ def handle_list_offsets(served: ServedDir, request: Request) -> Any:
 
 
 def lookup(log: Log, timestamp: int, committed: bool) -> tuple[int, int]:
-    """(offset, timestamp) answering ``timestamp`` for ``log`` (see the module docstring)."""
-    fetchable = log.last_stable_offset if committed else log.high_watermark
-    if timestamp == LATEST_TIMESTAMP:
-        return fetchable, -1
-    if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-        return log.log_start_offset, -1
-    if timestamp == MAX_TIMESTAMP:
-        found = _max_timestamp(log)
-    elif timestamp < 0:
+    """(offset, timestamp) answering ``timestamp`` for ``log`` (``Log.fetch_offset_by_timestamp``;
+    -4, the earliest local offset, is the earliest without tiered storage; other negative
+    queries find nothing)."""
+    if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+        timestamp = EARLIEST_TIMESTAMP
+    elif timestamp < MAX_TIMESTAMP:
         return NOT_FOUND
-    else:
-        found = log.offset_for_timestamp(timestamp)
-    if found is None or found[0] >= fetchable or found[0] < log.log_start_offset:
-        return NOT_FOUND
-    return found
-
-
-def _max_timestamp(log: Log) -> tuple[int, int] | None:
-    """(offset, timestamp) of the record with the largest timestamp (the first to reach it)."""
-    best: tuple[int, int] | None = None
-    for segment in log.segments():
-        timestamp = segment.max_timestamp_so_far
-        if timestamp >= 0 and (best is None or timestamp > best[1]):
-            best = (segment.offset_of_max_timestamp_so_far, timestamp)
-    return best
+    found = log.fetch_offset_by_timestamp(timestamp,
+                                          READ_COMMITTED if committed else READ_UNCOMMITTED)
+    return NOT_FOUND if found is None else found
