@@ -96,6 +96,8 @@ class Log:
         self.producer_state = ProducerStateManager(directory, producer_id_expiration_ms)
         self.producer_state.remove_stray_snapshots(self._segments.bases())
         self._rebuild_producer_state()
+        # called after every append that moved the log end (not under the log's lock, never
+        # for a retry found to be a duplicate): a long-polling fetch waits on it
         self.on_offsets_changed: Callable[[Log], None] | None = None
 
     # ---- opening -----------------------------------------------------------------------------

@@ -121,6 +121,9 @@ def append_batch(log: Log, data: bytes | bytearray | memoryview, origin: str) ->
                                log._log_start_offset)
         if log._unflushed_messages >= log.config.flush_messages:
             log.flush()
+    listener = log.on_offsets_changed
+    if listener is not None:
+        listener(log)   # outside the lock: a listener may read the log
     return result
 
 

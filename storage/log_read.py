@@ -217,7 +217,8 @@ def _max_timestamp_record(log: Log) -> tuple[int, int] | None:
     segment = max(segments, key=lambda s: s.max_timestamp_so_far)
     largest = segment.max_timestamp_so_far
     start = max(segment.offset_of_max_timestamp_so_far, log.log_start_offset)
-    for record in log.read(segment.walk_start(start).offset):
+    # the index entry may sit below the log start offset (moved inside a batch): read from there
+    for record in log.read(max(segment.walk_start(start).offset, log.log_start_offset)):
         if record.timestamp == largest:
             return record.offset, record.timestamp
     return None

@@ -41,6 +41,16 @@ def test_max_timestamp_finds_the_first_record_with_the_largest_timestamp(
     log.close()
 
 
+def test_max_timestamp_with_the_log_start_inside_the_batch_holding_it(
+        tmp_path: Path, clock: FakeClock) -> None:
+    log = _open(tmp_path, clock)
+    log.append([Record(b"a", b"v", 1000), Record(b"b", b"v", 5000)])   # offsets 0, 1
+    log.append([Record(b"c", b"v", 3000)])
+    log.maybe_increment_log_start_offset(1)
+    assert log.fetch_offset_by_timestamp(MAX_TIMESTAMP) == (1, 5000)
+    log.close()
+
+
 def test_max_timestamp_of_an_empty_log_is_none(tmp_path: Path, clock: FakeClock) -> None:
     log = _open(tmp_path, clock)
     assert log.fetch_offset_by_timestamp(MAX_TIMESTAMP) is None

@@ -435,3 +435,15 @@ def test_a_batch_max_timestamp_is_taken_from_its_records(tmp_path: Path, clock: 
     assert offsets(reopened.read(0)) == list(range(6))
     assert reopened.offset_for_timestamp(now - 998) == (2, now - 998)
     reopened.close()
+
+
+def test_on_offsets_changed_is_called_after_each_append_but_not_for_a_duplicate(
+        make_log: MakeLog) -> None:
+    log = make_log()
+    seen: list[int] = []
+    log.on_offsets_changed = lambda changed: seen.append(changed.log_end_offset)
+    data = build_batch([rec(1), rec(2)], producer_id=3, producer_epoch=0, base_sequence=0)
+    log.append_batch(data)
+    log.append([rec(3)])
+    assert log.append_batch(data).duplicate
+    assert seen == [2, 3]

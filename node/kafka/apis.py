@@ -1,0 +1,115 @@
+"""``KafkaApis``: one request frame in, its answer out (Kafka's ``KafkaApis``), for one served
+directory.
+
+Disk work (produce, fetch reads, list offsets, metadata, producer ids) runs in the server's
+thread pool, so a slow disk or a parked fetch never holds the event loop. A Fetch is long-polled
+here: it is read, and while it gathered fewer than ``min_bytes`` (capped at ``max_bytes``) with
+no partition in error, it waits for an append to a log of the directory (``AppendSignal``) or
+for ``max_wait_ms`` to pass, and is read again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any, Callable, TypeVar
+
+from node.kafka.admin import (
+    handle_create_partitions,
+    handle_create_topics,
+    handle_delete_topics,
+    handle_describe_configs,
+)
+from node.kafka.api_versions import handle_api_versions
+from node.kafka.codec import (
+    ApiVersionsTooNew,
+    Request,
+    api_versions_unsupported,
+    decode_request,
+    encode_response,
+    millis,
+)
+from node.kafka.context import ServedDir
+from node.kafka.delete_records import handle_delete_records
+from node.kafka.fetch import FetchRead, fetch_response, read_partitions, session_error
+from node.kafka.init_producer_id import handle_init_producer_id
+from node.kafka.list_offsets import handle_list_offsets
+from node.kafka.metadata import handle_describe_cluster, handle_metadata
+from node.kafka.produce import handle_produce
+from node.kafka.versions import ApiKey
+
+T = TypeVar("T")
+Handler = Callable[[ServedDir, Request], Any]
+
+# the APIs answered by one call in the pool (ApiVersions, Produce and Fetch are special)
+HANDLERS: dict[ApiKey, Handler] = {
+    ApiKey.METADATA: handle_metadata,
+    ApiKey.LIST_OFFSETS: handle_list_offsets,
+    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+    ApiKey.CREATE_TOPICS: handle_create_topics,
+    ApiKey.DELETE_TOPICS: handle_delete_topics,
+    ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
+    ApiKey.CREATE_PARTITIONS: handle_create_partitions,
+    ApiKey.DELETE_RECORDS: handle_delete_records,
+    ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What to do after a request: send ``data`` (None: send nothing), then close the connection
+    when ``close`` (an acks=0 produce that failed)."""
+
+    data: bytes | None
+    close: bool = False
+
+
+class KafkaApis:
+    """Answers the requests of every connection of one served directory. Thread-safe; its
+    coroutines run on the server's event loop."""
+
+    def __init__(self, served: ServedDir, pool: Executor) -> None:
+        self.served = served
+        self._pool = pool
+
+    async def handle(self, frame: bytes) -> Reply:
+        """The reply to one request ``frame`` (without its size prefix). Raises
+        ``KafkaProtocolError`` when the connection must be closed without a reply."""
+        decoded = decode_request(frame)
+        if isinstance(decoded, ApiVersionsTooNew):
+            return Reply(api_versions_unsupported(decoded))
+        key = decoded.api_key
+        if key == ApiKey.API_VERSIONS:
+            body = handle_api_versions(decoded)
+        elif key == ApiKey.FETCH:
+            body = await self._fetch(decoded)
+        elif key == ApiKey.PRODUCE:
+            outcome = await self._run(handle_produce, decoded)
+            if outcome.acks == 0:
+                return Reply(None, close=outcome.failed)
+            body = outcome.response
+        else:   # decode_request admits only the served keys
+            body = await self._run(HANDLERS[ApiKey(key)], decoded)
+        return Reply(encode_response(decoded, key, body))
+
+    async def _run(self, handler: Callable[[ServedDir, Request], T], request: Request) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, handler, self.served, request)
+
+    async def _fetch(self, request: Request) -> Any:
+        error = session_error(request)
+        if error is not None:
+            return fetch_response(request, None, error)
+        body = request.body
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(millis(body.max_wait), 0) / 1000
+        wanted = min(body.min_bytes, body.max_bytes)
+        signal = self.served.signal
+        while True:
+            since = signal.version
+            read: FetchRead = await self._run(read_partitions, request)
+            remaining = deadline - loop.time()
+            if read.has_error or read.size >= wanted or remaining <= 0 or not body.topics:
+                return fetch_response(request, read)
+            await signal.wait_changed(since, remaining)

@@ -1,0 +1,112 @@
+"""``KafkaServerConfig``: the broker settings of the Kafka protocol front end, named after
+Kafka's keys (``from_properties({"listeners": "PLAINTEXT://127.0.0.1:0"})``).
+
+Unlike Kafka, the listener binds loopback unless told otherwise, and ``auto.create.topics.enable``
+is off by default (a typo in a producer's topic should not create a topic). Port 0 picks an
+ephemeral port; the server reports the bound one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from node.kafka.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES
+from storage.dotted_keys import check_integer, convert, unknown_key
+from storage.errors import InvalidConfigError
+
+KEYS: dict[str, str] = {
+    "listeners": "listeners",
+    "advertised.listeners": "advertised_listeners",
+    "node.id": "node_id",
+    "socket.request.max.bytes": "socket_request_max_bytes",
+    "auto.create.topics.enable": "auto_create_topics_enable",
+    "num.partitions": "num_partitions",
+    "fetch.max.bytes": "fetch_max_bytes",
+    "num.io.threads": "num_io_threads",
+    "connections.max.idle.ms": "connections_max_idle_ms",
+    "max.connections": "max_connections",
+}
+DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
+DEFAULT_FETCH_MAX_BYTES = 57671680          # Kafka's fetch.max.bytes (55 MiB)
+DEFAULT_NUM_IO_THREADS = 8
+DEFAULT_CONNECTIONS_MAX_IDLE_MS = 600000     # Kafka's connections.max.idle.ms (10 min)
+DEFAULT_MAX_CONNECTIONS = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One ``NAME://host:port`` entry of ``listeners``."""
+
+    name: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
+class KafkaServerConfig:
+    """The protocol front end's settings (one per served directory). Validated at creation;
+    every error names the Kafka key."""
+
+    listeners: str = DEFAULT_LISTENERS
+    advertised_listeners: str | None = None
+    node_id: int = 0
+    socket_request_max_bytes: int = DEFAULT_SOCKET_REQUEST_MAX_BYTES
+    auto_create_topics_enable: bool = False
+    num_partitions: int = 1
+    fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES
+    num_io_threads: int = DEFAULT_NUM_IO_THREADS
+    connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+
+    def __post_init__(self) -> None:
+        self.listener()
+        if self.advertised_listeners is not None:
+            self.advertised_listener()
+        check_integer("node.id", self.node_id, "int", at_least=0)
+        check_integer("socket.request.max.bytes", self.socket_request_max_bytes, "int",
+                      at_least=1)
+        check_integer("num.partitions", self.num_partitions, "int", at_least=1)
+        check_integer("fetch.max.bytes", self.fetch_max_bytes, "int", at_least=0)
+        check_integer("num.io.threads", self.num_io_threads, "int", at_least=1)
+        check_integer("connections.max.idle.ms", self.connections_max_idle_ms, at_least=1)
+        check_integer("max.connections", self.max_connections, "int", at_least=0)
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, Any]) -> KafkaServerConfig:
+        """Build from Kafka's dotted keys; an unknown key raises ``InvalidConfigError``."""
+        # the annotations are strings here ("int", "str | None"): the kind is the first name
+        kinds = {f.name: str(f.type).split("|")[0].strip() for f in dataclasses.fields(cls)}
+        values = {}
+        for key, raw in properties.items():
+            if key not in KEYS:
+                raise unknown_key("kafka server", key, raw)
+            values[KEYS[key]] = convert(key, kinds[KEYS[key]], raw)
+        return cls(**values)
+
+    def listener(self) -> Listener:
+        """The one listener of ``listeners`` (several come with the cluster wiring)."""
+        return _one_listener("listeners", self.listeners)
+
+    def advertised_listener(self) -> Listener | None:
+        """The listener of ``advertised.listeners``, or None to advertise the bound address."""
+        if self.advertised_listeners is None:
+            return None
+        return _one_listener("advertised.listeners", self.advertised_listeners)
+
+
+def _one_listener(key: str, text: str) -> Listener:
+    entries = [part.strip() for part in text.split(",") if part.strip()]
+    if len(entries) != 1:
+        raise InvalidConfigError(f"{key}={text!r}: expected exactly one NAME://host:port",
+                                 key=key, value=text)
+    name, sep, address = entries[0].partition("://")
+    host, colon, port = address.rpartition(":")
+    if not sep or not colon or not port.isdigit() or int(port) > 65535:
+        raise InvalidConfigError(f"{key}={text!r}: expected NAME://host:port", key=key,
+                                 value=text)
+    if name.upper() != "PLAINTEXT":
+        raise InvalidConfigError(f"{key}={text!r}: only PLAINTEXT listeners are served",
+                                 key=key, value=text)
+    return Listener(name.upper(), host.strip("[]"), int(port))

@@ -1,0 +1,112 @@
+"""Typed errors of the Kafka protocol front end, and the Kafka error code of every error a
+request can meet.
+
+Two kinds. A ``KafkaProtocolError`` is about the connection: the bytes cannot be answered
+(a frame size out of bounds, an API key or version we do not serve, a body that does not parse),
+and Kafka's answer is to close that connection without a response (``SocketServer``). Every other
+error is about one partition or one request and becomes the Kafka error code of
+``error_code_for`` in the response, as Kafka's ``Errors.forException`` does.
+
+All of them extend ``storage.errors.StorageError``: structured fields, and they pickle.
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from node.errors import (
+    LogDirClosedError,
+    LogDirOfflineError,
+    PartitionMovedError,
+    PartitionSkippedError,
+    PolicyViolationError,
+    UnknownPartitionError,
+)
+from storage.errors import (
+    CorruptRecordError,
+    InvalidOffsetError,
+    InvalidRecordError,
+    InvalidTopicError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    StorageError,
+)
+from storage.producer_state import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
+
+__all__ = [
+    "InvalidFrameSizeError",
+    "KafkaProtocolError",
+    "MalformedRequestError",
+    "UnsupportedCompressionTypeError",
+    "UnsupportedRequestError",
+    "error_code_for",
+]
+
+
+class KafkaProtocolError(StorageError):
+    """A request the server cannot answer at all; the connection it came on is closed (Kafka
+    sends no error response, since it cannot know the layout the client expects). Other
+    connections are not affected."""
+
+
+class InvalidFrameSizeError(KafkaProtocolError):
+    """A frame whose int32 size is negative or above ``socket.request.max.bytes`` (``size``,
+    ``limit``): Kafka's ``InvalidReceiveException``. A TLS hello or an HTTP request sent to the
+    port reads as one."""
+
+
+class UnsupportedRequestError(KafkaProtocolError):
+    """A request header naming an API key this server does not serve, or a version outside the
+    advertised range (``api_key``, ``api_version``). ApiVersions above its range is not this
+    error: it is answered in v0 format with UNSUPPORTED_VERSION (KIP-511)."""
+
+
+class MalformedRequestError(KafkaProtocolError):
+    """A frame with a served API key and version whose header or body does not decode
+    (``api_key``, ``api_version``, ``reason``): truncated, a bad length, an unknown tagged
+    field. Unlike ``UnsupportedRequestError`` the client claimed a layout we speak."""
+
+
+class UnsupportedCompressionTypeError(StorageError):
+    """A produced batch compressed with a codec its request version predates (zstd before
+    Produce v7: ``version``, ``compression``), Kafka's ``UnsupportedCompressionTypeException``.
+    Unlike ``InvalidRecordError`` the batch is well formed; the client must use a newer
+    version."""
+
+
+# most specific first: the first class in an exception's MRO found here gives its code
+_CODES: dict[type[BaseException], ErrorCode] = {
+    OffsetOutOfRangeError: ErrorCode.offset_out_of_range,
+    CorruptRecordError: ErrorCode.corrupt_message,
+    UnknownPartitionError: ErrorCode.unknown_topic_or_partition,
+    PartitionSkippedError: ErrorCode.kafka_storage_error,
+    PartitionMovedError: ErrorCode.not_leader_or_follower,
+    RecordTooLargeError: ErrorCode.message_too_large,
+    InvalidTopicError: ErrorCode.invalid_topic_exception,
+    OutOfOrderSequenceError: ErrorCode.out_of_order_sequence_number,
+    InvalidProducerEpochError: ErrorCode.invalid_producer_epoch,
+    InvalidTxnStateError: ErrorCode.invalid_txn_state,
+    TransactionCoordinatorFencedError: ErrorCode.transaction_coordinator_fenced,
+    InvalidRecordError: ErrorCode.invalid_record,
+    InvalidOffsetError: ErrorCode.invalid_request,
+    PolicyViolationError: ErrorCode.policy_violation,
+    UnsupportedCompressionTypeError: ErrorCode.unsupported_compression_type,
+    LogDirOfflineError: ErrorCode.kafka_storage_error,
+    LogDirClosedError: ErrorCode.kafka_storage_error,
+}
+
+
+def error_code_for(error: BaseException) -> ErrorCode:
+    """The Kafka error code a client sees for ``error`` (Kafka's ``Errors.forException``):
+    the code of its most specific class in the table, else UNKNOWN_SERVER_ERROR."""
+    for cls in type(error).__mro__:
+        code = _CODES.get(cls)
+        if code is not None:
+            return code
+    return ErrorCode.unknown_server_error
+

@@ -1,0 +1,110 @@
+"""Produce (key 0, v3-11): append each partition's batch as the producer encoded it.
+
+Per partition, in Kafka's order (``KafkaApis.handleProduceRequest``, ``ProduceRequest
+.validateRecords``): the partition must be held here (UNKNOWN_TOPIC_OR_PARTITION, or
+NOT_LEADER_OR_FOLLOWER when it moved away); the records must be exactly one magic-2 batch
+(INVALID_RECORD) and zstd needs v7+ (UNSUPPORTED_COMPRESSION_TYPE); then ``Log.append_batch``
+validates the batch (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_RECORD), checks the
+producer's sequence and epoch (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
+INVALID_TXN_STATE; a retry of an appended batch is answered with its original offset) and
+stamps the offsets. ``acks`` other than 0, 1 and -1 is INVALID_REQUIRED_ACKS for every
+partition; with one replica, -1 is answered like 1, after the append.
+
+With acks=0 the client expects no response; the caller sends none, and closes the connection
+when a partition failed (``ProduceOutcome.failed``), the only signal Kafka gives then.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from node.kafka.codec import Request, build, response_class
+from node.kafka.context import ServedDir
+from node.kafka.errors import UnsupportedCompressionTypeError, error_code_for
+from storage.batch_layout import ATTRIBUTES_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, SIZE_OFFSET
+from storage.errors import InvalidRecordError, StorageError
+
+_BATCH_LENGTH = struct.Struct(">i")
+_ATTRIBUTES = struct.Struct(">h")
+COMPRESSION_MASK = 0x07
+ZSTD = 4
+ZSTD_MIN_VERSION = 7
+VALID_ACKS = (-1, 0, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceOutcome:
+    """The response, whether any partition failed, and the request's ``acks``."""
+
+    response: Any
+    failed: bool
+    acks: int
+
+
+def check_single_batch(records: bytes | None, version: int, where: str) -> None:
+    """Kafka's ``ProduceRequest.validateRecords``: exactly one magic-2 batch, zstd only from
+    v7. Bytes that are not a whole batch are left to ``Log.append_batch`` (CORRUPT_MESSAGE)."""
+    data = records or b""
+    if len(data) < LOG_OVERHEAD:
+        raise InvalidRecordError(
+            f"produce to {where}: version {version} requests must carry one record batch per "
+            f"partition, found {len(data)} bytes", partition=where, size=len(data))
+    size = LOG_OVERHEAD + _BATCH_LENGTH.unpack_from(data, SIZE_OFFSET)[0]
+    if len(data) > MAGIC_OFFSET and data[MAGIC_OFFSET] != 2:
+        raise InvalidRecordError(
+            f"produce to {where}: version {version} requests may only carry magic 2 batches, "
+            f"found magic {data[MAGIC_OFFSET]}", partition=where, magic=data[MAGIC_OFFSET])
+    if len(data) >= ATTRIBUTES_OFFSET + _ATTRIBUTES.size:
+        codec = _ATTRIBUTES.unpack_from(data, ATTRIBUTES_OFFSET)[0] & COMPRESSION_MASK
+        if codec == ZSTD and version < ZSTD_MIN_VERSION:
+            raise UnsupportedCompressionTypeError(
+                f"produce to {where}: zstd needs produce version {ZSTD_MIN_VERSION}, the "
+                f"request is version {version}", partition=where, version=version,
+                compression="zstd")
+    if LOG_OVERHEAD <= size < len(data):
+        raise InvalidRecordError(
+            f"produce to {where}: version {version} requests must carry exactly one record "
+            f"batch per partition, found more bytes after the first batch", partition=where)
+
+
+def handle_produce(served: ServedDir, request: Request) -> ProduceOutcome:
+    """Append every partition's batch of ``request`` and build the response."""
+    body, version = request.body, request.api_version
+    cls = response_class(0, version)
+    acks = int(body.acks)
+    failed = False
+    topics = []
+    for topic in body.topic_data:
+        partitions = []
+        for data in topic.partition_data:
+            where = f"{topic.name}-{data.index}"
+            try:
+                if acks not in VALID_ACKS:
+                    partitions.append(_error(data.index, ErrorCode.invalid_required_acks,
+                                             f"acks={acks} is not -1, 0 or 1"))
+                    failed = True
+                    continue
+                log = served.logdir.log(topic.name, data.index)
+                check_single_batch(data.records, version, where)
+                served.signal.watch(log)
+                info = log.append_batch(data.records)
+                partitions.append({
+                    "index": data.index, "error_code": ErrorCode.none,
+                    "base_offset": info.first_offset,
+                    "log_append_time": info.log_append_time,
+                    "log_start_offset": info.log_start_offset,
+                    "record_errors": [], "error_message": None})
+            except StorageError as err:
+                failed = True
+                partitions.append(_error(data.index, error_code_for(err), str(err)))
+        topics.append({"name": topic.name, "partition_responses": partitions})
+    return ProduceOutcome(build(cls, {"responses": topics, "throttle_time": 0}), failed, acks)
+
+
+def _error(index: int, code: ErrorCode, message: str) -> dict[str, Any]:
+    return {"index": index, "error_code": code, "base_offset": -1, "log_append_time": -1,
+            "log_start_offset": -1, "record_errors": [], "error_message": message}

@@ -1,0 +1,200 @@
+"""``KafkaServer``: a Kafka protocol listener in front of one ``LogDir``.
+
+One thread runs an asyncio event loop that accepts connections and reads their frames; a small
+thread pool (``num.io.threads``) does the disk work. Each connection's requests are handled one
+at a time, in the order they arrived, and answered in that order (Kafka mutes a socket while its
+request is in flight): a Fetch parked for ``max_wait_ms`` holds only its own connection.
+
+A connection is closed, and nothing else notices, when it sends a frame size that is negative or
+above ``socket.request.max.bytes``, an API key or version not served (ApiVersions above its range
+is answered instead, KIP-511), a request that does not decode, when it sends nothing for
+``connections.max.idle.ms`` between requests, or when a request fails in a way that has no Kafka
+answer (logged). A connection beyond ``max.connections`` is closed as soon as it is accepted
+(Kafka instead stops accepting until a slot frees; either way it is not served).
+
+    with KafkaServer(logdir, KafkaServerConfig(listeners="PLAINTEXT://127.0.0.1:0")) as server:
+        server.bootstrap_servers        # "127.0.0.1:41231"
+
+``close`` stops accepting, closes every connection (a parked fetch ends unanswered), waits for
+the pool's running work and joins the thread: nothing is left running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from node.kafka.append_signal import AppendSignal
+from node.kafka.apis import KafkaApis
+from node.kafka.broker_view import BrokerView, LogDirBrokerView
+from node.kafka.config import KafkaServerConfig
+from node.kafka.context import ServedDir
+from node.kafka.errors import KafkaProtocolError
+from node.kafka.framing import SIZE, check_frame_size
+from node.kafka.producer_ids import ProducerIdAllocator
+from node.logdir import LogDir
+
+log = logging.getLogger(__name__)
+
+
+class KafkaServer:
+    """Serves ``logdir`` over the Kafka protocol. ``start`` (or ``with``) binds and starts;
+    ``close`` stops. Not restartable. ``view`` defaults to a cluster of this one broker
+    (``LogDirBrokerView``); the producer ids come from a block kept in the directory."""
+
+    def __init__(self, logdir: LogDir, config: KafkaServerConfig | None = None, *,
+                 view: BrokerView | None = None,
+                 producer_ids: ProducerIdAllocator | None = None) -> None:
+        self.config = config or KafkaServerConfig()
+        self.logdir = logdir
+        self._bound: tuple[str, int] | None = None
+        self._view = view or LogDirBrokerView(logdir, self.config.node_id, self.advertised_address)
+        self._producer_ids = producer_ids or ProducerIdAllocator(logdir.path)
+        self._pool = ThreadPoolExecutor(self.config.num_io_threads,
+                                        thread_name_prefix=f"kafka-io-{logdir.path.name}")
+        self._served = ServedDir(logdir, self._view, self.config, self._producer_ids,
+                                 AppendSignal())
+        self._apis = KafkaApis(self._served, self._pool)
+        self._loop = asyncio.new_event_loop()
+        self._thread: threading.Thread | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._start_error: BaseException | None = None
+        self._closed = False
+
+    # ---- life --------------------------------------------------------------------------------
+    def start(self) -> KafkaServer:
+        """Bind the listener and start serving; raises what binding raised (``OSError``)."""
+        if self._thread is not None or self._closed:
+            raise RuntimeError("a KafkaServer starts once")
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True,
+                                        name=f"kafka-listener-{self.logdir.path.name}")
+        self._thread.start()
+        ready.wait()
+        if self._start_error is not None:
+            self._thread.join()
+            self._pool.shutdown(wait=True)
+            self._closed = True
+            raise self._start_error
+        return self
+
+    def close(self) -> None:
+        """Stop serving and release the thread and the pool. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+        else:
+            self._loop.close()
+        self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> KafkaServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- addresses ---------------------------------------------------------------------------
+    @property
+    def address(self) -> tuple[str, int]:
+        """The bound (host, port); the port is the real one when the config asked for 0."""
+        if self._bound is None:
+            raise RuntimeError("the server is not started")
+        return self._bound
+
+    def advertised_address(self) -> tuple[str, int]:
+        """What Metadata names as this broker: ``advertised.listeners``, else the bound address."""
+        advertised = self.config.advertised_listener()
+        if advertised is not None:
+            return advertised.host, advertised.port
+        return self.address
+
+    @property
+    def bootstrap_servers(self) -> str:
+        host, port = self.advertised_address()
+        return f"{host}:{port}"
+
+    # ---- the loop ----------------------------------------------------------------------------
+    def _run(self, ready: threading.Event) -> None:
+        loop = self._loop
+        asyncio.set_event_loop(loop)
+        listener = self.config.listener()
+        try:
+            server = loop.run_until_complete(
+                asyncio.start_server(self._accept, listener.host or None, listener.port))
+            host, port = server.sockets[0].getsockname()[:2]
+            self._bound = (host, port)
+        except BaseException as err:
+            self._start_error = err
+            loop.close()
+            ready.set()
+            return
+        log.info("serving %s over the Kafka protocol on %s:%d", self.logdir.path, host, port)
+        ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            server.close()
+            for task in list(self._connections):
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*self._connections, return_exceptions=True))
+            loop.run_until_complete(server.wait_closed())
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        peer = writer.get_extra_info("peername")
+        if len(self._connections) >= self.config.max_connections:
+            log.warning("refusing the connection from %s: max.connections=%d are open", peer,
+                        self.config.max_connections)
+            writer.close()
+            return
+        self._connections.add(task)
+        try:
+            await self._serve(reader, writer, peer)
+        except (asyncio.CancelledError, ConnectionError):
+            pass
+        except Exception:   # a bug in a handler: this connection ends, the server goes on
+            log.exception("connection from %s failed; closing it", peer)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            try:
+                await writer.wait_closed()
+            except (OSError, asyncio.CancelledError):
+                pass
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     peer: object) -> None:
+        limit = self.config.socket_request_max_bytes
+        idle_s = self.config.connections_max_idle_ms / 1000
+        while True:
+            try:
+                prefix = await asyncio.wait_for(reader.readexactly(SIZE.size), idle_s)
+                size = check_frame_size(SIZE.unpack(prefix)[0], limit)
+                frame = await reader.readexactly(size)
+            except asyncio.IncompleteReadError:
+                return
+            except TimeoutError:
+                log.info("closing the connection from %s: idle for connections.max.idle.ms=%d",
+                         peer, self.config.connections_max_idle_ms)
+                return
+            except KafkaProtocolError as err:
+                log.warning("closing the connection from %s: %s", peer, err)
+                return
+            try:
+                reply = await self._apis.handle(frame)
+            except KafkaProtocolError as err:
+                log.warning("closing the connection from %s: %s", peer, err)
+                return
+            if reply.data is not None:
+                writer.write(reply.data)
+                await writer.drain()
+            if reply.close:
+                return

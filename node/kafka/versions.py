@@ -1,0 +1,56 @@
+"""The APIs this server answers and the versions of each it advertises in ApiVersions.
+
+Only what is implemented is advertised (clients switch code paths on by the keys they see), and
+never a version below kio's floor (kio holds Kafka 4.x's schemas: Produce from v3, Fetch from v4,
+ListOffsets from v1). Fetch stops at v12: v13+ names topics by id. ListOffsets stops at v7 (the
+max-timestamp query); Produce goes to v11, whose only change is a new error code we never send.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class ApiKey(IntEnum):
+    """Kafka's API keys (``ApiKeys``) of the APIs served here."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    DESCRIBE_CONFIGS = 32
+    CREATE_PARTITIONS = 37
+    DESCRIBE_CLUSTER = 60
+    INIT_PRODUCER_ID = 22
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRange:
+    """The versions of one API served: ``min_version`` to ``max_version``, both included."""
+
+    min_version: int
+    max_version: int
+
+    def __contains__(self, version: object) -> bool:
+        return isinstance(version, int) and self.min_version <= version <= self.max_version
+
+
+SUPPORTED: dict[int, VersionRange] = {
+    ApiKey.PRODUCE: VersionRange(3, 11),
+    ApiKey.FETCH: VersionRange(4, 12),
+    ApiKey.LIST_OFFSETS: VersionRange(1, 7),
+    ApiKey.METADATA: VersionRange(0, 12),
+    ApiKey.API_VERSIONS: VersionRange(0, 4),
+    ApiKey.INIT_PRODUCER_ID: VersionRange(0, 4),
+    ApiKey.CREATE_TOPICS: VersionRange(2, 7),
+    ApiKey.DELETE_TOPICS: VersionRange(1, 5),
+    ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
+    ApiKey.DELETE_RECORDS: VersionRange(0, 2),
+    ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
+    ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 1),
+}

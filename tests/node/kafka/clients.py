@@ -1,0 +1,63 @@
+"""Helpers for driving real Kafka clients against a test server, each bounded in time."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import confluent_kafka as ck
+
+DEADLINE_S = 15.0
+
+
+def producer(bootstrap: str, **config: Any) -> ck.Producer:
+    """A librdkafka producer with short timeouts (a failure shows in seconds)."""
+    settings = {"bootstrap.servers": bootstrap, "message.timeout.ms": 10000,
+                "socket.timeout.ms": 5000, "linger.ms": 5}
+    settings.update(config)
+    return ck.Producer(settings)
+
+
+def produce_all(p: ck.Producer, topic: str, values: list[bytes], partition: int = 0,
+                **kwargs: Any) -> list[tuple[int, int]]:
+    """Produce ``values`` and wait for every delivery; (partition, offset) of each, in order.
+    A delivery error fails with the error."""
+    reports: dict[int, Any] = {}
+
+    def on_delivery(index: int) -> Any:
+        def report(err: Any, msg: Any) -> None:
+            reports[index] = err if err is not None else (msg.partition(), msg.offset())
+        return report
+
+    for i, value in enumerate(values):
+        p.produce(topic, value=value, partition=partition, on_delivery=on_delivery(i), **kwargs)
+    assert p.flush(DEADLINE_S) == 0
+    errors = [r for r in reports.values() if isinstance(r, ck.KafkaError)]
+    assert not errors, errors
+    return [reports[i] for i in range(len(values))]
+
+
+def consumer(bootstrap: str, **config: Any) -> ck.Consumer:
+    """A librdkafka consumer (its default isolation, read_committed) without commits."""
+    settings = {"bootstrap.servers": bootstrap, "group.id": "unused",
+                "enable.auto.commit": False, "socket.timeout.ms": 5000,
+                "enable.partition.eof": False}
+    settings.update(config)
+    return ck.Consumer(settings)
+
+
+def consume(c: ck.Consumer, topic: str, count: int, partition: int = 0,
+            offset: int = 0) -> list[Any]:
+    """``count`` messages of ``topic``-``partition`` from ``offset`` (fails after the
+    deadline or on an error)."""
+    c.assign([ck.TopicPartition(topic, partition, offset)])
+    got: list[Any] = []
+    deadline = time.monotonic() + DEADLINE_S
+    while len(got) < count and time.monotonic() < deadline:
+        msg = c.poll(0.2)
+        if msg is None:
+            continue
+        assert msg.error() is None, msg.error()
+        got.append(msg)
+    assert len(got) == count, f"consumed {len(got)} of {count}"
+    return got
