@@ -228,6 +228,11 @@ class Cluster:
         return self._node_of(topic, partition).call("list_offset", topic, partition, timestamp,
                                                     isolation, timeout=60)
 
+    def last_sequence(self, topic: str, partition: int, producer_id: int) -> int:
+        """The last sequence ``topic``-``partition`` holds of ``producer_id``, -1 for none."""
+        return self._node_of(topic, partition).call("last_sequence", topic, partition,
+                                                    producer_id, timeout=60)
+
     def partition_dir(self, topic: str, partition: int) -> str:
         """The log directory holding ``topic``-``partition``. A partition number that is not an
         int32 >= 0 raises ``InvalidTopicError`` (every per-partition call checks it here)."""

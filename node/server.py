@@ -264,6 +264,11 @@ class LogDirServer:
         timestamp or None)``."""
         return partition_ops.list_offset(self._dir, topic, partition, timestamp, isolation)
 
+    def last_sequence(self, topic: str, partition: int, producer_id: int) -> int:
+        """The last sequence the partition holds of ``producer_id``, -1 for none (a retried
+        idempotent writer skips what it already sent)."""
+        return self._dir.log(topic, partition).last_sequence(producer_id)
+
     def roll(self, topic: str, partition: int) -> int:
         """Roll the active segment if it holds anything; returns the new active base offset."""
         return partition_ops.roll(self._dir, topic, partition)

@@ -252,6 +252,13 @@ class Log:
         segment at that offset is reused). The old segment is flushed in the background."""
         return log_roll.roll(self)
 
+    def last_sequence(self, producer_id: int) -> int:
+        """The last sequence the log holds of ``producer_id`` (Kafka's DescribeProducers
+        ``lastSequence``), -1 when it holds none."""
+        with self._lock:
+            entry = self.producer_state.producers.get(producer_id)
+            return entry.last_seq if entry is not None else -1
+
     def remove_expired_producers(self, now_ms: int | None = None) -> int:
         """Forget the producers idle for ``producer.id.expiration.ms`` (Kafka's
         PeriodicProducerExpirationCheck); returns how many were removed."""

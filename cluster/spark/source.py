@@ -58,6 +58,7 @@ from storage import files
 # unpickles the data source (a streaming query starts one per query, and waits for it), and
 # these pull in numba and the storage engine, which only tasks need.
 if TYPE_CHECKING:
+    from cluster.client import Cluster
     from cluster.spark.encoding import WritePlan
     from storage.config import LogConfig
 
@@ -233,6 +234,8 @@ class StrataWriter(DataSourceArrowWriter):
         if plan.txn is None:
             encoder = BatchEncoder(plan, spark_partition)
             items = encoder.batches(iterator)
+            if attempt > 0:
+                items = skip_held(items, cluster, encoder.producer_id)
         else:
             member = TxnHandle.attach(cluster, plan.txn).new_producer()
             encoder = BatchEncoder(plan, spark_partition, producer_id=member.producer_id)
@@ -268,6 +271,24 @@ class StrataWriter(DataSourceArrowWriter):
         if plan.txn is not None:
             TxnHandle.attach(connect(plan.address, plan.namespace), plan.txn).abort()
 
+
+
+def skip_held(items: Iterator[tuple[str, int, bytes]], cluster: Cluster,
+              producer_id: int) -> Iterator[tuple[str, int, bytes]]:
+    """A retried idempotent task's batches less those the log already holds. The batches are
+    the first attempt's (same rows, same sequences), and the log answers a retry of one of a
+    producer's last five batches as a duplicate but one older than those as out of order
+    (Kafka's rule), so the retry asks each partition once for the producer's last sequence and
+    sends only the batches after it."""
+    from storage.records import BatchHeader
+
+    held: dict[tuple[str, int], int] = {}
+    for topic, partition, data in items:
+        key = (topic, partition)
+        if key not in held:
+            held[key] = cluster.last_sequence(topic, partition, producer_id)
+        if BatchHeader.parse(data).last_sequence > held[key]:
+            yield topic, partition, data
 
 
 # ---- read --------------------------------------------------------------------------------------------

@@ -190,6 +190,53 @@ def test_a_retried_task_leaves_every_record_exactly_once(strata) -> None:
     assert got.distinct().count() == n
 
 
+def _fail_once_after_batches(namespace: str, topic: str, batches: int):
+    """An RDD partition function: on the first attempt of Spark partition 0 it passes rows on
+    until more than ``batches`` batches of about 200 records are stored in every partition of
+    ``topic`` (the test's only writer is that task), then raises."""
+
+    def run(rows):
+        import time
+
+        from pyspark import TaskContext
+
+        from cluster.spark.connection import connect
+
+        context = TaskContext.get()
+        failing = context.partitionId() == 0 and context.attemptNumber() == 0
+        cluster = connect("auto", namespace) if failing else None
+        for i, row in enumerate(rows):
+            yield row
+            if failing and i % 2000 == 1999:
+                counts = [len(list(cluster.consume(topic, p))) for p in range(3)]
+                if min(counts) > batches * 200:
+                    time.sleep(0.2)
+                    raise RuntimeError("injected failure after many batches were stored")
+    return run
+
+
+def test_a_retried_idempotent_task_leaves_every_record_exactly_once(strata) -> None:
+    """``transactional=false``: the retried task re-sends the first attempt's batches with the
+    same sequences; more than the five a producer's state remembers are already stored in each
+    partition, so the retry skips what the log holds instead of being refused as out of
+    order (Kafka's rule for a batch older than the five cached)."""
+    spark = strata.spark
+    strata.cluster.create_topic("once_idem", partitions=3)
+    n = 40_000
+    df = spark.range(0, n, numPartitions=1).selectExpr(   # its one producer alone stores
+        "cast(id % 1000 as string) as key", "cast(id as string) as value")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
+    try:
+        flaky = df.rdd.mapPartitions(_fail_once_after_batches(strata.namespace, "once_idem", 8)) \
+            .toDF(df.schema)
+        strata.write(flaky, "once_idem", batchBytes=2048, transactional="false")
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    got = strata.read("once_idem").select(F.col("value").cast("string").alias("v"))
+    assert got.count() == n
+    assert got.distinct().count() == n
+
+
 # ---- bad input ------------------------------------------------------------------------------------
 def _count(strata, topic: str) -> int:
     """Records in the topic's logs (transaction markers are no records)."""
