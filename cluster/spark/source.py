@@ -275,20 +275,29 @@ class StrataWriter(DataSourceArrowWriter):
 
 def skip_held(items: Iterator[tuple[str, int, bytes]], cluster: Cluster,
               producer_id: int) -> Iterator[tuple[str, int, bytes]]:
-    """A retried idempotent task's batches less those the log already holds. The batches are
-    the first attempt's (same rows, same sequences), and the log answers a retry of one of a
-    producer's last five batches as a duplicate but one older than those as out of order
-    (Kafka's rule), so the retry asks each partition once for the producer's last sequence and
-    sends only the batches after it."""
-    from storage.records import BatchHeader
+    """A retried idempotent task's batches less the records the log already holds. The log
+    answers a retry of one of a producer's last five batches as a duplicate but one older than
+    those, or one overlapping a stored batch in part, as out of order (Kafka's rule), so the
+    retry asks each partition once for the producer's last sequence, drops the batches wholly at
+    or below it and re-encodes a batch that straddles it with only its records after it."""
+    from storage.records import BatchHeader, RecordBatch, build_batch
 
     held: dict[tuple[str, int], int] = {}
     for topic, partition, data in items:
         key = (topic, partition)
         if key not in held:
             held[key] = cluster.last_sequence(topic, partition, producer_id)
-        if BatchHeader.parse(data).last_sequence > held[key]:
-            yield topic, partition, data
+        header = BatchHeader.parse(data)
+        last = held[key]
+        if header.last_sequence <= last:
+            continue
+        if header.base_sequence <= last:
+            batch = RecordBatch(data)
+            data = build_batch(batch.records()[last + 1 - header.base_sequence:],
+                               compression=batch.compression, producer_id=header.producer_id,
+                               producer_epoch=header.producer_epoch, base_sequence=last + 1,
+                               is_transactional=header.is_transactional)
+        yield topic, partition, data
 
 
 # ---- read --------------------------------------------------------------------------------------------
