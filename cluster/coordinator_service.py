@@ -46,7 +46,8 @@ class CoordinatorService:
         self.coordinator = Coordinator(
             nodes, workers, broker.cleaner, metrics=metrics,
             retention_check_interval_ms=broker.log_dir.log_retention_check_interval_ms)
-        self.metadata = TopicMetadata(nodes, broker.log)
+        self.metadata = TopicMetadata(nodes, broker.log,
+                                      missing_dirs=description.missing_log_dirs)
         self._metadata_loaded = False
         self._load_lock = threading.Lock()
         self._progress: dict[str, tuple[str, int, int]] = {}
