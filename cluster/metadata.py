@@ -69,6 +69,11 @@ class TopicMetadata:
         self._held: dict[str, dict[int, str]] = {}
         self._topic_locks: dict[str, threading.Lock] = {}
 
+    @property
+    def missing_dirs(self) -> dict[str, int]:
+        """The known directories this start went on without (path -> node id)."""
+        return dict(self._missing)
+
     def refresh(self) -> None:
         """Ask every node what it holds; a node that cannot answer keeps its old routes. A topic
         some directory is still deleting (``topic_deletions``) is not routed; ``resume_deletions``
