@@ -105,7 +105,7 @@ def settle_log_dirs(description: ClusterDescription, *, timeout_s: float = 120.0
         try:
             held[log_dir] = pending.result(timeout_s)
         except StorageError as err:   # a directory that did not load: its stats say why
-            logger.warning("cannot list the partitions of %s: %s", log_dir, err)
+            logger.info("cannot list the partitions of %s: %s", log_dir, err)
     duplicates = duplicate_partitions(held)
     if duplicates:
         shutdown(description.namespace, timeout_s=timeout_s)
@@ -120,7 +120,7 @@ def settle_log_dirs(description: ClusterDescription, *, timeout_s: float = 120.0
         try:
             pending.result(timeout_s)
         except StorageError as err:   # offline meanwhile: written at the next start
-            logger.warning("cannot write the identity of %s: %s", log_dir, err)
+            logger.info("cannot write the identity of %s: %s", log_dir, err)
 
 
 def _end_actors(namespace: str, node_names: Sequence[str], worker_names: Sequence[str],
