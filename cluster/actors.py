@@ -71,6 +71,7 @@ NODE_METHODS: dict[str, tuple[str | None, int]] = {
     "move_in": ("move", NO_RETRY), "move_switch_out": ("move", NO_RETRY),
     "move_source": ("move", RETRY), "move_status": (None, RETRY),
     "append_buffer_or_moved": ("io", NO_RETRY),
+    "identity": (None, RETRY), "write_identity": ("admin", NO_RETRY),
 }
 WORKER_GROUPS = {"clean": 1, "control": 4}
 WORKER_METHODS: dict[str, tuple[str | None, int]] = {

@@ -23,7 +23,8 @@ def start(log_dirs: Sequence[str] | None, cleaners: int | None,
           dashboard_host: str, include_dashboard: bool | None,
           metrics_export_port: int | None, timeout_s: float,
           on_progress: Callable[[dict[str, LoadProgress | None]], None] | None,
-          head_started_by_strata: bool) -> tuple[ClusterDescription, bool]:
+          head_started_by_strata: bool,
+          allow_missing_log_dirs: bool = False) -> tuple[ClusterDescription, bool]:
     """(the description, whether this process started the Ray head)."""
     from cluster import deploy
     from cluster.config import BrokerConfig
@@ -39,8 +40,10 @@ def start(log_dirs: Sequence[str] | None, cleaners: int | None,
                        metrics_export_port=metrics_export_port)
     try:
         description = deploy.deploy(dirs, broker, namespace,
-                                    head_started_by_strata=head_started_by_strata)
+                                    head_started_by_strata=head_started_by_strata,
+                                    allow_missing_log_dirs=allow_missing_log_dirs)
         deploy.wait_loaded(description, timeout_s=timeout_s, on_progress=on_progress)
+        deploy.settle_log_dirs(description, timeout_s=timeout_s)
     except BaseException:
         if owns:
             import ray

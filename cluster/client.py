@@ -81,7 +81,8 @@ class Cluster:
         self._coordinator = lookup(COORDINATOR_NAME, self.namespace)
         self._nodes = {d: lookup(name, self.namespace, description.node_hosts.get(d, ""))
                        for d, name in description.node_names.items()}
-        self._routing = Routes(self._coordinator, self._nodes)
+        self._routing = Routes(self._coordinator, self._nodes,
+                               getattr(description, "missing_log_dirs", {}))
         self._batch_limits: dict[str, int] = {}       # topic -> largest batch it accepts
         self._stopped = False
 
@@ -93,15 +94,25 @@ class Cluster:
               include_dashboard: bool | None = False, metrics_export_port: int | None = None,
               timeout_s: float = 600.0,
               on_progress: Callable[[dict[str, LoadProgress | None]], None] | None = None,
-              head_started_by_strata: bool = False) -> Cluster:
+              head_started_by_strata: bool = False,
+              allow_missing_log_dirs: bool = False) -> Cluster:
         """Start (or complete) the cluster of ``namespace``; ``config`` holds Kafka broker keys
         (``log.dirs`` gives the directories when ``log_dirs`` does not; ``cleaners`` overrides
-        ``log.cleaner.threads``)."""
+        ``log.cleaner.threads``).
+
+        Each directory carries the cluster's identity (``meta.properties``: ``cluster.id``,
+        ``node.id``, ``directory.id``; and the list of every directory of the cluster). A start
+        refuses, naming the directories: a directory of another cluster
+        (``ForeignLogDirError``), a partition held by two directories
+        (``DuplicatePartitionError``), and a known directory not given (``MissingLogDirError``)
+        unless ``allow_missing_log_dirs``: then the cluster serves what it has and creates no
+        partition (``MissingLogDirError``) until a start with every directory."""
         description, owns = attach.start(
             log_dirs, cleaners, config, address=address, namespace=namespace,
             dashboard_host=dashboard_host, include_dashboard=include_dashboard,
             metrics_export_port=metrics_export_port, timeout_s=timeout_s,
-            on_progress=on_progress, head_started_by_strata=head_started_by_strata)
+            on_progress=on_progress, head_started_by_strata=head_started_by_strata,
+            allow_missing_log_dirs=allow_missing_log_dirs)
         return cls(description, owns_ray=owns)
 
     @classmethod

@@ -46,12 +46,14 @@ class CoordinatorService:
         self.coordinator = Coordinator(
             nodes, workers, broker.cleaner, metrics=metrics,
             retention_check_interval_ms=broker.log_dir.log_retention_check_interval_ms)
-        self.metadata = TopicMetadata(nodes, broker.log)
+        self.metadata = TopicMetadata(nodes, broker.log,
+                                      missing_dirs=description.missing_log_dirs)
         self._metadata_loaded = False
         self._load_lock = threading.Lock()
         self._progress: dict[str, tuple[str, int, int]] = {}
         self.transactions = TransactionCoordinator(
-            NodeStateStore(self.metadata, nodes, self._rooms),
+            NodeStateStore(self.metadata, nodes, self._rooms,
+                           partitions=broker.transactions.transaction_state_log_num_partitions),
             NodeMarkerWriter(nodes, self._route_or_none), broker.transactions)
         interval_s = broker.transactions.transaction_abort_timed_out_transaction_cleanup_interval_ms
         self.txn_loop = ControlLoop("strata-transactions",

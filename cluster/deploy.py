@@ -23,16 +23,26 @@ from cluster import actors
 from cluster.config import BrokerConfig
 from cluster.coordinator_service import worker_specs
 from cluster.errors import ActorUnavailableError
+from cluster.dir_identity import duplicate_partition_error, duplicate_partitions, plan_identity
 from cluster.handles import RayHandle, lookup
 from cluster.naming import COORDINATOR_NAME, abs_dir, node_actor_name
 from cluster.status import ClusterDescription
+from node.cluster_dirs import KnownDir
+from node.meta_properties import CURRENT_VERSION, MetaProperties
 from node.stats import LoadProgress
+from storage.errors import StorageError
 
 logger = logging.getLogger(__name__)
 
 
 def deploy(log_dirs: Sequence[str], broker: BrokerConfig, namespace: str, *,
-           head_started_by_strata: bool = False, timeout_s: float = 120.0) -> ClusterDescription:
+           head_started_by_strata: bool = False, timeout_s: float = 120.0,
+           allow_missing_log_dirs: bool = False) -> ClusterDescription:
+    """Start the actors of ``log_dirs`` (see the module docstring). Between the node actors and
+    the coordinator, the directories' identity is checked (``cluster.dir_identity``): a
+    directory of another cluster, or a known directory missing without
+    ``allow_missing_log_dirs``, ends the actors started and raises ``ForeignLogDirError`` /
+    ``MissingLogDirError``; a malformed identity file raises its node's typed error."""
     dirs = [abs_dir(d) for d in log_dirs]
     if not dirs:
         raise ValueError("a cluster needs at least one log directory (log.dirs)")
@@ -41,27 +51,103 @@ def deploy(log_dirs: Sequence[str], broker: BrokerConfig, namespace: str, *,
     hosts_of = {d: actors.host_of_dir(d) for d in dirs}
     hosts = dict(hosts_of.values())
     specs = worker_specs(sorted(hosts), broker.cleaner.num_threads)
-    description = ClusterDescription(
-        namespace=namespace, log_dirs=tuple(dirs),
-        node_names={d: node_actor_name(d) for d in dirs},
-        node_hosts={d: hosts_of[d][0] for d in dirs},
-        workers=tuple((name, host) for name, host, _ in specs),
-        properties=dict(broker.properties), head_started_by_strata=head_started_by_strata)
-    # every actor at once: each one's start is mostly its process importing the code
+    # the nodes and workers at once: each one's start is mostly its process importing the code
     nodes = {d: actors.start_node(d, namespace, broker.topic_defaults, broker.log_dir_properties)
              for d in dirs}
     workers = [actors.start_worker(name, cleaner_id, host, hosts[host], namespace,
                                    broker.cleaner_properties)
                for name, host, cleaner_id in specs]
+    running = _exists(COORDINATOR_NAME, namespace)   # deploying a running cluster again
+    try:
+        infos = dict(zip(nodes, ray.get([n.info.remote() for n in nodes.values()],
+                                        timeout=timeout_s)))
+        for d, info in infos.items():
+            if info["host"] != hosts_of[d][0]:
+                raise RuntimeError(f"the node actor of {d} runs on host {info['host']}, not on "
+                                   f"{hosts_of[d][0]} where its directory's resource is")
+        handles = {d: RayHandle(n, node_actor_name(d)) for d, n in nodes.items()}
+        found = [handles[d].call("identity", timeout=timeout_s) for d in dirs]
+        plan = plan_identity(found, allow_missing=allow_missing_log_dirs)
+    except BaseException:
+        if not running:
+            _end_actors(namespace, [node_actor_name(d) for d in dirs],
+                        [name for name, _, _ in specs], timeout_s)
+        raise
+    if plan.missing:
+        logger.warning("starting without the log directories %s (allow_missing_log_dirs): no "
+                       "partition is created until they are back", plan.missing)
+    known = {k.directory_id: k for k in plan.known}
+    directory_ids = {k.path: k.directory_id for k in known.values() if k.path in plan.node_ids}
+    description = ClusterDescription(
+        namespace=namespace, log_dirs=tuple(dirs),
+        node_names={d: node_actor_name(d) for d in dirs},
+        node_hosts={d: hosts_of[d][0] for d in dirs},
+        workers=tuple((name, host) for name, host, _ in specs),
+        properties=dict(broker.properties), head_started_by_strata=head_started_by_strata,
+        cluster_id=plan.cluster_id, node_ids=dict(plan.node_ids), directory_ids=directory_ids,
+        known_log_dirs=tuple((k.node_id, k.directory_id, k.path) for k in plan.known),
+        missing_log_dirs=dict(plan.missing))
     coordinator = actors.start_coordinator(description)
-    infos = dict(zip(nodes, ray.get([n.info.remote() for n in nodes.values()],
-                                    timeout=timeout_s)))
-    for d, info in infos.items():
-        if info["host"] != hosts_of[d][0]:
-            raise RuntimeError(f"the node actor of {d} runs on host {info['host']}, not on "
-                               f"{hosts_of[d][0]} where its directory's resource is")
     ray.get([w.ping.remote() for w in workers] + [coordinator.ping.remote()], timeout=timeout_s)
     return description
+
+
+def settle_log_dirs(description: ClusterDescription, *, timeout_s: float = 120.0) -> None:
+    """After every directory loaded: refuse a partition held by two directories (the cluster is
+    shut down, ``DuplicatePartitionError`` names the partition and both directories), then write
+    each directory's identity (``meta.properties`` and the ``cluster-log-dirs`` list) where it
+    is not already what ``description`` says."""
+    handles = {d: lookup(name, description.namespace) for d, name in
+               description.node_names.items()}
+    pendings = {d: h.submit("partitions") for d, h in handles.items()}
+    held = {}
+    for log_dir, pending in pendings.items():
+        try:
+            held[log_dir] = pending.result(timeout_s)
+        except StorageError as err:   # a directory that did not load: its stats say why
+            logger.info("cannot list the partitions of %s: %s", log_dir, err)
+    duplicates = duplicate_partitions(held)
+    if duplicates:
+        shutdown(description.namespace, timeout_s=timeout_s)
+        raise duplicate_partition_error(duplicates)
+    known = tuple(KnownDir(n, i, p) for n, i, p in description.known_log_dirs)
+    writes = {d: h.submit("write_identity",
+                          MetaProperties(CURRENT_VERSION, description.cluster_id,
+                                         description.node_ids[d], description.directory_ids[d]),
+                          known)
+              for d, h in handles.items() if d in held}
+    for log_dir, pending in writes.items():
+        try:
+            pending.result(timeout_s)
+        except StorageError as err:   # offline meanwhile: written at the next start
+            logger.info("cannot write the identity of %s: %s", log_dir, err)
+
+
+def _end_actors(namespace: str, node_names: Sequence[str], worker_names: Sequence[str],
+                timeout_s: float) -> None:
+    """Undo a start refused before its coordinator existed: close the node actors' directories
+    (cleanly, once loaded: the next start recovers nothing) and end every actor started."""
+    closing = []
+    for name in node_names:
+        try:
+            closing.append(lookup(name, namespace).submit("close"))
+        except ActorUnavailableError:
+            continue
+    for pending in closing:
+        try:
+            pending.result(timeout_s)
+        except Exception:  # noqa: BLE001 - the start is refused already; end the actor anyway
+            logger.info("closing a refused start's directory failed", exc_info=True)
+    for name in [*node_names, *worker_names]:
+        _kill(name, namespace)
+
+
+def _exists(name: str, namespace: str) -> bool:
+    try:
+        ray.get_actor(name, namespace=namespace)
+        return True
+    except ValueError:
+        return False
 
 
 def wait_loaded(description: ClusterDescription, *, timeout_s: float = 600.0,

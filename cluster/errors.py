@@ -39,3 +39,26 @@ class TopicExistsError(StorageError):
 class InvalidPartitionsError(StorageError):
     """``add_partitions`` asked for a count that is not an increase (Kafka's
     ``InvalidPartitionsException``): ``topic``, ``current`` and ``requested``. Nothing changed."""
+
+
+class MissingLogDirError(StorageError):
+    """A start that does not give every log directory the cluster knows (``missing``: path ->
+    node id, from the directories' ``cluster-log-dirs``), refused unless told to go on; or,
+    after such a start, the creation of a partition, refused because it might live in a missing
+    directory (a second copy would be created beside the real one). Unlike
+    ``ForeignLogDirError`` nothing is wrong with the directories given, one is absent."""
+
+
+class ForeignLogDirError(StorageError):
+    """A start whose directories do not all belong to one cluster: their ``meta.properties``
+    name different ``cluster.id``s (``clusters``: cluster id -> directories), or two of them
+    carry the same ``directory.id`` (one is a copy of the other). Always refused, as Kafka
+    refuses an "Invalid cluster.id" or a "Duplicate directory ID"."""
+
+
+class DuplicatePartitionError(StorageError):
+    """One partition (``topic``, ``partition``) held by two or more log directories (``dirs``):
+    a crash between a move's commit and the removal of its source, or a directory of a start
+    without it that was given again. Refused at start, as Kafka's ``LogManager.loadLog``
+    refuses "Duplicate log directories"; the partition is routed to none of them until one copy
+    is removed."""

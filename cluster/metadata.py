@@ -4,6 +4,12 @@ There is no metadata store besides the directories: every node lists its partiti
 topics' overrides (``topic-configs.json``), so the table is rebuilt by asking the nodes (after a
 coordinator restart too). A directory that cannot be asked keeps the routes learned before.
 New partitions are placed by ``cluster.placement``.
+
+A partition that two directories hold is routed to neither (``route`` raises
+``DuplicatePartitionError`` naming both), and its topic cannot be created again. While known
+directories are missing (a start told to go on without them, ``missing_dirs``), no partition is
+created at all (``MissingLogDirError``): any of them may live in a missing directory, and a
+second copy would be created beside it.
 """
 
 from __future__ import annotations
@@ -15,8 +21,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from cluster.errors import (ActorUnavailableError, InvalidPartitionsError, TopicExistsError,
-                            UnknownTopicError)
+from cluster.dir_identity import duplicate_partition_error, duplicate_partitions
+from cluster.errors import (ActorUnavailableError, InvalidPartitionsError, MissingLogDirError,
+                            TopicExistsError, UnknownTopicError)
 from cluster.handles import Handle
 from cluster.naming import is_internal
 from cluster.placement import DirRoom, place
@@ -46,8 +53,12 @@ class TopicMetadata:
     being created or deleted is refused a second create or delete (``TopicExistsError``)."""
 
     def __init__(self, nodes: Mapping[str, Handle], default_config: LogConfig,
-                 call_timeout_s: float = 60.0) -> None:
+                 call_timeout_s: float = 60.0, *,
+                 missing_dirs: Mapping[str, int] | None = None) -> None:
         self._nodes = dict(nodes)
+        self._missing = dict(missing_dirs or {})
+        self._held_by: dict[str, list[tuple[str, int]]] = {}
+        self._duplicates: dict[tuple[str, int], list[str]] = {}
         self._default = default_config
         self._timeout = call_timeout_s
         self._lock = threading.RLock()
@@ -57,6 +68,11 @@ class TopicMetadata:
         self._deleting: set[str] = set()    # topics a directory records as being deleted
         self._held: dict[str, dict[int, str]] = {}
         self._topic_locks: dict[str, threading.Lock] = {}
+
+    @property
+    def missing_dirs(self) -> dict[str, int]:
+        """The known directories this start went on without (path -> node id)."""
+        return dict(self._missing)
 
     def refresh(self) -> None:
         """Ask every node what it holds; a node that cannot answer keeps its old routes. A topic
@@ -74,6 +90,7 @@ class TopicMetadata:
                 logger.warning("cannot list the partitions of %s: %s", log_dir, err)
         with self._lock:
             for log_dir, (held, overrides, deleting) in answers.items():
+                self._held_by[log_dir] = [(t, p) for t, p in held]
                 for routes in self._routes.values():
                     for p in [p for p, d in routes.items() if d == log_dir]:
                         del routes[p]
@@ -84,7 +101,12 @@ class TopicMetadata:
                 self._deleting.update(deleting)
             for topic in self._deleting:
                 self._routes.pop(topic, None)
+            self._duplicates = duplicate_partitions(self._held_by)
+            for topic, partition in self._duplicates:
+                self._routes.get(topic, {}).pop(partition, None)
             self._routes = {t: r for t, r in self._routes.items() if r}
+        if self._duplicates:
+            logger.error("%s", duplicate_partition_error(self._duplicates))
 
     def resume_deletions(self, on_progress: Progress | None = None) -> list[str]:
         """Finish every topic delete a directory recorded and did not complete (a crash or a stop
@@ -108,9 +130,33 @@ class TopicMetadata:
             with self._lock:
                 found = self._routes.get(topic, {}).get(partition)
         if found is None:
-            raise UnknownTopicError(f"the cluster has no partition {topic}-{partition}",
-                                    topic=topic, partition=partition)
+            with self._lock:
+                dirs = self._duplicates.get((topic, partition))
+            if dirs:
+                raise duplicate_partition_error({(topic, partition): dirs})
+            raise UnknownTopicError(f"the cluster has no partition {topic}-{partition}"
+                                    + self._missing_note(), topic=topic, partition=partition)
         return found
+
+    def _missing_note(self) -> str:
+        if not self._missing:
+            return ""
+        return (f" (the log directories {', '.join(sorted(self._missing))} are missing from "
+                "this start: it may live there)")
+
+    def _refuse_creation(self, name: str) -> None:
+        """No partition of ``name`` is created while a known directory is missing, or while a
+        partition of it is held twice."""
+        if self._missing:
+            raise MissingLogDirError(
+                f"no partition of topic {name} is created while the log directories "
+                f"{', '.join(sorted(self._missing))} are missing (it may live there already); "
+                "start the cluster with every directory", topic=name,
+                missing=dict(self._missing))
+        with self._lock:
+            twice = {tp: d for tp, d in self._duplicates.items() if tp[0] == name}
+        if twice:
+            raise duplicate_partition_error(twice)
 
     def set_route(self, topic: str, partition: int, log_dir: str) -> None:
         """Route ``topic``-``partition`` to ``log_dir`` (it moved there)."""
@@ -141,6 +187,7 @@ class TopicMetadata:
         partitions = files.validate_partition_count(partitions, name)
         overrides = {str(k): _text(v) for k, v in config.items()}
         self._default.with_overrides(overrides)   # refuse bad settings before touching a node
+        self._refuse_creation(name)
         with self._lock:
             if self._routes.get(name) or name in self._busy or name in self._deleting:
                 state = ("is being deleted" if name in self._deleting
@@ -279,6 +326,7 @@ class TopicMetadata:
             with self._lock:
                 routes = self.routes(name)[name]
                 overrides = dict(self._configs.get(name, {}))
+            self._refuse_creation(name)
             current = max(routes) + 1
             if total <= current:
                 raise InvalidPartitionsError(

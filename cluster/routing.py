@@ -12,7 +12,7 @@ records its new route.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from cluster.errors import ActorUnavailableError, UnknownTopicError
@@ -36,9 +36,13 @@ class Routes:
     ``call`` runs a method on the partition's node and retries on the partition's new node when
     the node says it moved, until ``MOVED_RETRY_S``; any other error is the caller's."""
 
-    def __init__(self, coordinator: Handle, nodes: Mapping[str, Handle]) -> None:
+    def __init__(self, coordinator: Handle, nodes: Mapping[str, Handle],
+                 missing_dirs: Iterable[str] = ()) -> None:
+        """``missing_dirs``: known directories the cluster was started without (named when a
+        partition is not found: it may live there)."""
         self._coordinator = coordinator
         self._nodes = nodes
+        self._missing = sorted(missing_dirs)
         self._routes: dict[str, dict[int, str]] = {}
 
     def fetch(self, topic: str) -> dict[int, str]:
@@ -61,7 +65,9 @@ class Routes:
         if routes is None or partition not in routes:
             routes = self.fetch(topic)
         if partition not in routes:
-            raise UnknownTopicError(f"the cluster has no partition {topic}-{partition}",
+            note = (f" (the log directories {', '.join(self._missing)} are missing from this "
+                    "start: it may live there)" if self._missing else "")
+            raise UnknownTopicError(f"the cluster has no partition {topic}-{partition}{note}",
                                     topic=topic, partition=partition)
         return routes[partition]
 

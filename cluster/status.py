@@ -4,7 +4,7 @@ imports this module, not the coordinator."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -22,6 +22,14 @@ class ClusterDescription:
     workers: tuple[tuple[str, str], ...]          # (worker actor name, host)
     properties: dict[str, str]                    # the broker config
     head_started_by_strata: bool
+    # the identity the directories carry (cluster.dir_identity): meta.properties' cluster.id,
+    # node.id and directory.id of each directory, every directory the cluster knows as
+    # (node id, directory id, path), and those missing from this start (path -> node id)
+    cluster_id: str = ""
+    node_ids: dict[str, int] = field(default_factory=dict)
+    directory_ids: dict[str, str] = field(default_factory=dict)
+    known_log_dirs: tuple[tuple[int, str, str], ...] = ()
+    missing_log_dirs: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

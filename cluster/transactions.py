@@ -19,7 +19,15 @@ Where the state log lives: in the cluster, an internal compacted topic ``__strat
 (``cluster.txn_store.NodeStateStore``), written through the node actors with ``flush=True``. The coordinator
 actor has no directory of its own and Ray may restart it on another host; the nodes' directories
 survive a kill -9 of the coordinator, and the log directories are already what a cluster restart
-recovers. Unit tests and embedded users give a ``storage.log.Log`` (``cluster.txn_store.LogStateStore``).
+recovers. Unit tests and embedded users give ``storage.log.Log``s (``cluster.txn_store.LogStateStore``).
+
+The state log is partitioned as Kafka's ``__transaction_state``: a transactional id's records live
+in partition ``abs(javaHashCode(id)) % partitions`` (``txn_state.partition_for``), each partition
+with its own coordinator epoch. A partition that cannot be read at the load stays *unloaded*:
+every call of an id that maps to it tries to read it again and raises why it cannot (the
+directory's ``LogDirOfflineError``, an unknown partition of a missing directory), and ``tick``
+tries it too; the other ids are served meanwhile (Kafka's coordinator answers
+COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR for the partitions it has not loaded).
 
 Markers carry producer epoch ``MARKER_EPOCH`` (members append with ``DATA_EPOCH``), so a member
 still appending when its transaction ended (a zombie Spark task attempt) is fenced by the log
@@ -49,6 +57,7 @@ from cluster.txn_state import (
     UnknownTransactionError,
     coordinator_epoch_value,
     parse_coordinator_epoch,
+    partition_for,
 )
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.errors import InvalidConfigError, StorageError
@@ -58,14 +67,22 @@ logger = logging.getLogger(__name__)
 
 
 class StateStore(Protocol):
-    """The durable, keyed state log."""
+    """The durable, keyed state log, in partitions."""
 
-    def append(self, key: bytes, value: bytes | None) -> None:
-        """Append one record (None: a tombstone); durable (flushed) when it returns."""
+    def partition_count(self) -> int:
+        """The partitions of the state log: those of the existing log, else the configured
+        count (the log is created with it at the first append)."""
         ...
 
-    def read_all(self) -> Iterator[tuple[bytes, bytes | None]]:
-        """Every record, oldest first."""
+    def append(self, partition: int, key: bytes, value: bytes | None) -> None:
+        """Append one record (None: a tombstone) to ``partition``; durable (flushed) when it
+        returns. Raises the typed error of a partition that cannot be written (its directory
+        offline or missing)."""
+        ...
+
+    def read(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
+        """Every record of ``partition``, oldest first (none when the log does not exist yet).
+        Raises the typed error of a partition that cannot be read."""
         ...
 
 
@@ -116,40 +133,101 @@ class TransactionCoordinator:
         self._markers = markers
         self._clock = clock
         self._lock = threading.Lock()
+        self._load_lock = threading.Lock()
         self._txns: dict[str, TxnMetadata] = {}
         self._id_locks: dict[str, threading.Lock] = {}
         self._loaded = False
-        self._epoch_written = False
-        self.coordinator_epoch = 0
+        self._partitions = 1
+        self._unloaded: set[int] = set()
+        self._epochs: dict[int, int] = {}
+        self._epoch_written: set[int] = set()
 
     # ---- loading -----------------------------------------------------------------------------
     @property
     def loaded(self) -> bool:
         return self._loaded
 
-    def load(self) -> list[TxnOutcome]:
-        """Read the state log, take the next coordinator epoch (written before this coordinator's
-        first record, so a cluster that never uses transactions writes nothing), complete every
-        Prepare* transaction and abort the Ongoing ones past their timeout. Returns what it ended.
-        Idempotent: a second call only runs ``abort_expired``."""
+    @property
+    def coordinator_epoch(self) -> int:
+        """The highest coordinator epoch of the partitions loaded (0 before the load)."""
         with self._lock:
-            if not self._loaded:
-                txns: dict[str, TxnMetadata] = {}
-                epoch = 0
-                for key, value in self._store.read_all():
-                    if key == COORDINATOR_EPOCH_KEY and value is not None:
-                        epoch = max(epoch, parse_coordinator_epoch(value))
-                    elif key.startswith(TXN_KEY_PREFIX):
-                        tid = key[len(TXN_KEY_PREFIX):].decode()
-                        if value is None:
-                            txns.pop(tid, None)
-                        else:
-                            txns[tid] = TxnMetadata.from_record(key, value)
-                self.coordinator_epoch = epoch + 1
-                self._epoch_written = False     # written before this incarnation's first record
-                self._txns = txns
-                self._loaded = True
+            return max(self._epochs.values(), default=0)
+
+    @property
+    def partitions(self) -> int:
+        """The state log's partition count, as the load found it."""
+        return self._partitions
+
+    def unloaded_partitions(self) -> list[int]:
+        """The state log partitions not loaded yet: they could not be read (their directory is
+        offline or missing); their transactional ids fail until a later try reads them."""
+        with self._lock:
+            return sorted(self._unloaded)
+
+    def partition_of(self, transactional_id: str) -> int:
+        """The state log partition of ``transactional_id`` (Kafka's ``partitionFor``)."""
+        return partition_for(transactional_id, self._partitions)
+
+    def load(self) -> list[TxnOutcome]:
+        """Read every partition of the state log, take each one's next coordinator epoch
+        (written in the partition before this coordinator's first record there, so a cluster
+        that never uses transactions writes nothing), complete every Prepare* transaction and
+        abort the Ongoing ones past their timeout. Returns what it ended. A partition that cannot
+        be read is tried again at every ``tick`` and at every call of an id that maps to it.
+        Idempotent: a second call only runs ``tick``."""
+        with self._lock:
+            first = not self._loaded
+        if first:
+            with self._load_lock:
+                if not self._loaded:
+                    count = self._store.partition_count()
+                    with self._lock:
+                        self._partitions = count
+                        self._unloaded = set(range(count))
+                        self._loaded = True
+            self._load_unloaded()
         return self.tick()
+
+    def _load_unloaded(self) -> None:
+        """Try every partition not loaded yet; one that fails is logged and stays unloaded."""
+        for partition in self.unloaded_partitions():
+            try:
+                self._load_partition(partition)
+            except StorageError as err:
+                logger.warning("transaction state partition %d cannot be loaded: %s", partition,
+                               err)
+
+    def _load_partition(self, partition: int) -> None:
+        """Read ``partition`` into the table (raises what the store raised)."""
+        with self._load_lock:
+            with self._lock:
+                if partition not in self._unloaded:
+                    return
+            txns: dict[str, TxnMetadata] = {}
+            epoch = 0
+            for key, value in self._store.read(partition):
+                if key == COORDINATOR_EPOCH_KEY and value is not None:
+                    epoch = max(epoch, parse_coordinator_epoch(value))
+                elif key.startswith(TXN_KEY_PREFIX):
+                    tid = key[len(TXN_KEY_PREFIX):].decode()
+                    if value is None:
+                        txns.pop(tid, None)
+                    else:
+                        txns[tid] = TxnMetadata.from_record(key, value)
+            with self._lock:
+                for tid, meta in txns.items():
+                    self._txns.setdefault(tid, meta)
+                self._epochs[partition] = epoch + 1
+                self._unloaded.discard(partition)
+
+    def _require(self, transactional_id: str) -> int:
+        """The id's partition, loaded now if it was not (raises why it cannot be)."""
+        partition = self.partition_of(transactional_id)
+        with self._lock:
+            loaded = partition not in self._unloaded
+        if not loaded:
+            self._load_partition(partition)
+        return partition
 
     def tick(self) -> list[TxnOutcome]:
         """The periodic work: complete the decided transactions whose markers are not all
@@ -157,6 +235,7 @@ class TransactionCoordinator:
         forget the ids ended longer than ``transactional.id.expiration.ms`` ago."""
         if not self._loaded:
             return []
+        self._load_unloaded()
         with self._lock:
             pending = [t.transactional_id for t in self._txns.values() if t.state.preparing]
         done = []
@@ -181,7 +260,7 @@ class TransactionCoordinator:
                 meta = self._txns.get(tid)
                 if meta is None or not meta.forgettable(self._clock.milliseconds(), expiration):
                     continue
-                self._store.append(meta.key(), None)
+                self._store.append(self.partition_of(tid), meta.key(), None)
                 with self._lock:
                     del self._txns[tid]
                 forgotten += 1
@@ -212,6 +291,7 @@ class TransactionCoordinator:
                 f"transaction timeout {timeout!r} ms of {transactional_id} is not in 1.."
                 f"transaction.max.timeout.ms={self.config.transaction_max_timeout_ms}",
                 key="transaction.timeout.ms", value=timeout)
+        self._require(transactional_id)
         with self._id_lock(transactional_id):
             meta = self._txns.get(transactional_id)
             if meta is not None and meta.state.open:
@@ -246,6 +326,7 @@ class TransactionCoordinator:
         if not isinstance(producer_id, int) or producer_id < 0:
             raise InvalidConfigError(f"producer id {producer_id!r} is not an int >= 0",
                                      key="producer_id", value=producer_id)
+        self._require(transactional_id)
         with self._id_lock(transactional_id):
             meta = self._current(transactional_id, epoch)
             if not meta.state.open:
@@ -273,6 +354,7 @@ class TransactionCoordinator:
         ``ProducerFencedError`` for an old epoch (the coordinator aborted it on timeout, or a
         later ``begin`` took the id over)."""
         self._check_loaded()
+        self._require(transactional_id)
         with self._id_lock(transactional_id):
             meta = self._current(transactional_id, epoch)
             if meta.state.preparing:      # decided, markers not all written: finish it
@@ -310,6 +392,7 @@ class TransactionCoordinator:
 
     def describe(self, transactional_id: str) -> TxnMetadata:
         self._check_loaded()
+        self._require(transactional_id)
         with self._lock:
             meta = self._txns.get(transactional_id)
         if meta is None:
@@ -359,9 +442,10 @@ class TransactionCoordinator:
         return replace(outcome, replayed_batch=replayed) if replayed else outcome
 
     def _complete(self, prepared: TxnMetadata) -> TxnOutcome:
+        epoch = self._epochs[self.partition_of(prepared.transactional_id)]
         self._markers.write_markers([
             Marker(topic, partition, pid, ControlType.COMMIT if commit else ControlType.ABORT,
-                   self.coordinator_epoch)
+                   epoch)
             for topic, partition, pid, commit in prepared.markers()])
         target = (TxnState.COMPLETE_COMMIT if prepared.state == TxnState.PREPARE_COMMIT
                   else TxnState.COMPLETE_ABORT)
@@ -370,11 +454,13 @@ class TransactionCoordinator:
         return _outcome(done)
 
     def _write(self, meta: TxnMetadata) -> None:
-        if not self._epoch_written:
-            self._store.append(COORDINATOR_EPOCH_KEY,
-                               coordinator_epoch_value(self.coordinator_epoch))
-            self._epoch_written = True
-        self._store.append(meta.key(), meta.value())
+        partition = self.partition_of(meta.transactional_id)
+        if partition not in self._epoch_written:
+            self._store.append(partition, COORDINATOR_EPOCH_KEY,
+                               coordinator_epoch_value(self._epochs[partition]))
+            with self._lock:
+                self._epoch_written.add(partition)
+        self._store.append(partition, meta.key(), meta.value())
         with self._lock:
             self._txns[meta.transactional_id] = meta
 

@@ -29,8 +29,14 @@ compaction keeps exactly what a restart needs):
           "sink_batch": int (the last micro-batch id committed under this id, -1 none)}
 
     key   b"coordinator-epoch"
-    value JSON object {"v": 1, "epoch": int}: raised by every coordinator that loads the log, and
-          stamped on the markers it writes (Kafka's coordinatorEpoch)
+    value JSON object {"v": 1, "epoch": int}: raised by every coordinator that loads the
+          partition, written in it before the coordinator's first record there, and stamped on
+          the markers of its transactions (Kafka's coordinatorEpoch, one per partition)
+
+The state log has ``transaction.state.log.num.partitions`` partitions (50 by default, as Kafka's
+``__transaction_state``); the records of a transactional id live in partition
+``partition_for(id)``, so a partition that cannot be read or written costs only the ids that map
+to it.
 """
 
 from __future__ import annotations
@@ -56,10 +62,12 @@ KEYS: dict[str, str] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms":
         "transaction_abort_timed_out_transaction_cleanup_interval_ms",
     "transactional.id.expiration.ms": "transactional_id_expiration_ms",
+    "transaction.state.log.num.partitions": "transaction_state_log_num_partitions",
 }
 _KINDS = {"transaction.timeout.ms": INT, "transaction.max.timeout.ms": INT,
           "transaction.abort.timed.out.transaction.cleanup.interval.ms": INT,
-          "transactional.id.expiration.ms": INT}
+          "transactional.id.expiration.ms": INT, "transaction.state.log.num.partitions": INT}
+DEFAULT_STATE_LOG_PARTITIONS = 50     # Kafka's transaction.state.log.num.partitions
 
 
 class TxnState(enum.Enum):
@@ -121,6 +129,9 @@ class TransactionConfig:
     transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
     """An ended transaction's id is forgotten (a tombstone in the state log) after this long
     without a new transaction; never a streaming sink's, whose last batch id it keeps."""
+    transaction_state_log_num_partitions: int = DEFAULT_STATE_LOG_PARTITIONS
+    """The partitions of the state log when it is created (Kafka's key); a state log that
+    exists keeps its own count, as Kafka's does (``partition_for``)."""
 
     def __post_init__(self) -> None:
         for key, name in KEYS.items():
@@ -221,6 +232,28 @@ class TxnMetadata:
             raise StorageError(f"transaction state record {key!r} holds transaction "
                                f"{found.transactional_id!r}", key=key.decode(errors="replace"))
         return found
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode``: ``s[0]*31^(n-1) + ... + s[n-1]`` over the UTF-16 code units
+    (a character beyond U+FFFF counts as its two surrogates), in int32 arithmetic."""
+    data = text.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def kafka_abs(n: int) -> int:
+    """Kafka's ``Utils.abs``: the absolute value of an int32, 0 for ``Integer.MIN_VALUE``
+    (whose ``Math.abs`` is itself, negative)."""
+    return 0 if n == -(1 << 31) else abs(n)
+
+
+def partition_for(transactional_id: str, partitions: int) -> int:
+    """The state log partition of ``transactional_id`` (Kafka's
+    ``TransactionStateManager.partitionFor``: ``Utils.abs(id.hashCode) % partitions``)."""
+    return kafka_abs(java_string_hash(transactional_id)) % partitions
 
 
 def coordinator_epoch_value(epoch: int) -> bytes:

@@ -11,6 +11,7 @@ from storage.errors import LogDirOfflineError, StorageError
 
 __all__ = [
     "InvalidLogDirError",
+    "InvalidMetaPropertiesError",
     "InvalidTopicConfigError",
     "LogDirClosedError",
     "LogDirLockedError",
@@ -38,6 +39,13 @@ class InvalidLogDirError(StorageError):
     """The path cannot serve as a log directory: it exists but is not a directory, or it is not
     readable and writable. Raised by ``LogDir.open`` before anything is locked or loaded.
     """
+
+
+class InvalidMetaPropertiesError(StorageError):
+    """A log directory's ``meta.properties`` (``file``) that cannot be read as Kafka reads it:
+    not UTF-8, a line that is not ``key=value``, an unknown version, a missing or malformed
+    ``key``. Unlike ``InvalidLogDirError`` the directory itself is usable; its identity is not,
+    so no cluster may take it as one of its own until the file is repaired."""
 
 
 class LogDirClosedError(StorageError):

@@ -38,8 +38,11 @@ from typing import Any, Callable
 
 from cleaner.checkpoints import CheckpointChange
 from node import appends, cleaning_calls, partition_ops
+from node.cluster_dirs import DirIdentity, KnownDir, read_cluster_dirs, read_identity, \
+    write_cluster_dirs
 from node.errors import MoveRefusedError, UnknownPartitionError
 from node.logdir import LogDir
+from node.meta_properties import MetaProperties, write_meta_properties
 from node.move import CopyRecord, SourceSnapshot
 from node.mover import MoveResult, MoveSource, MoveStatus, Mover, SwitchResult, \
     source_snapshot_of, switch_out
@@ -201,6 +204,23 @@ class LogDirServer:
 
     def info(self) -> dict[str, Any]:
         return {"log_dir": str(self.path), "host": self.host, "pid": os.getpid()}
+
+    # ---- identity (node.meta_properties, node.cluster_dirs) ----------------------------------
+    def identity(self) -> DirIdentity:
+        """The directory's ``meta.properties`` and ``cluster-log-dirs``, read now, without
+        waiting for the load (``InvalidMetaPropertiesError``/``CheckpointError`` for a malformed
+        one)."""
+        return read_identity(self.path)
+
+    def write_identity(self, meta: MetaProperties | None,
+                       known: tuple[KnownDir, ...]) -> None:
+        """Write ``meta`` (when given) and ``known`` into the directory, each atomically; waits
+        for the load, so the directory's lock is held."""
+        self._dir
+        if meta is not None:
+            write_meta_properties(self.path, meta)
+        if read_cluster_dirs(self.path) != tuple(sorted(known, key=lambda k: k.node_id)):
+            write_cluster_dirs(self.path, known)
 
     def ping(self) -> str:
         return str(self.path)

@@ -57,6 +57,7 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 TOPIC_CONFIGS_FILE = "topic-configs.json"   # ours: the topic overrides a node keeps (node.topic_configs)
 LOCK_FILE = ".lock"
 META_PROPERTIES = "meta.properties"
+CLUSTER_LOG_DIRS_FILE = "cluster-log-dirs"   # ours: every log directory of the cluster (node.cluster_dirs)
 QUARANTINE_DIR = "quarantine"   # ours: bytes a recovery cut (storage.quarantine)
 MOVE_STATE_FILE = "move-state.json"   # ours: a -future directory's record of its move (node.move)
 MOVE_LOCK_FILE = "move.lock"          # ours: flock taken by both ends of a move (node.move)

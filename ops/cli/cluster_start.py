@@ -298,7 +298,8 @@ def _deploy(args: argparse.Namespace, dirs: list[str], properties: dict[str, Any
     with load_progress_bar(enabled=not args.json) as on_progress:
         return Cluster.start(log_dirs=dirs, config=properties, address=address,
                              namespace=args.namespace, timeout_s=args.timeout,
-                             on_progress=on_progress, head_started_by_strata=head_started)
+                             on_progress=on_progress, head_started_by_strata=head_started,
+                             allow_missing_log_dirs=args.allow_missing_log_dirs)
 
 
 def _stop_started_head(head: Any) -> None:

@@ -67,6 +67,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "--ray-start-arg=--ray-client-server-port=10101")
     start.add_argument("--timeout", type=float, default=600.0,
                        help="seconds to wait for the directories to load")
+    start.add_argument("--allow-missing-log-dirs", action="store_true",
+                       help="start even though log directories the cluster knows are not given "
+                            "(refused otherwise); their partitions are unavailable, and no "
+                            "partition is created until a start with every directory")
     start.set_defaults(handler=_run_start)
 
     status = actions.add_parser("status", help="directories and cleaners",

@@ -278,7 +278,8 @@ def _check_log_directory(directory: Path, given: Path) -> None:
     names = os.listdir(directory)
     markers = {files.RECOVERY_POINT_CHECKPOINT, files.LOG_START_OFFSET_CHECKPOINT,
                files.CLEANER_OFFSET_CHECKPOINT, files.REPLICATION_OFFSET_CHECKPOINT,
-               files.CLEAN_SHUTDOWN_FILE, files.LOCK_FILE, files.META_PROPERTIES}
+               files.CLEAN_SHUTDOWN_FILE, files.LOCK_FILE, files.META_PROPERTIES,
+               files.CLUSTER_LOG_DIRS_FILE}
     if not names or markers & set(names):
         return
     for name in names:

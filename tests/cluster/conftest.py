@@ -42,12 +42,13 @@ def start_cluster(ray_session: str, tmp_path: Path) -> Iterator[Callable[..., An
     started: list[Any] = []
 
     def start(dirs: int = 3, cleaners: int = 1, config: dict[str, Any] | None = None,
-              paths: list[Path] | None = None) -> Any:
+              paths: list[Path] | None = None, **start_kwargs: Any) -> Any:
         log_dirs = [str(p) for p in paths] if paths else [str(tmp_path / f"d{i}")
                                                            for i in range(dirs)]
         cluster = Cluster.start(log_dirs=log_dirs, cleaners=cleaners,
                                 config={**FAST, **(config or {})},
-                                namespace=f"strata-test-{next(_ids)}", address=ray_session)
+                                namespace=f"strata-test-{next(_ids)}", address=ray_session,
+                                **start_kwargs)
         started.append(cluster)
         return cluster
 

@@ -145,3 +145,31 @@ def test_a_start_whose_directory_does_not_load_fails_and_leaves_nothing_running(
     finally:
         strata.kill_head()
         subprocess.run(["rm", "-rf", strata.temp_dir], check=False)
+
+
+def test_a_start_without_a_known_directory_is_refused_unless_told_to_go_on(
+        tmp_path: Path) -> None:
+    """Two directories of one cluster, as a first start leaves them; `cluster start` given only
+    one of them refuses naming the other, and starts with --allow-missing-log-dirs."""
+    from cluster.dir_identity import plan_identity
+    from node.cluster_dirs import DirIdentity, write_cluster_dirs
+    from node.meta_properties import write_meta_properties
+
+    a, b = tmp_path / "A", tmp_path / "B"
+    plan = plan_identity([DirIdentity(str(a), None, None), DirIdentity(str(b), None, None)])
+    for d in (a, b):
+        d.mkdir()
+        write_meta_properties(d, plan.writes[str(d)])
+        write_cluster_dirs(d, plan.known)
+    strata = Strata(tempfile.mkdtemp(prefix="strata-mis4-", dir="/tmp"))
+    try:
+        refused = strata(*strata.start_args(a), "--json", check=False)
+        one_line(refused, 1, f"{b} (node.id 1)", "missing", "--allow-missing-log-dirs",
+                 "nothing was left running")
+        assert strata.head_processes() == []
+        started = strata(*strata.start_args(a), "--allow-missing-log-dirs", "--json")
+        strata.address = json.loads(started.stdout)["address"]
+        strata("cluster", "stop")
+    finally:
+        strata.kill_head()
+        subprocess.run(["rm", "-rf", strata.temp_dir], check=False)

@@ -92,3 +92,40 @@ def test_transactions_survive_a_kill_of_the_coordinator(start_cluster) -> None:
     assert txn.commit().committed
     assert committed(c, "t", 0) == [b"a0", b"a1"] and committed(c, "t", 1) == [b"b0", b"b1"]
     assert stable(c, "t", 0) and stable(c, "t", 1)
+
+
+def test_an_offline_directory_costs_only_the_transactional_ids_mapped_to_it(
+        start_cluster, immutable) -> None:
+    """``__strata_transactions`` has Kafka's 50 partitions over the directories: when one
+    directory goes offline (its disk refuses a write), the ids whose state partition lives there
+    fail and every other id keeps committing, on every other directory."""
+    from cluster.txn_state import partition_for
+    from pathlib import Path
+
+    from storage.errors import LogDirOfflineError
+
+    c = start_cluster(dirs=3, cleaners=1)
+    c.create_topic("t", partitions=3)
+    c.begin_transaction("probe").abort()
+    state = {t.name: t for t in c.list_topics(include_internal=True)}[STATE_TOPIC]
+    assert sorted(state.partitions) == list(range(50))
+    assert len(set(state.partitions.values())) == 3
+    victim = state.partitions[partition_for("probe", 50)]
+    segment = next((Path(victim) / f"{STATE_TOPIC}-{partition_for('probe', 50)}").glob("*.log"))
+    immutable(segment)
+    with pytest.raises(LogDirOfflineError):
+        c.begin_transaction("probe")
+    routes = {t.name: t for t in c.list_topics()}["t"].partitions
+    healthy = [p for p, d in routes.items() if d != victim]
+    ids = [f"job-{i}" for i in range(40)]
+    doomed = [i for i in ids if state.partitions[partition_for(i, 50)] == victim]
+    spared = [i for i in ids if state.partitions[partition_for(i, 50)] != victim]
+    with pytest.raises(LogDirOfflineError):
+        c.begin_transaction(doomed[0])
+    for tid in spared[:4]:
+        with c.begin_transaction(tid) as txn:
+            for p in healthy:
+                txn.produce("t", p, rows(tid.encode(), 1))
+        assert c.describe_transaction(tid).state == TxnState.COMPLETE_COMMIT
+    for p in healthy:
+        assert committed(c, "t", p) == [f"{t}0".encode() for t in spared[:4]]

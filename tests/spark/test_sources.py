@@ -128,8 +128,8 @@ def test_stats_have_a_row_for_every_actor_and_partition(strata) -> None:
     stats.createOrReplaceTempView("stats")
     roles = {r.role: r.n for r in strata.spark.sql(
         "SELECT role, count(*) AS n FROM stats GROUP BY role").collect()}
-    # the job's transaction made the internal topic __strata_transactions (1 partition)
-    assert roles == {"coordinator": 1, "log_dir": 3, "cleaner": 1, "partition": 5}
+    # the job's transaction made the internal topic __strata_transactions (50 partitions)
+    assert roles == {"coordinator": 1, "log_dir": 3, "cleaner": 1, "partition": 54}
     actors = stats.where("role != 'partition'").collect()
     assert all(r.pid and r.rss_bytes > 0 and r.cpu_seconds > 0 for r in actors)
     assert {r.directory for r in actors if r.role == "log_dir"} == set(c.description.log_dirs)
@@ -139,7 +139,8 @@ def test_stats_have_a_row_for_every_actor_and_partition(strata) -> None:
     assert all(r.cleanup_policy == "compact" and r.uncleanable is False for r in partitions)
     assert all(r.internal is False for r in partitions)
     internal = stats.where("role = 'partition' and internal").collect()
-    assert [(r.topic, r.partition) for r in internal] == [("__strata_transactions", 0)]
+    assert sorted((r.topic, r.partition) for r in internal) == \
+        [("__strata_transactions", p) for p in range(50)]
     cleaner = stats.where("role = 'cleaner'").first()
     assert cleaner.cleans >= 1 and cleaner.last_clean_mb_per_sec > 0
     assert 0 < cleaner.buffer_utilization <= 1
