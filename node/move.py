@@ -412,13 +412,7 @@ def resolve_futures(directory: Path) -> list[tuple[str, str]]:
     ``-future`` directory (a copy in progress is left to resume). Returns (name, why) of those
     kept (reported, never loaded); those left to resume are ``resumable_futures``."""
     kept = []
-    for name in sorted(os.listdir(directory)):
-        try:
-            parsed = files.parse_partition_dir(name)
-        except InvalidTopicError:
-            continue
-        if not parsed.is_future or not (directory / name).is_dir():
-            continue
+    for name, _parsed in _future_dirs(directory):
         action, _state, why = settle(directory, directory / name, resumable=True)
         log.warning("move leftover %s in %s: %s (%s)", name, directory, action, why)
         if action == KEEP:
@@ -430,19 +424,26 @@ def resumable_futures(directory: Path) -> dict[str, MoveState]:
     """The ``-future`` directories of ``directory`` holding a copy in progress (not complete),
     by name, with their states: what ``resolve_futures`` left to resume. Read-only."""
     found = {}
-    for name in sorted(os.listdir(directory)):
-        try:
-            parsed = files.parse_partition_dir(name)
-        except InvalidTopicError:
-            continue
-        if not parsed.is_future or not (directory / name).is_dir():
-            continue
+    for name, parsed in _future_dirs(directory):
         try:
             state = MoveState.read(directory / name)
         except (FileNotFoundError, NotADirectoryError, CheckpointError):
             continue
         if not state.complete and state.topic_partition == parsed.topic_partition:
             found[name] = state
+    return found
+
+
+def _future_dirs(directory: Path) -> list[tuple[str, files.PartitionDir]]:
+    """The ``-future`` directories of ``directory``, by name, with their parsed names."""
+    found = []
+    for name in sorted(os.listdir(directory)):
+        try:
+            parsed = files.parse_partition_dir(name)
+        except InvalidTopicError:
+            continue
+        if parsed.is_future and (directory / name).is_dir():
+            found.append((name, parsed))
     return found
 
 
