@@ -194,6 +194,9 @@ class PartitionModel:
             # (Kafka's LogLoader; the segments go to quarantine)
             self.batches.clear()
             self._forget_latest(lambda record: True)
+            for producer in self.producers.values():   # their batches went with the segments
+                producer.retry_is_defined = False
+                producer.must_bump_epoch = True
             end = self.log_start_offset
         if end < self.log_end_offset:
             for producer in self.producers.values():
