@@ -125,6 +125,7 @@ class LogLoader:
         self.dry_run = dry_run
         self._actions = LoadActions(directory, dry_run=dry_run)
         self._planned: dict[int, int] = {}    # dry run: base offset -> next offset after recovery
+        self._ends: dict[int, int] = {}       # base offset -> offset after its batches (_end_of)
 
     def _segment(self, base: int) -> LogSegment:
         """The segment at ``base`` (a dry run: the swap file a real load would have renamed)."""
@@ -339,14 +340,17 @@ class LogLoader:
 
     def _end_of(self, base: int) -> int:
         """The offset after the batches of the segment at ``base`` by their headers alone (no
-        CRC): a bound, not a promise."""
-        segment = self._segment(base)
-        try:
-            return segment.read_next_offset()
-        except (CorruptRecordError, OSError):
-            return base
-        finally:
-            segment.close()
+        CRC): a bound, not a promise. Read once a load (every recovery in pass 5 asks for the
+        last segment's)."""
+        if base not in self._ends:
+            segment = self._segment(base)
+            try:
+                self._ends[base] = segment.read_next_offset()
+            except (CorruptRecordError, OSError):
+                self._ends[base] = base
+            finally:
+                segment.close()
+        return self._ends[base]
 
     def _superseded(self, last_offset: int, later: list[int]) -> list[int]:
         """The later segments a cleaned segment ending at ``last_offset`` replaced (see
