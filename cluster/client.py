@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from cluster import attach, client_monitoring, data_path
 from cluster.data_path import (DEFAULT_BATCH_BYTES, DEFAULT_WINDOW, ProduceResult, TopicLayout,
                                encode_batches)
-from cluster.errors import UnknownTopicError
+from cluster.errors import UnknownLogDirError, UnknownTopicError
 from cluster.handles import RayHandle, lookup
 from cluster.naming import COORDINATOR_NAME, DEFAULT_NAMESPACE, abs_dir
 from cluster.routing import Routes
@@ -48,6 +48,7 @@ if TYPE_CHECKING:   # the client's answers; kept out of its imports (``strata`` 
     from cluster.txn_client import TxnHandle
     from cluster.txn_state import TxnMetadata
     from cluster.client_monitoring import ProcessSample
+    from cluster.node_restart import NodeRestart
     from node.mover import MoveResult, MoveStatus
     from node.stats import LoadProgress, PartitionDescription
 
@@ -254,7 +255,22 @@ class Cluster:
         return sorted(self._routing.fetch(topic))
 
     def node(self, log_dir: str) -> RayHandle:
-        return self._nodes[abs_dir(log_dir)]
+        """The node actor of ``log_dir``; ``UnknownLogDirError`` when it is not the cluster's."""
+        try:
+            return self._nodes[abs_dir(log_dir)]
+        except KeyError:
+            raise UnknownLogDirError(
+                f"{log_dir} is not a log directory of this cluster (its log directories: "
+                f"{', '.join(sorted(self._nodes))})", log_dir=str(log_dir),
+                log_dirs=sorted(self._nodes)) from None
+
+    def restart_node(self, log_dir: str, timeout_s: float = 300.0) -> NodeRestart:
+        """Restart the node actor of ``log_dir`` and return once its directory has loaded again
+        (``cluster.node_restart``): how an offline directory comes back after its disk is
+        repaired; the other directories keep serving meanwhile."""
+        from cluster.node_restart import restart_node
+
+        return restart_node(self.node(log_dir), abs_dir(log_dir), timeout_s)
 
     def _node_of(self, topic: str, partition: int) -> RayHandle:
         return self._routing.node_of(topic, partition)

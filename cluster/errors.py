@@ -62,3 +62,15 @@ class DuplicatePartitionError(StorageError):
     without it that was given again. Refused at start, as Kafka's ``LogManager.loadLog``
     refuses "Duplicate log directories"; the partition is routed to none of them until one copy
     is removed."""
+
+
+class UnknownLogDirError(StorageError):
+    """A call named a log directory (``log_dir``) that is not one of the cluster's
+    (``log_dirs``): nothing was done."""
+
+
+class NodeRestartError(StorageError):
+    """``Cluster.restart_node``: the node of ``log_dir`` did not come back serving within
+    ``timeout_s`` (its process did not restart, or its directory did not finish loading).
+    Unlike a directory that loaded and is still offline (a restart's result, not an error),
+    nothing is known of the new process."""

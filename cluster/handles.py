@@ -102,6 +102,14 @@ class RayHandle:
     def submit(self, method: str, *args: Any, **kwargs: Any) -> RayPending:
         return RayPending(getattr(self.actor, method).remote(*args, **kwargs), self.name)
 
+    def kill_and_restart(self) -> None:
+        """End the actor's process at once (no ``finally``, as ``kill -9``); Ray starts it again
+        (every Strata actor is restarted forever), rebuilding it from its constructor's
+        arguments. Calls in flight fail with ``ActorUnavailableError``."""
+        import ray
+
+        ray.kill(self.actor, no_restart=False)
+
 
 class RayPending:
     def __init__(self, ref: Any, actor: str) -> None:
@@ -149,6 +157,10 @@ class NamedHandle(RayHandle):
     def submit(self, method: str, *args: Any, **kwargs: Any) -> RayPending:
         self._actor()
         return super().submit(method, *args, **kwargs)
+
+    def kill_and_restart(self) -> None:
+        self._actor()
+        super().kill_and_restart()
 
 
 class CoordinatorLink:

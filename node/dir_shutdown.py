@@ -46,6 +46,7 @@ class DirShutdown:
         self._release_lock = threading.Lock()
         self.closed = False
         self._released = False
+        self._logs_closed = False
 
     def close(self, broker_epoch: int, loaded: bool,
               problems: tuple[PartitionProblem, ...]) -> None:
@@ -87,7 +88,7 @@ class DirShutdown:
         owned = self._owned_scheduler
         if owned is not None and owned.is_running:
             owned.schedule("shutdown", owned.shutdown, 0)   # it stops itself, unjoined
-        self.release()
+        self._close_logs()
 
     def stop_scheduler(self) -> None:
         """Stop scheduling tasks, and the owned scheduler's thread (joined)."""
@@ -101,12 +102,20 @@ class DirShutdown:
             if self._released:
                 return
             self._released = True
+        self._close_logs()
+        self._dir_lock.release()
+
+    def _close_logs(self) -> None:
+        """Close every log's files once (going offline, then releasing); ``.lock`` stays."""
+        with self._release_lock:
+            if self._logs_closed:
+                return
+            self._logs_closed = True
         for lg in self._table.snapshot():
             try:
                 lg.close()
             except Exception:  # noqa: BLE001 - releasing is best effort
                 log.exception("closing %s while releasing %s", lg.dir, self.path)
-        self._dir_lock.release()
 
 
 def _flush_and_close(lg: Log) -> None:

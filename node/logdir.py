@@ -19,8 +19,9 @@ Life of a directory::
                         .kafka_cleanshutdown (not when a partition was skipped at load: it
                         was never recovered); release .lock
     offline             after load, the first OSError from this directory (node.health) stops the
-                        tasks, closes every file, releases .lock; every later call raises
-                        LogDirOfflineError stating that error; stats() still answers
+                        tasks, closes every file (.lock stays held, naming this process, until
+                        close() or its death); every later call raises LogDirOfflineError
+                        stating that error; stats() still answers
 
 Collaborators, each owning one concern: ``node.dir_load`` (the load pass), ``node.log_table`` (the
 partitions and their lock), ``node.dir_deletes`` (asyncDelete and the delete task),
@@ -504,7 +505,7 @@ class LogDir:
             logs_to_delete=queued, invalid_dirs=self.invalid_dirs,
             task_failures=self._scheduler.failures, last_task_failure=self._scheduler.last_failure,
             partitions=partitions, problems=self.problems, quarantined=self.quarantined,
-            file_system=file_system_id(str(self.path)))
+            file_system=file_system_id(str(self.path)), pid=os.getpid())
 
     # ---- shutdown ----------------------------------------------------------------------------
     def close(self, broker_epoch: int = -1) -> None:

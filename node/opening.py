@@ -9,6 +9,7 @@ While the directory loads, ``wait`` blocks for up to ``wait_s`` and then raises
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from pathlib import Path
 from typing import Callable
@@ -100,7 +101,8 @@ class OpeningDir:
                            disk_total_bytes=total, disk_used_bytes=used, disk_free_bytes=free,
                            load_time_ms=0.0, had_clean_shutdown=False, logs_to_delete=0,
                            invalid_dirs=(), task_failures=0, last_task_failure=None,
-                           partitions=(), file_system=file_system_id(directory))
+                           partitions=(), file_system=file_system_id(directory),
+                           pid=os.getpid())
 
     def close(self, broker_epoch: int) -> None:
         """Wait for the load to end, close the directory if it opened, join the load thread."""

@@ -108,7 +108,8 @@ class LogDirStats:
     """One log directory. ``disk_*`` describe the file system holding it (``psutil.disk_usage``;
     zeros when it cannot be read); ``log_bytes`` is the sum of the partitions' sizes.
 
-    When the directory is offline ``partitions`` is empty and ``offline_reason`` says what failed.
+    When the directory is offline ``partitions`` is empty and ``offline_reason`` says what failed;
+    ``pid`` is the process serving it (online or offline: restarting it brings the directory back).
     ``problems`` lists the partitions loading skipped and ``quarantined`` the files recovery moved
     to a partition's ``quarantine/`` folder when this directory was opened.
     """
@@ -132,6 +133,7 @@ class LogDirStats:
     problems: tuple[PartitionProblem, ...] = ()
     quarantined: tuple[QuarantinedFile, ...] = ()
     file_system: str = ""          # host and device of the file system; see ``file_system_id``
+    pid: int = 0                   # the process serving the directory (``.lock`` names it)
 
 
 def partition_stats(log: Log, cleaner_offset: int | None) -> PartitionStats:

@@ -74,9 +74,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     start.set_defaults(handler=_run_start)
 
     status = actions.add_parser("status", help="directories and cleaners",
-                                description="The directories and cleaners of a running cluster "
+                                description="The directories (with the pid of the process "
+                                            "serving each) and cleaners of a running cluster "
                                             "and its count of topics (`strata topic list` lists "
-                                            "them); exits 1 when a directory is offline.")
+                                            "them); exits 1 when a directory is offline "
+                                            "(`strata log-dirs restart DIR` brings it back once "
+                                            "repaired).")
     add_common_args(status)
     status.set_defaults(handler=run_status)
 
@@ -116,8 +119,10 @@ def run_status(args: argparse.Namespace) -> int:
               f"{len(document['log_dirs'])} log directories, {len(document['topics'])} topics, "
               f"cleaner {'enabled' if cleaner['enabled'] else 'disabled'}")
     print_table(out, "log directories",
-                ["log dir", "host", "online", "partitions", "size", "free", "total", "reason"],
-                [(d["log_dir"], d["host"], d["online"], d["partitions"], bytes_text(d["log_bytes"]),
+                ["log dir", "host", "pid", "online", "partitions", "size", "free", "total",
+                 "reason"],
+                [(d["log_dir"], d["host"], d["pid"], d["online"], d["partitions"],
+                  bytes_text(d["log_bytes"]),
                   bytes_text(d["free_bytes"]), bytes_text(d["total_bytes"]), d["offline_reason"])
                  for d in document["log_dirs"]], wrap=["reason"])
     print_table(out, "partitions", ["partition", "log dir", "log start", "log end", "size"],
@@ -162,6 +167,7 @@ def status_document(cluster: Any) -> dict[str, Any]:
 def dir_summary(row: dict[str, Any]) -> dict[str, Any]:
     return {"log_dir": row["log_dir"], "online": bool(row.get("online")),
             "offline_reason": row.get("offline_reason"), "partitions": row.get("partitions", 0),
+            "pid": row.get("pid") or None,
             "log_bytes": row.get("log_bytes", 0), "free_bytes": row.get("disk_free_bytes", 0),
             "total_bytes": row.get("disk_total_bytes", 0),
             "had_clean_shutdown": row.get("had_clean_shutdown")}

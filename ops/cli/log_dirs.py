@@ -1,4 +1,6 @@
-"""``strata log-dirs describe``: Kafka's ``kafka-log-dirs.sh --describe``.
+"""``strata log-dirs describe``: Kafka's ``kafka-log-dirs.sh --describe``; ``strata log-dirs
+restart DIR``: restart the node of one directory (``Cluster.restart_node``), how an offline
+directory comes back once its disk is repaired (Kafka would restart the whole broker).
 
 ``--json`` prints Kafka's document, one broker per host (numbered in host order; one host is
 broker 0)::
@@ -23,11 +25,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from typing import Any
 
 from ops.cli import add_common_args, connect, disconnect, write
 from ops.cli.log_dir_moves import register_actions
-from ops.tools import EXIT_OK
+from ops.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
 
 STORAGE_ERROR = "org.apache.kafka.common.errors.KafkaStorageException"
 
@@ -46,6 +49,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     describe.add_argument("--topic-list", default=None,
                           help="comma-separated topics to show (default: all)")
     describe.set_defaults(handler=run)
+    restart = actions.add_parser(
+        "restart", help="restart the node of one directory (bring an offline one back)",
+        description="Restart the node actor of DIR: it closes the directory (cleanly when it is "
+                    "online), its process ends, Ray starts it again and it loads DIR (an offline "
+                    "directory is recovered from its recovery points, as after a crash). The "
+                    "other directories keep serving. Exits 1 when DIR, or one of its "
+                    "partitions, is still offline after the restart (the fault is still "
+                    "there).")
+    add_common_args(restart)
+    restart.add_argument("log_dir", metavar="DIR", help="the log directory whose node restarts")
+    restart.add_argument("--timeout", type=float, default=300.0,
+                         help="seconds to wait for the directory to load again (default 300)")
+    restart.set_defaults(handler=run_restart)
     register_actions(actions)
 
 
@@ -64,6 +80,42 @@ def run(args: argparse.Namespace) -> int:
         write(document)
     else:
         _print(document)
+    return EXIT_OK
+
+
+def run_restart(args: argparse.Namespace) -> int:
+    from cluster.errors import NodeRestartError, UnknownLogDirError
+
+    cluster = connect(args)
+    try:
+        try:
+            done = cluster.restart_node(args.log_dir, timeout_s=args.timeout)
+        except UnknownLogDirError as err:
+            raise UsageError(str(err)) from None
+        except NodeRestartError as err:
+            print(f"strata log-dirs: error: {err}", file=sys.stderr)
+            return EXIT_PROBLEMS
+    finally:
+        cluster.close()
+        disconnect()
+    if args.json:
+        write(done)
+    how = ("closed cleanly, nothing to recover" if done.closed_cleanly else
+           f"recovered {done.recovered_segments} segments, truncated {done.truncated_bytes} bytes")
+    if not done.online:
+        print(f"strata log-dirs: error: restarted the node of {done.log_dir} (pid "
+              f"{done.old_pid} -> {done.new_pid}), but it is still offline: "
+              f"{done.offline_reason}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    if done.not_loaded:
+        print(f"strata log-dirs: error: restarted the node of {done.log_dir} (pid "
+              f"{done.old_pid} -> {done.new_pid}), but it did not load "
+              f"{len(done.not_loaded)} partitions (still offline): "
+              + "; ".join(done.not_loaded), file=sys.stderr)
+        return EXIT_PROBLEMS
+    if not args.json:
+        print(f"restarted the node of {done.log_dir}: pid {done.old_pid} -> {done.new_pid}; "
+              f"online, {done.partitions} partitions ({how}) in {done.elapsed_s:.1f} s")
     return EXIT_OK
 
 

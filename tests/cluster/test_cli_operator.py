@@ -1,0 +1,158 @@
+"""An operator's first hour, through the real ``strata`` command on a cluster that ``strata cluster
+start`` started (a Ray head of its own, shared by the module): directories A and B, each on a small
+ext4 file system of its own (a loop-mounted image) of one size: a ballast can fill one, ``chattr
++i`` takes write permission even from an open file (tmpfs does not enforce that), and placement,
+which spreads partitions by free bytes, gives each directory its share.
+
+* ops/README §3.4 followed step by step on a directory taken offline by a full disk and by a lost
+  write permission: ``cluster status`` names it, its reason and the pid of its node (the pid in
+  its ``.lock``); the other directory keeps serving; after the repair ``strata log-dirs restart``
+  brings it back without a restart of the cluster, nothing acknowledged is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.cluster.test_cli_cluster import Strata
+from tests.cluster.test_cli_cluster_mistakes import one_line
+from tests.conftest import Immutable
+
+NAMESPACE = "strata-operator"
+FS_SIZE = "32M"
+
+
+class Served:
+    """The module's cluster: the runner, directory A (on the file system ``mount``), B."""
+
+    def __init__(self, strata: Strata, mount: Path, a: Path, b: Path) -> None:
+        self.strata, self.mount, self.a, self.b = strata, mount, a, b
+
+    def __call__(self, *args: str, stdin: str | None = None,
+                 code: int | None = 0) -> subprocess.CompletedProcess[str]:
+        result = self.strata(*args, f"--namespace={NAMESPACE}", stdin=stdin, check=False)
+        if code is not None:
+            assert result.returncode == code, (args, result.stdout[-2000:], result.stderr[-3000:])
+        return result
+
+    def json(self, *args: str, stdin: str | None = None, code: int = 0) -> dict:
+        return json.loads(self(*args, "--json", stdin=stdin, code=code).stdout)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    root = tmp_path_factory.mktemp("operator")
+    mounts: list[Path] = []
+    for name in ("fsA", "fsB"):
+        mount, image = root / name, root / f"{name}.img"
+        mount.mkdir()
+        subprocess.run(["truncate", "-s", FS_SIZE, str(image)], check=True)
+        made = subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], capture_output=True,
+                              text=True)
+        mounted = made.returncode == 0 and subprocess.run(
+            ["mount", "-o", "loop", str(image), str(mount)], capture_output=True, text=True)
+        if not mounted or mounted.returncode != 0:
+            _unmount(mounts)
+            pytest.skip("cannot mount a loop file system here (not root?)")
+        mounts.append(mount)
+    temp_dir = tempfile.mkdtemp(prefix="strata-op-", dir="/tmp")   # short: Ray's socket paths
+    strata = Strata(temp_dir)
+    a, b = mounts[0] / "A", mounts[1] / "B"
+    try:
+        started = strata(*strata.start_args(a, b), f"--namespace={NAMESPACE}")
+        strata.address = re.search(r"on Ray at (\S+):", started.stdout).group(1)
+        yield Served(strata, mounts[0], a, b)
+        strata("cluster", "stop", f"--namespace={NAMESPACE}", check=False)
+    finally:
+        strata.kill_head()
+        subprocess.run(["rm", "-rf", temp_dir], check=False)
+        _unmount(mounts)
+
+
+def _unmount(mounts: list[Path]) -> None:
+    for mount in mounts:
+        if subprocess.run(["umount", str(mount)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def lines(start: int, count: int) -> str:
+    return "".join(f"k{i}\tv{i}\n" for i in range(start, start + count))
+
+
+def dir_status(served: Served, log_dir: Path, code: int) -> dict:
+    status = served.json("cluster", "status", code=code)
+    return next(d for d in status["log_dirs"] if d["log_dir"] == str(log_dir))
+
+
+def lock_pid(log_dir: Path) -> int:
+    return int((log_dir / ".lock").read_text().strip())
+
+
+def consumed(served: Served, topic: str, partition: int) -> list[str]:
+    return served("consume", topic, f"--partition={partition}").stdout.splitlines()
+
+
+def test_the_runbook_brings_a_full_or_unwritable_directory_back_without_restarting_the_cluster(
+        served: Served, immutable: Immutable) -> None:
+    created = served.json("topic", "create", "orders", "--partitions=2")
+    assert sorted(created["partitions"].values()) == sorted([str(served.a), str(served.b)])
+    in_a, in_b = (next(int(p) for p, d in created["partitions"].items() if d == str(log_dir))
+                  for log_dir in (served.a, served.b))
+    for p in (in_a, in_b):
+        served("produce", "orders", f"--partition={p}", "--flush", stdin=lines(0, 200))
+    pids = {d["log_dir"]: d["pid"] for d in served.json("cluster", "status")["log_dirs"]}
+    assert pids == {str(served.a): lock_pid(served.a), str(served.b): lock_pid(served.b)}
+
+    # a full disk: A goes offline, B keeps serving
+    ballast = served.mount / "ballast"
+    free = shutil.disk_usage(served.mount).free
+    with open(ballast, "wb") as f:
+        f.write(b"\0" * max(0, free - 256 * 1024))
+    big = "".join(f"k{i}\t{'x' * 2000}\n" for i in range(1000))
+    one_line(served("produce", "orders", f"--partition={in_a}", stdin=big, code=1), 1,
+             "LogDirOfflineError", str(served.a))
+    offline = dir_status(served, served.a, code=1)
+    assert not offline["online"] and re.search("No space|ENOSPC|short write",
+                                               offline["offline_reason"])
+    assert offline["pid"] == lock_pid(served.a) == pids[str(served.a)]   # the node to restart
+    served("produce", "orders", f"--partition={in_b}", stdin=lines(200, 10))
+    # the repair, then the node's restart: A loads again (recovery), the cluster never stopped
+    ballast.unlink()
+    restarted = served("log-dirs", "restart", str(served.a))
+    assert f"restarted the node of {served.a}" in restarted.stdout and "online" in restarted.stdout
+    back = dir_status(served, served.a, code=0)
+    assert back["online"] and back["pid"] != pids[str(served.a)] == offline["pid"]
+    assert back["pid"] == lock_pid(served.a)
+    assert consumed(served, "orders", in_a)[:200] == lines(0, 200).splitlines()
+    served("produce", "orders", f"--partition={in_a}", "--flush", stdin=lines(900, 5))
+    assert consumed(served, "orders", in_a)[-5:] == lines(900, 5).splitlines()
+
+    # a lost write permission: B goes offline; a restart before the repair says it still is
+    active = max((served.b / f"orders-{in_b}").glob("*.log"))
+    immutable(active)
+    one_line(served("produce", "orders", f"--partition={in_b}", stdin=lines(210, 10), code=1), 1,
+             "LogDirOfflineError", "EPERM")
+    offline = dir_status(served, served.b, code=1)
+    assert "EPERM" in offline["offline_reason"] and offline["pid"] == lock_pid(served.b)
+    served("produce", "orders", f"--partition={in_a}", stdin=lines(905, 5))   # A serves
+    still = served("log-dirs", "restart", str(served.b), code=1)
+    one_line(still, 1, str(served.b), f"orders-{in_b}", "still offline")
+    immutable.clear()
+    served("log-dirs", "restart", str(served.b))
+    assert dir_status(served, served.b, code=0)["online"]
+    assert consumed(served, "orders", in_b) == lines(0, 210).splitlines()
+    served("produce", "orders", f"--partition={in_b}", stdin=lines(210, 10))
+    assert consumed(served, "orders", in_b) == lines(0, 220).splitlines()
+
+
+def test_restart_of_a_directory_the_cluster_does_not_have_is_refused(served: Served) -> None:
+    one_line(served("log-dirs", "restart", "/no/such/dir", code=2), 2, "/no/such/dir",
+             "is not a log directory of this cluster")
