@@ -11,6 +11,9 @@ per record (JSON Lines): partition, offset, timestamp, key, value and headers, w
 are not UTF-8 become ``{"base64": ...}``. Without ``--partition`` every partition is read, in
 order.
 
+A read the cluster refuses (a corrupt batch, an offline directory) ends the command with one
+line on stderr naming the error, and exit code 1 (the records of earlier reads stay printed).
+
 Records are decoded by the node holding the partition (``Cluster.read_records``, in chunks of at
 most ``--max-messages``), so the command itself loads no decoder.
 """
@@ -23,7 +26,7 @@ from typing import Any, Iterator
 
 from ops.cli import (add_common_args, connect, disconnect, offset_number,
                               partition_number, text_or_base64)
-from ops.tools import EXIT_OK, UsageError
+from ops.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
 
 CHUNK = 10_000   # records per read call
 
@@ -59,6 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cluster.errors import UnknownTopicError
+    from storage.errors import StorageError
 
     if args.max_records is not None and args.max_records < 0:
         raise UsageError("--max-messages must not be negative")
@@ -85,6 +89,10 @@ def run(args: argparse.Namespace) -> int:
             _print(records, args, out)
         except UnknownTopicError as err:
             raise UsageError(str(err)) from None
+        except StorageError as err:   # a corrupt batch, an offline directory: one line
+            out.flush()
+            print(f"strata consume: {type(err).__name__}: {err}", file=sys.stderr)
+            return EXIT_PROBLEMS
         except KeyboardInterrupt:
             if not args.follow:
                 raise

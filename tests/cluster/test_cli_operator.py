@@ -8,6 +8,7 @@ which spreads partitions by free bytes, gives each directory its share.
   write permission: ``cluster status`` names it, its reason and the pid of its node (the pid in
   its ``.lock``); the other directory keeps serving; after the repair ``strata log-dirs restart``
   brings it back without a restart of the cluster, nothing acknowledged is lost.
+* ``consume`` of an offline directory or of a corrupt batch: one line naming the error, exit 1.
 """
 
 from __future__ import annotations
@@ -124,6 +125,8 @@ def test_the_runbook_brings_a_full_or_unwritable_directory_back_without_restarti
                                                offline["offline_reason"])
     assert offline["pid"] == lock_pid(served.a) == pids[str(served.a)]   # the node to restart
     served("produce", "orders", f"--partition={in_b}", stdin=lines(200, 10))
+    one_line(served("consume", "orders", f"--partition={in_a}", code=1), 1,
+             "LogDirOfflineError", str(served.a))
     # the repair, then the node's restart: A loads again (recovery), the cluster never stopped
     ballast.unlink()
     restarted = served("log-dirs", "restart", str(served.a))
@@ -156,3 +159,17 @@ def test_the_runbook_brings_a_full_or_unwritable_directory_back_without_restarti
 def test_restart_of_a_directory_the_cluster_does_not_have_is_refused(served: Served) -> None:
     one_line(served("log-dirs", "restart", "/no/such/dir", code=2), 2, "/no/such/dir",
              "is not a log directory of this cluster")
+
+
+def test_consume_of_a_corrupt_batch_says_so_in_one_line(served: Served) -> None:
+    created = served.json("topic", "create", "damaged", "--partitions=1")
+    log_dir = Path(created["partitions"]["0"])
+    served("produce", "damaged", "--partition=0", "--flush", stdin=lines(0, 20))
+    served("produce", "damaged", "--partition=0", "--flush", stdin=lines(20, 20))
+    segment = log_dir / "damaged-0" / "00000000000000000000.log"
+    size = segment.stat().st_size
+    with open(segment, "r+b") as f:     # the second batch's records: its CRC no longer matches
+        f.seek(size - 40)
+        f.write(b"\xff" * 8)
+    result = served("consume", "damaged", "--partition=0", code=1)
+    one_line(result, 1, "CorruptRecordError", "damaged-0")
