@@ -14,7 +14,10 @@ splits); it adds what the loader does not judge (index contents, records that do
 producer snapshots, checkpoints). It finds:
 
     kind                      action          what happens on repair
-    temp-file                 delete          *.deleted, *.cleaned, an unfinished *.swap: removed
+    temp-file                 delete          *.cleaned, an unfinished *.swap: removed
+    scheduled-delete          none            *.deleted: scheduled for deletion by the node
+                                              (file.delete.delay.ms not over when it stopped);
+                                              its next load deletes it (no damage)
     swap                      complete-swap   a finished *.log.swap is renamed over its originals
     swapped-original          delete          a segment file replaced by such a swap
     invalid-swap              quarantine      a *.log.swap not fit to complete (garbage, a bad

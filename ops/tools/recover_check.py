@@ -220,6 +220,14 @@ def check_partition(directory: Path, path: Path, advance: Callable[[str], None],
                 message = "an index without its .log; the loader deletes it"
             else:
                 message = action.reason
+            if kind == "temp-file" and action.path.name.endswith(files.DELETED_SUFFIX):
+                # a file the node had scheduled for deletion (retention, a clean's swap,
+                # file.delete.delay.ms not over when it stopped): the load deletes it, as
+                # Kafka's does; what a clean shutdown leaves, no damage
+                findings.append(Finding("scheduled-delete", name, "scheduled for deletion "
+                                        "before the node stopped; the next load deletes it",
+                                        NONE, bytes=action.bytes))
+                continue
             findings.append(Finding(kind, name, message, DELETE,
                                     bytes=action.bytes if kind == "temp-file" else 0))
         elif action.kind == L.QUARANTINE_SWAP:

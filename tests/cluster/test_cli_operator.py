@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -68,7 +69,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     strata = Strata(temp_dir)
     a, b = mounts[0] / "A", mounts[1] / "B"
     try:
-        started = strata(*strata.start_args(a, b), f"--namespace={NAMESPACE}")
+        started = strata(*strata.start_args(a, b), f"--namespace={NAMESPACE}",
+                         "--set=log.retention.check.interval.ms=300")
         strata.address = re.search(r"on Ray at (\S+):", started.stdout).group(1)
         yield Served(strata, mounts[0], a, b)
         strata("cluster", "stop", f"--namespace={NAMESPACE}", check=False)
@@ -170,6 +172,41 @@ def test_consume_of_a_corrupt_batch_says_so_in_one_line(served: Served) -> None:
     size = segment.stat().st_size
     with open(segment, "r+b") as f:     # the second batch's records: its CRC no longer matches
         f.seek(size - 40)
+        original = f.read(8)
+        f.seek(size - 40)
         f.write(b"\xff" * 8)
-    result = served("consume", "damaged", "--partition=0", code=1)
-    one_line(result, 1, "CorruptRecordError", "damaged-0")
+    try:
+        result = served("consume", "damaged", "--partition=0", code=1)
+        one_line(result, 1, "CorruptRecordError", "damaged-0")
+    finally:
+        with open(segment, "r+b") as f:
+            f.seek(size - 40)
+            f.write(original)
+
+
+def test_a_cleanly_stopped_cluster_leaves_directories_recover_calls_healthy(
+        served: Served) -> None:
+    """Run last: it stops the module's cluster. Every partition has data in its active segment
+    (appended as records the node encodes, and as batches a large produce encodes), and one has
+    segments scheduled for deletion (``.deleted``, ``file.delete.delay.ms``) when
+    the cluster stops: neither is damage."""
+    created = served.json("topic", "create", "kept", "--partitions=2",
+                          "--config=segment.bytes=2048")
+    for p in range(2):
+        served("produce", "kept", f"--partition={p}", stdin=lines(0, 300))
+    served("topic", "create", "bulk", "--partitions=2")
+    served("produce", "bulk", stdin="".join(f"key{i}\t{'v' * 60}\n" for i in range(6000)))
+    served("topic", "delete-records", "kept", "--partition=0", "--before-offset=250")
+    first = Path(created["partitions"]["0"]) / "kept-0"
+    deadline = time.monotonic() + 30
+    while not list(first.glob("*.deleted")):
+        assert time.monotonic() < deadline, sorted(p.name for p in first.iterdir())
+        time.sleep(0.2)
+    stopped = served("cluster", "stop", "--keep-head")
+    assert "closed cleanly" in stopped.stdout
+    assert list(first.glob("*.deleted"))
+    for log_dir in (served.a, served.b):
+        result = served.strata("recover", str(log_dir), "--dry-run", "--json", check=False)
+        report = json.loads(result.stdout)
+        assert (result.returncode, report["status"]) == (0, "healthy"), [
+            (p["partition"], f) for p in report["partitions"] for f in p["findings"]]
