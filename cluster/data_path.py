@@ -267,3 +267,32 @@ def consume_decoded(read: Callable[[int, int], list[Record]], from_offset: int,
         if len(records) < chunk:
             return
         offset = records[-1].offset + 1
+
+
+def skip_held(items: Iterator[tuple[str, int, bytes]], cluster: Any,
+              producer_id: int) -> Iterator[tuple[str, int, bytes]]:
+    """A retried idempotent producer's batches (a Spark task's retry, a ``strata produce --file``
+    run again) less the records the log already holds; ``cluster`` answers ``last_sequence``.
+    The log answers a retry of one of a producer's last five batches as a duplicate but one
+    older than those, or one overlapping a stored batch in part, as out of order (Kafka's rule),
+    so the retry asks each partition once for the producer's last sequence, drops the batches
+    wholly at or below it and re-encodes a batch that straddles it with only its records after
+    it."""
+    from storage.records import BatchHeader, RecordBatch, build_batch
+
+    held: dict[tuple[str, int], int] = {}
+    for topic, partition, data in items:
+        key = (topic, partition)
+        if key not in held:
+            held[key] = cluster.last_sequence(topic, partition, producer_id)
+        header = BatchHeader.parse(data)
+        last = held[key]
+        if header.last_sequence <= last:
+            continue
+        if header.base_sequence <= last:
+            batch = RecordBatch(data)
+            data = build_batch(batch.records()[last + 1 - header.base_sequence:],
+                               compression=batch.compression, producer_id=header.producer_id,
+                               producer_epoch=header.producer_epoch, base_sequence=last + 1,
+                               is_transactional=header.is_transactional)
+        yield topic, partition, data

@@ -49,6 +49,7 @@ from pyspark.sql.types import (
 
 from cluster.spark import offsets
 from cluster.spark import options as opts
+from cluster.data_path import skip_held   # a retried idempotent task's batches
 from cluster.spark.connection import connect, settle_heap, warm_up
 from cluster.spark.errors import SourceOptionError, WriteRejectedError
 from cluster.spark.read_tasks import ReadTask, read_tasks
@@ -271,33 +272,6 @@ class StrataWriter(DataSourceArrowWriter):
         if plan.txn is not None:
             TxnHandle.attach(connect(plan.address, plan.namespace), plan.txn).abort()
 
-
-
-def skip_held(items: Iterator[tuple[str, int, bytes]], cluster: Cluster,
-              producer_id: int) -> Iterator[tuple[str, int, bytes]]:
-    """A retried idempotent task's batches less the records the log already holds. The log
-    answers a retry of one of a producer's last five batches as a duplicate but one older than
-    those, or one overlapping a stored batch in part, as out of order (Kafka's rule), so the
-    retry asks each partition once for the producer's last sequence, drops the batches wholly at
-    or below it and re-encodes a batch that straddles it with only its records after it."""
-    from storage.records import BatchHeader, RecordBatch, build_batch
-
-    held: dict[tuple[str, int], int] = {}
-    for topic, partition, data in items:
-        key = (topic, partition)
-        if key not in held:
-            held[key] = cluster.last_sequence(topic, partition, producer_id)
-        header = BatchHeader.parse(data)
-        last = held[key]
-        if header.last_sequence <= last:
-            continue
-        if header.base_sequence <= last:
-            batch = RecordBatch(data)
-            data = build_batch(batch.records()[last + 1 - header.base_sequence:],
-                               compression=batch.compression, producer_id=header.producer_id,
-                               producer_epoch=header.producer_epoch, base_sequence=last + 1,
-                               is_transactional=header.is_transactional)
-        yield topic, partition, data
 
 
 # ---- read --------------------------------------------------------------------------------------------

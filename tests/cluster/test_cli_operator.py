@@ -9,6 +9,9 @@ which spreads partitions by free bytes, gives each directory its share.
   its ``.lock``); the other directory keeps serving; after the repair ``strata log-dirs restart``
   brings it back without a restart of the cluster, nothing acknowledged is lost.
 * ``consume`` of an offline directory or of a corrupt batch: one line naming the error, exit 1.
+* an interrupted ``produce --file`` says per partition what it stored, and the same command run
+  again stores the rest, nothing twice (an idempotent producer resuming).
+* a cleanly stopped cluster leaves directories ``recover --dry-run`` calls healthy.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,7 +29,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.cluster.test_cli_cluster import Strata
+from tests.cluster.test_cli_cluster import ROOT, Strata
 from tests.cluster.test_cli_cluster_mistakes import one_line
 from tests.conftest import Immutable
 
@@ -121,7 +126,8 @@ def test_the_runbook_brings_a_full_or_unwritable_directory_back_without_restarti
         f.write(b"\0" * max(0, free - 256 * 1024))
     big = "".join(f"k{i}\t{'x' * 2000}\n" for i in range(1000))
     one_line(served("produce", "orders", f"--partition={in_a}", stdin=big, code=1), 1,
-             "LogDirOfflineError", str(served.a))
+             "LogDirOfflineError", str(served.a), "stored before it stopped",
+             f"orders-{in_a}: ")
     offline = dir_status(served, served.a, code=1)
     assert not offline["online"] and re.search("No space|ENOSPC|short write",
                                                offline["offline_reason"])
@@ -182,6 +188,39 @@ def test_consume_of_a_corrupt_batch_says_so_in_one_line(served: Served) -> None:
         with open(segment, "r+b") as f:
             f.seek(size - 40)
             f.write(original)
+
+
+def test_an_interrupted_produce_says_what_it_stored_and_a_run_again_stores_the_rest_once(
+        served: Served, tmp_path: Path) -> None:
+    served("topic", "create", "big", "--partitions=2")
+    total = 300_000
+    big = tmp_path / "big.tsv"
+    big.write_text(lines(0, total))
+    command = ["produce", "big", "--file", str(big), "--batch-bytes=32768"]
+    env = {**served.strata.env, "RAY_ADDRESS": served.strata.address}
+    run = subprocess.Popen([sys.executable, "-m", "ops.cli", *command, f"--namespace={NAMESPACE}"],
+                           cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+
+    def stored_bytes() -> int:
+        return sum(f.stat().st_size for d in (served.a, served.b) for f in d.glob("big-*/*.log"))
+    deadline = time.monotonic() + 120
+    while stored_bytes() < 256 * 1024:
+        assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+        time.sleep(0.05)
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=120)
+    said = one_line(subprocess.CompletedProcess(run.args, run.returncode, out, err), 130,
+                    "interrupted", "run the same command again")
+    stored = {int(p): (int(n), int(end)) for p, n, end in re.findall(
+        r"big-(\d+): (\d+) records stored, log end offset (\d+)", said)}
+    assert set(stored) == {0, 1} and all(n == end for n, end in stored.values()), said
+    assert 0 < sum(n for n, _ in stored.values()) < total, said
+
+    again = served(*command)
+    assert f"produced {total - sum(n for n, _ in stored.values())} records" in again.stderr
+    got = served("consume", "big").stdout.splitlines()
+    assert sorted(got) == sorted(lines(0, total).splitlines())       # every record once
 
 
 def test_a_cleanly_stopped_cluster_leaves_directories_recover_calls_healthy(
