@@ -74,7 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     first = words[0] if words else None
     parser = build_parser([COMMAND_MODULES[first]] if first in COMMAND_MODULES else None)
-    args = parser.parse_args(words)
+    args, extras = parser.parse_known_args(words)
+    if extras:
+        _unrecognized(parser, args, extras)
     try:
         return int(args.handler(args))
     except UsageError as err:
@@ -88,6 +90,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+
+
+def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                  extras: list[str]) -> NoReturn:
+    """Refuse ``extras`` with the usage of the sub-command they were given to (argparse would
+    print the top-level usage), saying what to use instead of a Kafka tool's flag."""
+    from ops.cli.kafka_flags import hint
+
+    command = parser
+    while True:
+        sub = next((a for a in command._actions if isinstance(a, argparse._SubParsersAction)),
+                   None)
+        name = None if sub is None else getattr(args, sub.dest, None)
+        if sub is None or name not in sub.choices:
+            break
+        command = sub.choices[name]
+    hints = [f"{flag.split('=', 1)[0]}: {said}" for flag in extras
+             if flag.startswith("--") and (said := hint(args.command, flag)) is not None]
+    message = f"unrecognized arguments: {' '.join(extras)}"
+    if hints:
+        message += " (" + "; ".join(hints) + ")"
+    command.error(message)
 
 
 def entry() -> NoReturn:

@@ -146,3 +146,26 @@ def test_tables_written_to_a_file_keep_every_value_whole(
     for out in (wide.stdout, narrow.stdout):
         assert "…" not in out
         assert f"{topic}-0/00000000000000000000.timeindex" in out
+
+
+def test_an_unknown_flag_shows_the_sub_commands_usage_and_what_to_use_for_a_kafka_flag() -> None:
+    for args, usage, flag, instead in (
+            (["consume", "orders", "--group", "g1"], "usage: strata consume", "--group",
+             "no consumer groups"),
+            (["consume", "orders", "--from-beginning"], "usage: strata consume",
+             "--from-beginning", "--from-offset 0"),
+            (["consume", "orders", "--bootstrap-server", "localhost:9092"],
+             "usage: strata consume", "--bootstrap-server", "--address"),
+            (["produce", "orders", "--bootstrap-server=localhost:9092"], "usage: strata produce",
+             "--bootstrap-server", "--namespace"),
+            (["topic", "create", "orders", "--replication-factor", "3"],
+             "usage: strata topic create", "--replication-factor", "no replication")):
+        result = run_strata(*args, code=2)
+        assert result.stderr.startswith(usage), result.stderr
+        error = result.stderr.strip().splitlines()[-1]
+        assert error.startswith(f"{usage[7:]}: error: unrecognized arguments: {flag}"), error
+        assert f"{flag}: " in error and instead in error, error
+    plain = run_strata("log-dirs", "describe", "--no-such-flag", code=2).stderr
+    assert plain.startswith("usage: strata log-dirs describe")
+    assert plain.strip().splitlines()[-1] == ("strata log-dirs describe: error: unrecognized "
+                                              "arguments: --no-such-flag")
