@@ -164,8 +164,10 @@ def run_trigger(args: argparse.Namespace) -> int:
             config = next(t.config for t in cluster.list_topics(include_internal=True)
                           if t.name == args.topic)
             if "compact" not in config.get("cleanup.policy", ""):
-                return _nothing(args, f"{args.topic} is not compacted: the cleaner knows no "
-                                f"compacted partition {tp}")
+                # refused as explain, pause and resume refuse it: nothing here is the cleaner's
+                raise UsageError(f"{args.topic} is not compacted (cleanup.policy="
+                                 f"{config.get('cleanup.policy', 'delete')}): the cleaner "
+                                 f"cleans compacted topics only, nothing was triggered for {tp}")
             explanation = None       # just created: the cleaner has not polled it yet
         if explanation is not None and not args.roll and not explanation.cleanable_bytes:
             reason = explanation.reason.removeprefix(f"{explanation.status.value}: ")

@@ -6,7 +6,9 @@ every ``--poll-interval`` seconds, until ``--max-messages`` records were printed
 
 Text output is one record per line, ``key<TAB>value`` (the input format of ``strata produce``; a
 null is printed as ``--null-marker``, default empty), or the value only with ``--value-only``;
-``--print-offsets`` puts ``partition<TAB>offset<TAB>`` first. ``--json`` prints one JSON document
+``--print-offsets`` puts ``partition<TAB>offset<TAB>`` first. A ``--from-offset`` past a
+partition's log end is refused (exit 2) naming where the log ends, as a fetch there is Kafka's
+``OffsetOutOfRange``. ``--json`` prints one JSON document
 per record (JSON Lines): partition, offset, timestamp, key, value and headers, where bytes that
 are not UTF-8 become ``{"base64": ...}``. Without ``--partition`` every partition is read, in
 order.
@@ -83,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
             partitions = [args.partition]
         try:
             starts = {p: _start(cluster, args, p) for p in partitions}
+            if args.from_timestamp is None and args.from_offset > 0:
+                _refuse_past_end(cluster, args.topic, starts)
             chunk = min(args.max_records or CHUNK, CHUNK)
             records = (_follow(cluster, args.topic, starts, args.poll_interval, chunk)
                        if args.follow else _read(cluster, args.topic, starts, chunk))
@@ -107,6 +111,21 @@ def _start(cluster: Any, args: argparse.Namespace, partition: int) -> int:
         return args.from_offset
     found = cluster.offset_for_time(args.topic, partition, args.from_timestamp)
     return cluster.offsets(args.topic, partition)[1] if found is None else found
+
+
+def _refuse_past_end(cluster: Any, topic: str, starts: dict[int, int]) -> None:
+    """``UsageError`` naming each partition whose log ends before its start offset: a fetch
+    there is Kafka's ``OffsetOutOfRange`` (reading at the log end itself is fine: nothing yet)."""
+    past = []
+    for partition, start in starts.items():
+        end = cluster.offsets(topic, partition)[1]
+        if start > end:
+            past.append(f"{topic}-{partition} ends at offset {end}")
+    if past:
+        start = next(iter(starts.values()))
+        raise UsageError(f"offset {start} is past the end: " + ", ".join(past)
+                         + " (the log end offset is the next offset to be written; "
+                         "`strata topic offsets` lists them)")
 
 
 def _read(cluster: Any, topic: str, starts: dict[int, int],

@@ -11,6 +11,8 @@ which spreads partitions by free bytes, gives each directory its share.
 * ``consume`` of an offline directory or of a corrupt batch: one line naming the error, exit 1.
 * an interrupted ``produce --file`` says per partition what it stored, and the same command run
   again stores the rest, nothing twice (an idempotent producer resuming).
+* ``consume --from-offset`` past the log end and ``cleaner trigger`` of a topic that is not
+  compacted are refused in one line.
 * a cleanly stopped cluster leaves directories ``recover --dry-run`` calls healthy.
 """
 
@@ -188,6 +190,24 @@ def test_consume_of_a_corrupt_batch_says_so_in_one_line(served: Served) -> None:
         with open(segment, "r+b") as f:
             f.seek(size - 40)
             f.write(original)
+
+
+def test_consume_past_the_log_end_says_where_it_ends(served: Served) -> None:
+    served("topic", "create", "short", "--partitions=1")
+    served("produce", "short", "--partition=0", stdin=lines(0, 5))
+    refused = served("consume", "short", "--from-offset", "99999999", code=2)
+    one_line(refused, 2, "offset 99999999 is past the end", "short-0 ends at offset 5")
+    assert refused.stdout == ""
+    assert served("consume", "short", "--from-offset=5").stdout == ""     # at the end: nothing
+    assert served("consume", "short", "--from-offset=4").stdout == "k4\tv4\n"
+
+
+def test_cleaner_trigger_of_a_topic_that_is_not_compacted_is_refused(served: Served) -> None:
+    served("topic", "create", "plain", "--partitions=1")
+    for verb in ("trigger", "explain"):
+        one_line(served("cleaner", verb, "plain", code=2), 2, "plain")
+    one_line(served("cleaner", "trigger", "plain", code=2), 2, "not compacted",
+             "nothing was triggered")
 
 
 def test_an_interrupted_produce_says_what_it_stored_and_a_run_again_stores_the_rest_once(
