@@ -33,6 +33,22 @@ def _index_base(path: Path) -> int:
     return base
 
 
+def _preallocated_only(data: bytes | memoryview) -> bool:
+    """Every slot of the index is zero: the preallocated file of an active segment that has no
+    entry yet. Its zeroed tail starts at slot 0 (no index writes an entry for the segment's
+    first batch, at position 0), so it holds no entry; Kafka's dump would read slot 0 as one."""
+    return not bytes(data).rstrip(b"\0")
+
+
+def _no_entries_yet(name: str, slots: int, opts: DumpOptions, doc: dict[str, Any],
+                    out: TextIO) -> dict[str, Any]:
+    doc["preallocatedSlots"] = slots
+    if not opts.verify_index_only and not opts.json:
+        out.write(f"{name} holds no entries yet ({slots} preallocated zeroed slots: the index of "
+                  "an active segment).\n")
+    return doc
+
+
 def _dump_index(path: Path, name: str, kind: str, opts: DumpOptions, trailers: Trailers,
                 out: TextIO, err: TextIO) -> dict[str, Any]:
     from storage.index import OFFSET_ENTRY, OffsetIndex
@@ -48,6 +64,8 @@ def _dump_index(path: Path, name: str, kind: str, opts: DumpOptions, trailers: T
     if opts.index_sanity_check:
         return _sanity_check(OffsetIndex(path, base, writable=False), name, doc, trailers, opts, out,
                              err)
+    if _preallocated_only(data):
+        return _no_entries_yet(name, count, opts, doc, out)
     log_data = _sibling_log(path, name, err, opts, doc)
     mismatches: list[tuple[int, int]] = []
     for i in range(count):
@@ -125,6 +143,8 @@ def _dump_time_index(path: Path, name: str, kind: str, opts: DumpOptions, traile
     if opts.index_sanity_check:
         return _sanity_check(TimeIndex(path, base, writable=False), name, doc, trailers, opts, out,
                              err)
+    if _preallocated_only(data):
+        return _no_entries_yet(name, len(data) // TIME_ENTRY.size, opts, doc, out)
     log_data = _sibling_log(path, name, err, opts, doc)
     offsets = OffsetIndex(_sibling(path, ".index"), base, writable=False)
     key = str(path.absolute())

@@ -537,3 +537,29 @@ def test_verify_reports_a_txn_index_entry_that_names_a_commit_marker(
     assert code == 1
     assert "the marker of producer 1 at offset 3 is a commit" in out
     assert f"{index}: damaged: 1 problem" in out
+
+
+def test_a_live_segments_preallocated_indexes_dump_no_entries_and_no_mismatches(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An active segment's indexes are preallocated zeroed slots until the segment is closed
+    (trimmed then). Without an entry yet (less than index.interval.bytes appended), every slot is
+    zero: the dump stops at that zeroed tail, as lookups do, instead of reading slot 0 as an
+    entry for the base offset (a mismatch with the first batch, and a timestamp 0)."""
+    log = Log.open(tmp_path / "t-0", LogConfig())
+    try:
+        log.append_batch(build_batch([Record(b"k%d" % i, b"v", 1_700_000_000_000 + i)
+                                      for i in range(5)]))
+        log.flush()
+        index = tmp_path / "t-0" / "00000000000000000000.index"
+        times = tmp_path / "t-0" / "00000000000000000000.timeindex"
+        assert index.stat().st_size > 8 and not index.read_bytes().strip(b"\0")   # preallocated
+        code, out, err = dump(capsys, index, times)
+        assert (code, err) == (0, "")
+        assert "offset: 0 position: 0" not in out and "timestamp: 0" not in out, out
+        assert "Mismatches" not in out and "Found timestamp mismatch" not in out, out
+        code, out, err = dump(capsys, "--verify-index-only", index, times)
+        assert (code, err) == (0, ""), err
+        code, out, _ = dump(capsys, "--verify", index, times)
+        assert code == 0 and out.count(": ok") == 2, out
+    finally:
+        log.close()
