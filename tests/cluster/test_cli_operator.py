@@ -13,6 +13,7 @@ which spreads partitions by free bytes, gives each directory its share.
   again stores the rest, nothing twice (an idempotent producer resuming).
 * ``consume --from-offset`` past the log end and ``cleaner trigger`` of a topic that is not
   compacted are refused in one line.
+* the README's ``Cluster.connect`` example attaches to the cluster the CLI started.
 * a cleanly stopped cluster leaves directories ``recover --dry-run`` calls healthy.
 """
 
@@ -241,6 +242,21 @@ def test_an_interrupted_produce_says_what_it_stored_and_a_run_again_stores_the_r
     assert f"produced {total - sum(n for n, _ in stored.values())} records" in again.stderr
     got = served("consume", "big").stdout.splitlines()
     assert sorted(got) == sorted(lines(0, total).splitlines())       # every record once
+
+
+def test_the_readmes_connect_example_attaches_to_a_cluster_the_cli_started(
+        served: Served) -> None:
+    readme = (ROOT / "README.md").read_text()
+    example = next(block for block in re.findall(r"```python\n(.*?)```", readme, re.S)
+                   if "Cluster.connect(" in block)
+    code = example.replace('namespace="strata"', f'namespace="{NAMESPACE}"')
+    env = {**served.strata.env, "RAY_ADDRESS": served.strata.address}
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines()[0] == "[(0, b'/home')]"
+    assert ("clicks", 2) in eval(result.stdout.splitlines()[1])   # noqa: S307 - our own output
+    assert served("consume", "clicks", "--partition=0").stdout == "u1\t/home\n"   # still up
 
 
 def test_a_cleanly_stopped_cluster_leaves_directories_recover_calls_healthy(
