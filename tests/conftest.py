@@ -154,6 +154,7 @@ SLOW_MODULES = frozenset({
     "tests/cluster/test_cli_cluster_mistakes.py",
     "tests/cluster/test_topic_verbs.py",
     "tests/cluster/test_cli_scale.py",
+    "tests/cluster/test_cli_operator.py",
     "tests/ops/test_prometheus.py",
     "tests/storage/test_crash.py",
     "tests/storage/test_transactions_model.py",
