@@ -74,6 +74,15 @@ def resolve_start(cluster: Any, topic: str, position: opts.StartingPosition,
         raise SourceOptionError(f"option {position.option} names partitions {sorted(unknown)} "
                                 f"that topic {topic} does not have (it has "
                                 f"{len(bounds)})", option=position.option)
+    missing = set(bounds) - named
+    if named and missing:
+        # Kafka's source asserts it too (KafkaOffsetReader.fetchSpecificOffsets, and the
+        # timestamp variant): a partition left out must not silently read from earliest
+        what = ("-2 for earliest, -1 for latest" if position.offsets
+                else "a timestamp for each")
+        raise SourceOptionError(f"option {position.option} must name every partition of topic "
+                                f"{topic} ({what}); missing: {sorted(missing)}",
+                                option=position.option, missing=sorted(missing))
     out = {}
     for partition, b in sorted(bounds.items()):
         stamp = position.timestamps.get(partition, position.timestamp)

@@ -10,7 +10,8 @@ import pytest
 
 from cluster.spark import options as opts
 from cluster.spark.errors import DataLossError, SourceOptionError
-from cluster.spark.offsets import Bounds, checked_start, limit_ends, resolve_end
+from cluster.spark.offsets import (Bounds, checked_start, limit_ends, resolve_end,
+                                   resolve_start)
 
 
 def test_every_option_the_parsers_read_is_in_the_table() -> None:
@@ -190,3 +191,25 @@ def test_a_task_whose_start_retention_deleted_since_the_plan_reports_data_loss(t
             for v in b.column("value").to_pylist()]
     assert rows == [b"%d" % i for i in range(cut, end)]
     log.close()
+
+
+@pytest.mark.parametrize("option, raw, what, missing", [
+    ("startingOffsets", '{"0": 5}', "-2 for earliest, -1 for latest", [1, 2]),
+    ("startingOffsets", '{"t": {"0": 5, "2": -2}}', "-2 for earliest, -1 for latest", [1]),
+    ("startingOffsetsByTimestamp", '{"0": 1700000000000}', "a timestamp for each", [1, 2]),
+])
+def test_a_starting_json_that_leaves_out_partitions_is_refused_naming_them(
+        option, raw, what, missing) -> None:
+    """Kafka's source asserts that a per-partition start names every partition; the ones left
+    out would otherwise read from earliest without anyone having asked for it."""
+    position = opts.starting_position({option: raw}, "t", opts.EARLIEST)
+    bounds = {p: Bounds(0, 10, 10) for p in range(3)}
+    with pytest.raises(SourceOptionError, match=f"option {option} must name every partition "
+                                                f"of topic t") as raised:
+        resolve_start(None, "t", position, bounds, opts.READ_UNCOMMITTED, True)
+    assert what in str(raised.value) and raised.value.option == option
+    assert raised.value.missing == missing and f"missing: {missing}" in str(raised.value)
+    whole = opts.starting_position({"startingOffsets": '{"0": 5, "1": -2, "2": -1}'}, "t",
+                                   opts.EARLIEST)
+    assert resolve_start(None, "t", whole, bounds, opts.READ_UNCOMMITTED, True) == \
+        {0: 5, 1: 0, 2: 10}

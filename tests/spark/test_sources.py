@@ -83,7 +83,9 @@ def test_starting_offsets_skip_what_came_before(strata) -> None:
         strata.read("t", startingOffsets="latest").count()
     with pytest.raises(Exception, match="endingOffsets for t-1 can't be earliest"):
         strata.read("t", endingOffsets='{"1": -2}').count()
-    some = strata.read("t", startingOffsets='{"t": {"0": %d}}' % offsets[0][-3])
+    with pytest.raises(Exception, match=r"must name every partition of topic t .*missing: \[1\]"):
+        strata.read("t", startingOffsets='{"t": {"0": 5}}').count()
+    some = strata.read("t", startingOffsets='{"t": {"0": %d, "1": -2}}' % offsets[0][-3])
     assert some.count() == 3 + len(offsets[1])     # (a commit marker follows the records)
 
 

@@ -168,7 +168,8 @@ def test_starting_offsets_by_timestamp_and_ending_offsets_bound_a_batch_read(str
     c.create_topic("window", partitions=2)
     produce(c, "window", 0, range(0, 100))
     produce(c, "window", 1, range(100, 200))
-    read = strata.read("window", startingOffsetsByTimestamp='{"0": %d}' % (T0 + 20),
+    starts = '{"0": %d, "1": %d}' % (T0 + 20, T0)
+    read = strata.read("window", startingOffsetsByTimestamp=starts,
                        endingOffsets='{"window": {"0": 30, "1": -1}}')
     assert sorted(int(r.value) for r in read.collect()) == \
         list(range(20, 30)) + list(range(100, 200))
