@@ -3,7 +3,8 @@ appear on the Prometheus endpoint given by ``--metrics-export-port`` and in the 
 
 Plain classes report to a ``MetricsSink``; ``RayMetrics`` is the real one (created inside each
 actor), ``NullMetrics`` and ``RecordingMetrics`` serve code run without Ray and tests. Every metric
-is declared once in ``METRICS`` with its kind, help text and tag keys.
+is declared once in ``METRICS`` with its kind, help text and tag keys; ops/README.md §3.6 maps each
+to its Kafka JMX counterpart.
 """
 
 from __future__ import annotations
@@ -20,7 +21,11 @@ METRICS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "strata_appended_bytes": (COUNTER, "Bytes of record batches appended", PART),
     "strata_appended_records": (COUNTER, "Records appended", PART),
     "strata_log_size_bytes": (GAUGE, "Size of a partition log", PART),
-    "strata_dirty_ratio": (GAUGE, "Share of a compacted log not cleaned yet", PART),
+    "strata_log_start_offset": (GAUGE, "First offset of a partition log", PART),
+    "strata_log_end_offset": (GAUGE, "Next offset to be written to a partition log", PART),
+    "strata_uncleaned_ratio": (GAUGE, "Share of a compacted log's bytes from its first dirty "
+                                      "segment to its end, active segment included (not "
+                                      "cleaner explain's dirty ratio)", PART),
     "strata_cleanable_bytes": (GAUGE, "Bytes the cleaner may clean now", PART),
     "strata_log_dir_offline": (GAUGE, "1 when the log directory is offline", DIR),
     "strata_log_dir_free_bytes": (GAUGE, "Free bytes of the directory's file system", DIR),

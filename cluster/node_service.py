@@ -80,7 +80,9 @@ class NodeMetrics:
         for p in stats.partitions:
             tags = {**self._tags, "topic": p.topic, "partition": p.partition}
             m.set("strata_log_size_bytes", p.size_bytes, tags)
-            m.set("strata_dirty_ratio", p.dirty_ratio, tags)
+            m.set("strata_log_start_offset", p.log_start_offset, tags)
+            m.set("strata_log_end_offset", p.log_end_offset, tags)
+            m.set("strata_uncleaned_ratio", p.dirty_ratio, tags)
 
     def load_progress(self, progress: LoadProgress) -> None:
         self._metrics.set("strata_recovery_remaining_logs", progress.remaining_logs, self._tags)

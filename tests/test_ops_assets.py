@@ -58,3 +58,11 @@ def test_every_fact_is_exported_by_one_actor_only() -> None:
                             root / "cluster" / "coordinator.py")}
     both = set(setters["node_service.py"]) & set(setters["coordinator.py"])
     assert both == set(), sorted(both)
+
+
+def test_the_runbook_maps_every_metric_to_kafkas_jmx_name_or_says_there_is_none() -> None:
+    rows = {m.group(1): m.group(2) for m in re.finditer(
+        r"^\s*\| `(ray_strata_[a-z_]+)` \|(?:[^|]*\|){2}([^|]*)\|\s*$",
+        (OPS / "README.md").read_text(), re.M)}
+    assert sorted(rows) == sorted(exported_names())
+    assert all(kafka.strip().startswith(("`kafka.", "none")) for kafka in rows.values()), rows

@@ -157,7 +157,9 @@ def test_metrics_reach_rays_prometheus_endpoint(start_cluster) -> None:
     def visible() -> bool:
         return (sum(metric("strata_appended_bytes", **tags)) > 3000 * 10
                 and sum(metric("strata_appended_records", **tags)) == 3000
-                and len(metric("strata_dirty_ratio", **tags)) > 0
+                and len(metric("strata_uncleaned_ratio", **tags)) > 0
+                and 3000.0 in metric("strata_log_end_offset", **tags)
+                and 0.0 in metric("strata_log_start_offset", **tags)
                 and len(metric("strata_log_size_bytes", **tags)) > 0
                 and 0.0 in metric("strata_log_dir_offline", directory=log_dir)
                 and any(v > 0 for v in metric("strata_cleaner_mb_per_sec"))

@@ -205,7 +205,7 @@ def test_every_dashboard_panel_evaluates_in_prometheus_and_adds_up(
     cleans = prometheus.values("sum(ray_strata_cleaner_cleans_total)")
     assert list(cleans.values()) and list(cleans.values())[0] >= 1
     assert sorted((r["metric"]["topic"], r["metric"]["partition"])
-                  for r in prometheus.query("ray_strata_dirty_ratio")) == \
+                  for r in prometheus.query("ray_strata_uncleaned_ratio")) == \
         [("events", "0"), ("events", "1"), ("kv", "0"), ("kv", "1")]
     # one-shot gauges stay (Ray drops a gauge not set again within 2 report intervals, 20 s):
     # asked 25 s after the clean at the earliest (the checks above count towards the 25 s)
