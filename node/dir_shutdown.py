@@ -3,6 +3,11 @@ LogDirFailureChannel): its scheduler (owned or given), a clean shutdown (flush a
 on ``recovery_threads`` threads, write both checkpoints and ``.kafka_cleanshutdown``), going
 offline on the first I/O error, and releasing every file and ``.lock``. ``DirShutdown`` owns the
 scheduler, the closed and released states and the directory lock; ``LogDir`` delegates to it.
+
+Going offline lets ``.lock`` go as Kafka's ``LogManager.handleLogDirFailure`` destroys the
+directory's lock (so the offline tools, ``strata recover --dry-run`` first, can look at it while
+the node lives on), but leaves the node's pid in it: the file names the process whose restart
+(``strata log-dirs restart``) brings the directory back, until another owner writes its own.
 """
 
 from __future__ import annotations
@@ -46,7 +51,6 @@ class DirShutdown:
         self._release_lock = threading.Lock()
         self.closed = False
         self._released = False
-        self._logs_closed = False
 
     def close(self, broker_epoch: int, loaded: bool,
               problems: tuple[PartitionProblem, ...]) -> None:
@@ -88,7 +92,7 @@ class DirShutdown:
         owned = self._owned_scheduler
         if owned is not None and owned.is_running:
             owned.schedule("shutdown", owned.shutdown, 0)   # it stops itself, unjoined
-        self._close_logs()
+        self.release(keep_pid=True)
 
     def stop_scheduler(self) -> None:
         """Stop scheduling tasks, and the owned scheduler's thread (joined)."""
@@ -96,26 +100,19 @@ class DirShutdown:
         if self._owned_scheduler is not None:
             self._owned_scheduler.shutdown()
 
-    def release(self) -> None:
-        """Close every log's files and drop ``.lock``. Idempotent; errors are logged, not raised."""
+    def release(self, keep_pid: bool = False) -> None:
+        """Close every log's files and drop ``.lock`` (leaving this process's pid in it with
+        ``keep_pid``). Idempotent; errors are logged, not raised."""
         with self._release_lock:
             if self._released:
                 return
             self._released = True
-        self._close_logs()
-        self._dir_lock.release()
-
-    def _close_logs(self) -> None:
-        """Close every log's files once (going offline, then releasing); ``.lock`` stays."""
-        with self._release_lock:
-            if self._logs_closed:
-                return
-            self._logs_closed = True
         for lg in self._table.snapshot():
             try:
                 lg.close()
             except Exception:  # noqa: BLE001 - releasing is best effort
                 log.exception("closing %s while releasing %s", lg.dir, self.path)
+        self._dir_lock.release(keep_pid=keep_pid)
 
 
 def _flush_and_close(lg: Log) -> None:

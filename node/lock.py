@@ -5,7 +5,12 @@ an ``flock`` when its holder dies, so a directory whose owner was killed (kill -
 Ray actor) is taken over at once by the next owner. After acquiring it the owner writes its pid into
 the file, so a refused contender can name the holder::
 
-    .lock  =>  "<pid>\\n"      (empty while nobody holds it, or in the instant before the write)
+    .lock  =>  "<pid>\\n"      (empty once its owner closed the directory, or in the instant
+                            before the write)
+
+A holder that dies (the kernel drops its ``flock``) or a directory that went offline (its owner
+lets the lock go, as Kafka does, but the process lives on and its restart brings the directory
+back) leaves its pid in the file: only a pid whose ``flock`` is held is a live owner.
 
 Two lock objects on one path inside one process behave badly (``flock`` is per open file
 description, so the second one self-deadlocks or, with ``timeout=0``, fails without a reason), so a
@@ -80,15 +85,17 @@ class DirLock:
     def is_held(self) -> bool:
         return self._lock is not None
 
-    def release(self) -> None:
-        """Clear the pid and drop the ``flock``. Errors of the pid write are ignored: this runs on
-        the way out, also when the directory has just failed."""
+    def release(self, keep_pid: bool = False) -> None:
+        """Clear the pid (unless ``keep_pid``: a directory gone offline keeps naming its
+        process) and drop the ``flock``. Errors of the pid write are ignored: this runs on the way
+        out, also when the directory has just failed."""
         with self._registry_lock:
             lock, self._lock = self._lock, None
             if lock is None:
                 return
             try:
-                _write_pid(Path(self._canonical) / LOCK_FILE, "")
+                if not keep_pid:
+                    _write_pid(Path(self._canonical) / LOCK_FILE, "")
             except OSError:
                 pass
             try:

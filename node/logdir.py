@@ -19,9 +19,9 @@ Life of a directory::
                         .kafka_cleanshutdown (not when a partition was skipped at load: it
                         was never recovered); release .lock
     offline             after load, the first OSError from this directory (node.health) stops the
-                        tasks, closes every file (.lock stays held, naming this process, until
-                        close() or its death); every later call raises LogDirOfflineError
-                        stating that error; stats() still answers
+                        tasks, closes every file, releases .lock (leaving this process's pid
+                        in it); every later call raises LogDirOfflineError stating that error;
+                        stats() still answers
 
 Collaborators, each owning one concern: ``node.dir_load`` (the load pass), ``node.log_table`` (the
 partitions and their lock), ``node.dir_deletes`` (asyncDelete and the delete task),

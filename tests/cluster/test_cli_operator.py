@@ -138,6 +138,9 @@ def test_the_runbook_brings_a_full_or_unwritable_directory_back_without_restarti
     served("produce", "orders", f"--partition={in_b}", stdin=lines(200, 10))
     one_line(served("consume", "orders", f"--partition={in_a}", code=1), 1,
              "LogDirOfflineError", str(served.a))
+    checked = served.strata("recover", str(served.a), "--dry-run", "--json", check=False)
+    assert checked.returncode in (0, 1), checked.stderr      # not refused as locked (2)
+    assert json.loads(checked.stdout)["dryRun"] is True
     # the repair, then the node's restart: A loads again (recovery), the cluster never stopped
     ballast.unlink()
     restarted = served("log-dirs", "restart", str(served.a))

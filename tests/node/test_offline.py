@@ -13,6 +13,7 @@ from typing import Callable
 import pytest
 
 from node import LogDir, LogDirOfflineError
+from node.lock import DirLock, read_holder_pid
 from storage.clock import FakeClock
 from storage.config import LogConfig
 from storage.records import Record, build_batch
@@ -97,6 +98,9 @@ def test_permission_lost_on_the_active_segment_takes_the_directory_offline(
     assert not d.online and "append_batch of t-0" in d.offline_reason
     assert_every_call_fails(d, other, "EPERM")
     assert other.is_closed and log.is_closed    # files released
+    # .lock let go (as Kafka destroys it), still naming the process whose restart brings it back
+    assert read_holder_pid(tmp_path / "logs") == os.getpid()
+    DirLock.acquire(tmp_path / "logs").release(keep_pid=True)
     with pytest.raises(LogDirOfflineError):
         other.append_batch(batch(0))
     d.close()
