@@ -83,9 +83,10 @@ class Log:
         self.topic_partition = files.topic_partition_of(directory)
         self._lock = threading.RLock()
         self._segments = LogSegments(load.segments)
-        self._log_start_offset = load.log_start_offset
         self._log_end_offset = load.log_end_offset
         self._recovery_point = load.recovery_point
+        self._log_start_offset = 0
+        self._update_log_start_offset(load.log_start_offset)
         self._unflushed_messages = 0
         self._last_flush_ms = clock.milliseconds()
         # what segments looked like before a truncation changed or removed them: a swap of
@@ -189,10 +190,12 @@ class Log:
         with self._lock:
             return len(self._segments)
 
-    def segments_in_range(self, from_offset: int, to_offset: int) -> list[LogSegment]:
-        """Segments that may hold offsets in [from_offset, to_offset) (Kafka's logSegments(from, to))."""
+    def segments_in_range(self, from_offset: int, to_offset: int,
+                          limit: int | None = None) -> list[LogSegment]:
+        """Segments that may hold offsets in [from_offset, to_offset) (Kafka's logSegments(from,
+        to)); the first ``limit`` of them when given."""
         with self._lock:
-            return self._segments.in_range(from_offset, to_offset)
+            return self._segments.in_range(from_offset, to_offset, limit)
 
     # ---- append ------------------------------------------------------------------------------
     def append(self, records: Sequence[Record], *, compression: Compression = Compression.NONE,
@@ -439,6 +442,15 @@ class Log:
     def _ensure_open(self) -> None:
         if self._closed:
             raise StorageError(f"log {self.dir} is closed", partition=self.name)
+
+    def _update_log_start_offset(self, offset: int) -> None:
+        """Set the log start offset, and raise the recovery point to it when below (Kafka's
+        ``UnifiedLog.updateLogStartOffset``): what lies below the log start is never recovered, so
+        a power loss after a recovery point checkpoint below it cannot take the segments that
+        hold the log start (and the producer state only they hold) as unflushed."""
+        self._log_start_offset = offset
+        if self._recovery_point < offset:
+            self._recovery_point = offset
 
     def _delete_segment_files(self, segments: Sequence[LogSegment], sync: bool = False) -> None:
         """Rename to ``.deleted`` now; remove after ``file.delete.delay.ms`` (``log_files``)."""
