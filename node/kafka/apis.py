@@ -21,6 +21,7 @@ from node.kafka.admin import (
     handle_delete_topics,
     handle_describe_configs,
 )
+from node.kafka.alter_configs import handle_alter_configs, handle_incremental_alter_configs
 from node.kafka.api_versions import handle_api_versions
 from node.kafka.codec import (
     ApiVersionsTooNew,
@@ -53,6 +54,8 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.CREATE_PARTITIONS: handle_create_partitions,
     ApiKey.DELETE_RECORDS: handle_delete_records,
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+    ApiKey.ALTER_CONFIGS: handle_alter_configs,
 }
 
 
