@@ -36,6 +36,7 @@ from node.kafka.delete_records import handle_delete_records
 from node.kafka.fetch import FetchRead, fetch_response, read_partitions, session_error
 from node.kafka.init_producer_id import handle_init_producer_id
 from node.kafka.list_offsets import handle_list_offsets
+from node.kafka.log_dirs import handle_alter_replica_log_dirs, handle_describe_log_dirs
 from node.kafka.metadata import handle_describe_cluster, handle_metadata
 from node.kafka.produce import handle_produce
 from node.kafka.versions import ApiKey
@@ -56,6 +57,8 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     ApiKey.ALTER_CONFIGS: handle_alter_configs,
+    ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: handle_alter_replica_log_dirs,
 }
 
 

@@ -29,6 +29,8 @@ class ApiKey(IntEnum):
     INIT_PRODUCER_ID = 22
     INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
+    ALTER_REPLICA_LOG_DIRS = 34
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,4 +59,6 @@ SUPPORTED: dict[int, VersionRange] = {
     ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 1),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),
     ApiKey.ALTER_CONFIGS: VersionRange(0, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: VersionRange(1, 4),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: VersionRange(1, 2),
 }
