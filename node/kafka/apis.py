@@ -33,6 +33,7 @@ from node.kafka.codec import (
 )
 from node.kafka.context import ServedDir
 from node.kafka.delete_records import handle_delete_records
+from node.kafka.describe_producers import handle_describe_producers
 from node.kafka.fetch import FetchRead, fetch_response, read_partitions, session_error
 from node.kafka.init_producer_id import handle_init_producer_id
 from node.kafka.list_offsets import handle_list_offsets
@@ -59,6 +60,7 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.ALTER_CONFIGS: handle_alter_configs,
     ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
     ApiKey.ALTER_REPLICA_LOG_DIRS: handle_alter_replica_log_dirs,
+    ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
 }
 
 

@@ -31,6 +31,7 @@ class ApiKey(IntEnum):
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
     ALTER_REPLICA_LOG_DIRS = 34
+    DESCRIBE_PRODUCERS = 61
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,4 +62,5 @@ SUPPORTED: dict[int, VersionRange] = {
     ApiKey.ALTER_CONFIGS: VersionRange(0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: VersionRange(1, 4),
     ApiKey.ALTER_REPLICA_LOG_DIRS: VersionRange(1, 2),
+    ApiKey.DESCRIBE_PRODUCERS: VersionRange(0, 0),
 }
