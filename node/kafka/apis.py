@@ -36,6 +36,7 @@ from node.kafka.delete_records import handle_delete_records
 from node.kafka.describe_producers import handle_describe_producers
 from node.kafka.fetch import FetchRead, fetch_response, read_partitions, session_error
 from node.kafka.init_producer_id import handle_init_producer_id
+from node.kafka.leader_epoch import handle_offset_for_leader_epoch
 from node.kafka.list_offsets import handle_list_offsets
 from node.kafka.log_dirs import handle_alter_replica_log_dirs, handle_describe_log_dirs
 from node.kafka.metadata import handle_describe_cluster, handle_metadata
@@ -61,6 +62,7 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
     ApiKey.ALTER_REPLICA_LOG_DIRS: handle_alter_replica_log_dirs,
     ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
 }
 
 

@@ -32,6 +32,7 @@ class ApiKey(IntEnum):
     DESCRIBE_LOG_DIRS = 35
     ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_PRODUCERS = 61
+    OFFSET_FOR_LEADER_EPOCH = 23
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,4 +64,5 @@ SUPPORTED: dict[int, VersionRange] = {
     ApiKey.DESCRIBE_LOG_DIRS: VersionRange(1, 4),
     ApiKey.ALTER_REPLICA_LOG_DIRS: VersionRange(1, 2),
     ApiKey.DESCRIBE_PRODUCERS: VersionRange(0, 0),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: VersionRange(2, 4),
 }
