@@ -21,10 +21,15 @@ Per resource, in Kafka's order (``ConfigAdminManager.preprocess``, then the cont
   dynamically", Kafka's answer for a static broker key (DELETE of keys never set changes
   nothing and succeeds);
 * any other resource type (broker loggers, 8, included): INVALID_REQUEST.
+
+Alterations of this process are made one at a time (``_ALTERING``), as Kafka's controller applies
+them, so two connections changing one topic at once cannot lose either change (each reads the
+current overrides and writes the whole new set).
 """
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -44,6 +49,7 @@ from storage.errors import InvalidConfigError, StorageError
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 OPERATION_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 LIST_KEYS = frozenset({"cleanup.policy"})      # the topic keys of type LIST we know
+_ALTERING = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +116,10 @@ def _alter(served: ServedDir, resources: Any, changes: list[list[Operation]],
                                     "Each resource must appear at most once."))
             continue
         try:
-            outcomes.append(_alter_one(served, resource.resource_type, resource.resource_name,
-                                       operations, validate_only, incremental))
+            with _ALTERING:
+                outcomes.append(_alter_one(served, resource.resource_type,
+                                           resource.resource_name, operations, validate_only,
+                                           incremental))
         except _Refused as refused:
             outcomes.append(refused.outcome)
     return outcomes

@@ -23,6 +23,7 @@ from kafka.admin import ConfigResourceType, KafkaAdminClient
 from kio.schema.errors import ErrorCode
 
 from node import LogDir
+from node.kafka.alter_configs import Operation, apply_operations
 from node.kafka.server import KafkaServer
 from node.kafka.versions import SUPPORTED, ApiKey
 from storage.files import TOPIC_CONFIGS_FILE
@@ -51,6 +52,7 @@ def legacy(client: WireClient, *resources: dict[str, Any], validate_only: bool =
 
 
 def op(name: str, value: str | None, operation: int = SET) -> dict[str, Any]:
+    """One AlterableConfig of an IncrementalAlterConfigs request."""
     return {"name": name, "config_operation": operation, "value": value}
 
 
@@ -323,3 +325,55 @@ def test_every_alter_configs_version_answers(logdir: LogDir, server: KafkaServer
                 {"name": "retention.ms", "value": str(2000 + version)}]}, version=version)
             assert answer.error_code == ErrorCode.none
             assert logdir.log("t", 0).config.retention_ms == 2000 + version
+
+
+def test_append_and_subtract_follow_kafkas_list_rules() -> None:
+    """Kafka's ``testIncrementalAlterMultipleConfigValues``: APPEND starts from the effective
+    value, adds only what is missing (an item already there is fine), SUBTRACT removes what is
+    there (an item missing is fine)."""
+    effective = {"cleanup.policy": "delete"}
+    appended = apply_operations({}, effective, [
+        Operation("cleanup.policy", APPEND, "compact,delete")])
+    assert appended == {"cleanup.policy": "delete,compact"}
+    assert apply_operations(appended, effective, [
+        Operation("cleanup.policy", APPEND, "delete,compact")]) == appended
+    subtracted = apply_operations(appended, effective, [
+        Operation("cleanup.policy", SUBTRACT, "delete")])
+    assert subtracted == {"cleanup.policy": "compact"}
+    assert apply_operations(subtracted, effective, [
+        Operation("cleanup.policy", SUBTRACT, "delete")]) == subtracted
+    assert apply_operations(subtracted, effective, [
+        Operation("cleanup.policy", DELETE, None),
+        Operation("retention.ms", SET, "5")]) == {"retention.ms": "5"}
+
+
+def test_an_override_equal_to_the_default_is_reported_as_an_override(
+        logdir: LogDir, server: KafkaServer) -> None:
+    logdir.create_logs("t", [0])
+    default = str(logdir.default_config.retention_ms)
+    with WireClient(server.address) as client:
+        answer, = incremental(client, {"resource_name": "t",
+                                       "configs": [op("retention.ms", default)]})
+    assert answer.error_code == ErrorCode.none
+    configs = described(AdminClient({"bootstrap.servers": server.bootstrap_servers}), "t")
+    assert configs["retention.ms"].value == default and not configs["retention.ms"].is_default
+    assert configs["retention.ms"].source == 1          # DYNAMIC_TOPIC_CONFIG, as in Kafka
+
+
+def test_kafka_python_reset_configs_deletes_overrides(logdir: LogDir,
+                                                      server: KafkaServer) -> None:
+    admin = AdminClient({"bootstrap.servers": server.bootstrap_servers})
+    admin.create_topics([NewTopic("t", 1, 1, config={"retention.ms": "1000",
+                                                     "segment.ms": "60000"})],
+                        operation_timeout=5)["t"].result(TIMEOUT_S)
+    client = KafkaAdminClient(bootstrap_servers=server.bootstrap_servers, request_timeout_ms=5000)
+    try:
+        reset = client.reset_configs([KpConfigResource(ConfigResourceType.TOPIC, "t",
+                                                       configs=["retention.ms"])])
+    finally:
+        client.close()
+    assert reset == {"topic": {"t": "OK"}}
+    config = logdir.log("t", 0).config
+    assert (config.retention_ms, config.segment_ms) == (logdir.default_config.retention_ms,
+                                                        60000)
+    assert kept(logdir) == {"t": {"segment.ms": "60000"}}
