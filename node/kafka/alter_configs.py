@@ -37,13 +37,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from node.kafka.admin import BROKER, TOPIC
+from node.kafka.admin import BROKER, TOPIC, topic_configs_problem
 from node.kafka.codec import Request, build, response_class
 from node.kafka.context import ServedDir
 from node.kafka.errors import error_code_for
 from node.kafka.versions import ApiKey
 from storage import files
-from storage.config import TOPIC_KEYS
 from storage.errors import InvalidConfigError, StorageError
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -209,13 +208,9 @@ def apply_operations(overrides: Mapping[str, str], effective: Mapping[str, str],
 def check_topic_overrides(served: ServedDir, overrides: Mapping[str, str]) -> None:
     """``_Refused`` with INVALID_CONFIG naming the key for a key that is no topic key (a broker
     key such as ``log.retention.ms`` included) or a value Kafka refuses."""
-    for key in overrides:
-        if key not in TOPIC_KEYS:
-            raise _Refused(ErrorCode.invalid_config, f"Unknown topic config name: {key}")
-    try:
-        served.logdir.default_config.with_overrides(overrides)
-    except InvalidConfigError as err:     # its message names the key and the value
-        raise _Refused(ErrorCode.invalid_config, str(err)) from None
+    problem = topic_configs_problem(served.logdir.default_config, overrides)
+    if problem is not None:
+        raise _Refused(ErrorCode.invalid_config, problem)
 
 
 def _alter_broker(served: ServedDir, name: str, operations: list[Operation]) -> Outcome:

@@ -161,8 +161,9 @@ class LogDirBrokerView:
                  cluster_id: str | None = None) -> None:
         """Reads the directory's ``topic-configs.json`` (``CheckpointError`` naming it when it
         cannot be read as a whole) and gives each topic whose logs still use the directory's
-        defaults its kept overrides; a topic whose entry cannot be used is logged and left
-        alone (``TopicAdmin`` refuses to change it)."""
+        defaults its kept overrides (``LogDir.update_topic_config``: the directory must be
+        online); a topic whose entry cannot be used is logged and left alone (``TopicAdmin``
+        refuses to change it)."""
         self._logdir = logdir
         self._node_id = node_id
         self._endpoint = endpoint

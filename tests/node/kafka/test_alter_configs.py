@@ -185,7 +185,7 @@ def test_deleting_a_topic_drops_its_kept_overrides(logdir: LogDir, server: Kafka
     assert logdir.log("gone", 0).config.retention_ms == logdir.default_config.retention_ms
 
 
-def test_create_topics_validate_only_checks_configs_and_keeps_nothing(
+def test_create_topics_refuses_broker_keys_and_null_values_and_validate_only_keeps_nothing(
         logdir: LogDir, server: KafkaServer) -> None:
     with WireClient(server.address) as client:
         answer = client.call(ApiKey.CREATE_TOPICS, 7, {"topics": [
@@ -193,13 +193,19 @@ def test_create_topics_validate_only_checks_configs_and_keeps_nothing(
              "configs": [{"name": key, "value": value}]}
             for name, key, value in (("fine", "retention.ms", "1000"),
                                      ("junk", "segment.bytes", "junk"),
-                                     ("unknown", "no.such.key", "1"))],
+                                     ("unknown", "no.such.key", "1"),
+                                     ("broker", "log.retention.ms", "1"),
+                                     ("null", "retention.ms", None))],
             "timeout": 5000, "validate_only": True})
     codes = {t.name: (t.error_code, t.error_message) for t in answer.topics}
     assert codes["fine"] == (ErrorCode.none, None)
     assert codes["junk"][0] == ErrorCode.invalid_config and "segment.bytes" in codes["junk"][1]
-    assert codes["unknown"][0] == ErrorCode.invalid_config
-    assert "no.such.key" in codes["unknown"][1]
+    assert codes["unknown"] == (ErrorCode.invalid_config,
+                                "Unknown topic config name: no.such.key")
+    assert codes["broker"] == (ErrorCode.invalid_config,
+                               "Unknown topic config name: log.retention.ms")
+    assert codes["null"] == (ErrorCode.invalid_config,
+                             "Null value not supported for topic configs: retention.ms")
     assert not list(logdir.logs()) and kept(logdir) == {}
 
 
