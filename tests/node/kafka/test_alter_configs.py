@@ -27,6 +27,7 @@ from node.kafka.alter_configs import Operation, apply_operations
 from node.kafka.server import KafkaServer
 from node.kafka.versions import SUPPORTED, ApiKey
 from storage.files import TOPIC_CONFIGS_FILE
+from storage.record_format import Record
 from tests.node.kafka.conftest import Serve
 from tests.node.kafka.wire import WireClient
 
@@ -383,3 +384,19 @@ def test_kafka_python_reset_configs_deletes_overrides(logdir: LogDir,
     assert (config.retention_ms, config.segment_ms) == (logdir.default_config.retention_ms,
                                                         60000)
     assert kept(logdir) == {"t": {"segment.ms": "60000"}}
+
+
+def test_an_altered_retention_applies_to_the_live_log_at_once(logdir: LogDir,
+                                                              server: KafkaServer) -> None:
+    logdir.create_logs("t", [0])
+    log = logdir.log("t", 0)
+    for i in range(3):
+        log.append([Record(value=b"v%d" % i, timestamp=logdir.clock.milliseconds())])
+        log.roll()
+    assert logdir.cleanup_logs() == 0
+    with WireClient(server.address) as client:
+        answer, = incremental(client, {"resource_name": "t",
+                                       "configs": [op("retention.bytes", "0")]})
+    assert answer.error_code == ErrorCode.none
+    assert logdir.cleanup_logs() == 3
+    assert log.log_start_offset == 3

@@ -143,3 +143,18 @@ def test_the_single_directory_view_moves_raise_typed_errors_that_pickle(
     assert directory.path == str(logdir.path) and directory.offline_reason is None
     assert [(r.topic, r.partition, r.is_future) for r in directory.replicas] == [
         ("t", 0, False), ("t", 1, False), ("u", 0, False)]
+
+
+def test_describe_log_dirs_of_no_held_partition_lists_the_directory_without_topics(
+        logdir: LogDir, server: KafkaServer) -> None:
+    """Kafka's ``testDescribeLogDirsWithoutAnyPartitionTopic``; an empty list asks for none."""
+    fill(logdir)
+    with WireClient(server.address) as client:
+        unheld = client.call(ApiKey.DESCRIBE_LOG_DIRS, 4, {
+            "topics": [{"topic": "none-topic", "partitions": [0]}]})
+        none = client.call(ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": []})
+    for answer in (unheld, none):
+        result, = answer.results
+        assert (result.error_code, result.log_dir, result.topics) == (
+            ErrorCode.none, str(logdir.path), ())
+        assert result.total_bytes > 0 and result.usable_bytes >= 0
