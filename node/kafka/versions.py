@@ -4,6 +4,8 @@ Only what is implemented is advertised (clients switch code paths on by the keys
 never a version below kio's floor (kio holds Kafka 4.x's schemas: Produce from v3, Fetch from v4,
 ListOffsets from v1). Fetch stops at v12: v13+ names topics by id. ListOffsets stops at v7 (the
 max-timestamp query); Produce goes to v11, whose only change is a new error code we never send.
+DescribeLogDirs stops at v4: kafka-python takes v5 for a Kafka 4.3 broker and would switch on what
+such a broker offers. OffsetForLeaderEpoch starts at v2 (kio's floor, what librdkafka sends).
 """
 
 from __future__ import annotations

@@ -400,3 +400,15 @@ def test_an_altered_retention_applies_to_the_live_log_at_once(logdir: LogDir,
     assert answer.error_code == ErrorCode.none
     assert logdir.cleanup_logs() == 3
     assert log.log_start_offset == 3
+
+
+def test_empty_requests_and_a_null_broker_value_answer_as_kafka(server: KafkaServer) -> None:
+    """Kafka's ``testEmpty*AlterConfigsRequestWithKRaft`` and
+    ``testInvalidLegacyAlterConfigsRequestWithKRaft``."""
+    with WireClient(server.address) as client:
+        assert incremental(client) == [] and legacy(client) == []
+        answer, = legacy(client, {"resource_type": BROKER, "resource_name": "0",
+                                  "configs": [{"name": "foo", "value": None}]},
+                         validate_only=True, version=1)
+    assert (answer.error_code, answer.error_message) == (
+        ErrorCode.invalid_request, "Null value not supported for : foo")
