@@ -110,3 +110,16 @@ def poll(c: ck.Consumer, count: int) -> list[Any]:
         got.append(msg)
     assert len(got) == count, f"consumed {len(got)} of {count}"
     return got
+
+
+def test_list_offsets_answers_carry_the_leader_epoch(logdir: LogDir,
+                                                     server: KafkaServer) -> None:
+    logdir.create_logs("t", [0])
+    logdir.log("t", 0).append([Record(value=b"%d" % i, timestamp=100 + i) for i in range(3)])
+    with WireClient(server.address) as client:
+        answer = client.call(ApiKey.LIST_OFFSETS, 7, {
+            "replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0, "timestamp": t}]}
+                for t in (-2, -1, 101, 10_000)]})
+    assert [(p.offset, p.leader_epoch) for t in answer.topics for p in t.partitions] == [
+        (0, 0), (3, 0), (1, 0), (-1, -1)]
