@@ -121,6 +121,8 @@ def _alter(served: ServedDir, resources: Any, changes: list[list[Operation]],
                                            incremental))
         except _Refused as refused:
             outcomes.append(refused.outcome)
+        except StorageError as err:          # the directory went offline, for one
+            outcomes.append(Outcome(error_code_for(err), str(err)))
     return outcomes
 
 

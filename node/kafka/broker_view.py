@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, Mapping, Protocol
 
-from node.errors import LogDirNotFoundError
+from node.errors import LogDirNotFoundError, LogDirOfflineError
 from node.logdir import LogDir
 from node.stats import disk_usage
 from node.topic_admin import TopicAdmin
@@ -233,10 +233,11 @@ class LogDirBrokerView:
     def log_dirs(self) -> list[LogDirDescription]:
         """This one directory; it has no moves in or out (no future replicas)."""
         path = str(self._logdir.path)
-        if not self._logdir.online:
+        try:
+            replicas = tuple(ReplicaDescription(t, p, lg.size_in_bytes)
+                             for (t, p), lg in sorted(self._logdir.logs().items()))
+        except LogDirOfflineError:
             return [LogDirDescription(path, offline_reason=self._logdir.offline_reason)]
-        replicas = tuple(ReplicaDescription(t, p, lg.size_in_bytes)
-                         for (t, p), lg in sorted(self._logdir.logs().items()))
         total, _used, free = disk_usage(path)
         return [LogDirDescription(path, replicas, total, free)]
 

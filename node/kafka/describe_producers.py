@@ -43,8 +43,11 @@ def _topic_error(served: ServedDir, name: str) -> tuple[ErrorCode, str | None]:
         files.validate_topic(name)
     except StorageError as err:
         return ErrorCode.invalid_topic_exception, str(err)
-    if name not in served.view.topics():
-        return ErrorCode.unknown_topic_or_partition, None
+    try:
+        if name not in served.view.topics():
+            return ErrorCode.unknown_topic_or_partition, None
+    except StorageError as err:              # the directory went offline, for one
+        return error_code_for(err), str(err)
     return ErrorCode.none, None
 
 

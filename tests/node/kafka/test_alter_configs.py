@@ -28,7 +28,7 @@ from node.kafka.server import KafkaServer
 from node.kafka.versions import SUPPORTED, ApiKey
 from storage.files import TOPIC_CONFIGS_FILE
 from storage.record_format import Record
-from tests.node.kafka.conftest import Serve
+from tests.node.kafka.conftest import Serve, take_offline
 from tests.node.kafka.wire import WireClient
 
 TIMEOUT_S = 10
@@ -412,3 +412,15 @@ def test_empty_requests_and_a_null_broker_value_answer_as_kafka(server: KafkaSer
                          validate_only=True, version=1)
     assert (answer.error_code, answer.error_message) == (
         ErrorCode.invalid_request, "Null value not supported for : foo")
+
+
+def test_an_alter_on_an_offline_directory_is_kafka_storage_error(
+        logdir: LogDir, server: KafkaServer, tmp_path: Path) -> None:
+    logdir.create_logs("t", [0])
+    logdir.log("t", 0).append([Record(value=b"x", timestamp=1)])
+    take_offline(logdir, "t", 0, tmp_path)
+    with WireClient(server.address) as client:
+        answer, = incremental(client, {"resource_name": "t",
+                                       "configs": [op("retention.ms", "1000")]})
+    assert answer.error_code == ErrorCode.kafka_storage_error
+    assert kept(logdir) == {}

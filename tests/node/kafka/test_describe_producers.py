@@ -4,6 +4,8 @@ errors for topics and partitions not served."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from kafka import TopicPartition
 from kafka import errors as kafka_errors
@@ -16,6 +18,7 @@ from node.logdir import LogDir
 from storage.records import ControlType
 from storage.record_format import Record
 from tests.node.kafka.clients import produce_all, producer
+from tests.node.kafka.conftest import take_offline
 from tests.node.kafka.wire import WireClient
 
 
@@ -84,3 +87,14 @@ def test_kafka_python_describe_producers_of_an_unknown_partition_raises(
             admin.describe_producers([TopicPartition("t", 5)], broker_id=0)
     finally:
         admin.close()
+
+
+def test_describe_producers_of_an_offline_directory_is_kafka_storage_error(
+        logdir: LogDir, server: KafkaServer, tmp_path: Path) -> None:
+    logdir.create_logs("t", [0])
+    logdir.log("t", 0).append([Record(value=b"x", timestamp=1)])
+    take_offline(logdir, "t", 0, tmp_path)
+    with WireClient(server.address) as client:
+        answer = client.call(ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [
+            {"name": "t", "partition_indexes": [0]}]})
+    assert answer.topics[0].partitions[0].error_code == ErrorCode.kafka_storage_error

@@ -14,12 +14,13 @@ from kafka import errors as kafka_errors
 from kafka.admin import KafkaAdminClient
 from kio.schema.errors import ErrorCode
 
-from node import LogDir, LogDirOfflineError
+from node import LogDir
 from node.errors import LogDirNotFoundError, UnknownPartitionError
 from node.kafka.broker_view import LogDirBrokerView
 from node.kafka.server import KafkaServer
 from node.kafka.versions import SUPPORTED, ApiKey
 from storage.record_format import Record
+from tests.node.kafka.conftest import take_offline
 from tests.node.kafka.wire import WireClient
 
 
@@ -27,16 +28,6 @@ def fill(logdir: LogDir) -> None:
     logdir.create_logs("t", [0, 1])
     logdir.create_logs("u", [0])
     logdir.log("t", 0).append([Record(value=b"x" * 100, timestamp=1)] * 3)
-
-
-def take_offline(logdir: LogDir, tmp_path: Path) -> None:
-    """A partition directory replaced by a file under the log: the next roll fails with an
-    ``OSError`` and the directory goes offline."""
-    log = logdir.log("t", 0)
-    (logdir.path / "t-0").rename(tmp_path / "t-0-gone")
-    (logdir.path / "t-0").write_text("not a directory")
-    with pytest.raises(LogDirOfflineError):
-        log.roll()
 
 
 def test_kafka_python_describe_log_dirs_reports_the_directory_and_its_partitions(
@@ -97,7 +88,7 @@ def test_alter_replica_log_dirs_checks_the_directory_before_the_partition(
 def test_an_offline_directory_is_kafka_storage_error(logdir: LogDir, server: KafkaServer,
                                                       tmp_path: Path) -> None:
     fill(logdir)
-    take_offline(logdir, tmp_path)
+    take_offline(logdir, "t", 0, tmp_path)
     with WireClient(server.address) as client:
         described = client.call(ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None})
         moved = client.call(ApiKey.ALTER_REPLICA_LOG_DIRS, 2, {"dirs": [
