@@ -54,6 +54,7 @@ from storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ORIGIN_CLIENT,
     ORIGIN_COORDINATOR,
+    ProducerEntry,
     ProducerStateManager,
 )
 from storage.records import Compression, ControlType, Record, build_batch, build_end_txn_marker
@@ -261,6 +262,12 @@ class Log:
         with self._lock:
             entry = self.producer_state.producers.get(producer_id)
             return entry.last_seq if entry is not None else -1
+
+    def active_producers(self) -> list[ProducerEntry]:
+        """A copy of the state of every producer the log holds, in producer id order (Kafka's
+        ``UnifiedLog.activeProducers``, what DescribeProducers reports)."""
+        with self._lock:
+            return [entry.copy() for _, entry in sorted(self.producer_state.producers.items())]
 
     def remove_expired_producers(self, now_ms: int | None = None) -> int:
         """Forget the producers idle for ``producer.id.expiration.ms`` (Kafka's

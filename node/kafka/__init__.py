@@ -7,7 +7,9 @@ decoding), ``codec`` (kio decode/encode), ``versions`` (what is advertised), ``e
 errors and Kafka error codes), ``config`` (``KafkaServerConfig``), ``broker_view`` (the cluster
 as one broker sees it), ``context`` (what the handlers share), one module per API family
 (``api_versions``, ``metadata`` with DescribeCluster, ``produce``, ``fetch``, ``list_offsets``,
-``init_producer_id``, ``admin``, ``delete_records``), ``producer_ids`` (durable id blocks),
+``leader_epoch`` (OffsetForLeaderEpoch), ``init_producer_id``, ``admin``, ``alter_configs``,
+``log_dirs`` (DescribeLogDirs, AlterReplicaLogDirs), ``describe_producers``,
+``delete_records``), ``producer_ids`` (durable id blocks),
 ``append_signal`` (long-poll wake-ups), ``apis`` (the dispatcher) and ``server`` (the listener).
 """
 

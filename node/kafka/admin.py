@@ -7,7 +7,8 @@ refuses INVALID_TOPIC_EXCEPTION; partitions -1 take ``num.partitions``, below 1 
 INVALID_PARTITIONS; a replication factor -1 takes 1 (``default.replication.factor``), any other
 value above the number of brokers, or below 1, INVALID_REPLICATION_FACTOR; explicit assignments
 together with a partition count or replication factor are INVALID_REQUEST, and each must name
-exactly one live broker (INVALID_REPLICA_ASSIGNMENT); a bad config override INVALID_CONFIG.
+exactly one live broker (INVALID_REPLICA_ASSIGNMENT); a config override with a null value, a key
+that is no topic key or a value Kafka refuses INVALID_CONFIG.
 ``validate_only`` checks everything and creates nothing.
 
 CreatePartitions: a topic named twice is INVALID_REQUEST, an unknown one
@@ -23,6 +24,7 @@ broker (type 4, named by its node id) reports this server's settings as STATIC_B
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -33,6 +35,7 @@ from node.kafka.context import ServedDir
 from node.kafka.errors import error_code_for
 from node.kafka.versions import ApiKey
 from storage import files
+from storage.config import TOPIC_KEYS, LogConfig
 from storage.dotted_keys import to_properties
 from storage.errors import InvalidConfigError, StorageError
 
@@ -103,12 +106,29 @@ def _check_topic(served: ServedDir, topic: Any, counts: Counter[str],
             return (ErrorCode.invalid_replication_factor,
                     f"replication factor {topic.replication_factor} is not between 1 and the "
                     f"{len(brokers)} live brokers", -1)
-    try:
-        served.logdir.default_config.with_overrides(
-            {c.name: c.value for c in topic.configs if c.value is not None})
-    except StorageError as err:
-        return _config_or(err), str(err), -1
+    nulls = [c.name for c in topic.configs if c.value is None]
+    if nulls:
+        return (ErrorCode.invalid_config,
+                "Null value not supported for topic configs: " + ",".join(nulls), -1)
+    problem = topic_configs_problem(served.logdir.default_config,
+                                    {c.name: c.value for c in topic.configs})
+    if problem is not None:
+        return ErrorCode.invalid_config, problem, -1
     return ErrorCode.none, None, partitions
+
+
+def topic_configs_problem(default_config: LogConfig, overrides: Mapping[str, str]) -> str | None:
+    """Why Kafka refuses ``overrides`` as a topic's config (INVALID_CONFIG), or None: a key that
+    is no topic key (a broker key such as ``log.retention.ms`` too: Kafka's "Unknown topic config
+    name"), else a value ``LogConfig`` refuses (its message names the key and the value)."""
+    for key in overrides:
+        if key not in TOPIC_KEYS:
+            return f"Unknown topic config name: {key}"
+    try:
+        default_config.with_overrides(overrides)
+    except InvalidConfigError as err:
+        return str(err)
+    return None
 
 
 def _config_or(err: StorageError) -> ErrorCode:

@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from node.errors import (
     LogDirClosedError,
+    LogDirNotFoundError,
     LogDirOfflineError,
     PartitionMovedError,
     PartitionSkippedError,
@@ -98,6 +99,7 @@ _CODES: dict[type[BaseException], ErrorCode] = {
     UnsupportedCompressionTypeError: ErrorCode.unsupported_compression_type,
     LogDirOfflineError: ErrorCode.kafka_storage_error,
     LogDirClosedError: ErrorCode.kafka_storage_error,
+    LogDirNotFoundError: ErrorCode.log_dir_not_found,
 }
 
 

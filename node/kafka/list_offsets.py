@@ -5,7 +5,8 @@ is the log start offset; -1 (latest) the last offset a reader may fetch, the hig
 v7) the first record with the largest timestamp; any other time the first record whose
 timestamp is at or after it. A lookup whose offset a reader may not fetch yet, or that finds
 nothing, answers offset -1 and timestamp -1. A partition not held here is
-UNKNOWN_TOPIC_OR_PARTITION.
+UNKNOWN_TOPIC_OR_PARTITION. An offset found carries the leader epoch it was written in (v4+),
+the one epoch of ``leader_epoch.LEADER_EPOCH``, as Kafka's epoch cache gives it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from node.kafka.codec import Request, build, response_class
 from node.kafka.context import ServedDir
 from node.kafka.errors import error_code_for
+from node.kafka.leader_epoch import LEADER_EPOCH, UNDEFINED_EPOCH
 from node.kafka.versions import ApiKey
 from storage.config import READ_COMMITTED, READ_UNCOMMITTED
 from storage.errors import StorageError
@@ -42,7 +44,8 @@ def handle_list_offsets(served: ServedDir, request: Request) -> Any:
                 offset, timestamp = lookup(log, part.timestamp, committed)
                 partitions.append({"partition_index": part.partition_index,
                                    "error_code": ErrorCode.none, "timestamp": timestamp,
-                                   "offset": offset, "leader_epoch": -1})
+                                   "offset": offset, "leader_epoch": UNDEFINED_EPOCH
+                                   if offset == -1 else LEADER_EPOCH})
             except StorageError as err:
                 partitions.append({"partition_index": part.partition_index,
                                    "error_code": error_code_for(err), "timestamp": -1,
