@@ -37,6 +37,7 @@ from node.kafka.init_producer_id import handle_init_producer_id
 from node.kafka.list_offsets import handle_list_offsets
 from node.kafka.metadata import handle_describe_cluster, handle_metadata
 from node.kafka.produce import handle_produce
+from node.kafka.sasl_handshake import handle_sasl_authenticate, handle_sasl_handshake
 from node.kafka.versions import ApiKey
 
 T = TypeVar("T")
@@ -53,6 +54,8 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.CREATE_PARTITIONS: handle_create_partitions,
     ApiKey.DELETE_RECORDS: handle_delete_records,
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
+    ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
 }
 
 

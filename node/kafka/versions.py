@@ -27,6 +27,8 @@ class ApiKey(IntEnum):
     CREATE_PARTITIONS = 37
     DESCRIBE_CLUSTER = 60
     INIT_PRODUCER_ID = 22
+    SASL_HANDSHAKE = 17
+    SASL_AUTHENTICATE = 36
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,4 +55,6 @@ SUPPORTED: dict[int, VersionRange] = {
     ApiKey.DELETE_RECORDS: VersionRange(0, 2),
     ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
     ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 1),
+    ApiKey.SASL_HANDSHAKE: VersionRange(0, 1),
+    ApiKey.SASL_AUTHENTICATE: VersionRange(0, 2),
 }
