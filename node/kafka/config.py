@@ -46,6 +46,9 @@ SECURITY_PROTOCOLS = (PLAINTEXT, SASL_PLAINTEXT)
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 PLAIN_JAAS_KEY = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
 SCRAM_USERS_KEY = "strata.sasl.scram.users"
+# keys holding passwords: DescribeConfigs reports them as sensitive, without their value (Kafka's
+# PASSWORD config type)
+SENSITIVE_KEYS = frozenset({PLAIN_JAAS_KEY, SCRAM_USERS_KEY})
 DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE = 524288  # Kafka's sasl.server.max.receive.size (512 KiB)
 DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
 DEFAULT_FETCH_MAX_BYTES = 57671680          # Kafka's fetch.max.bytes (55 MiB)

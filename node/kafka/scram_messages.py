@@ -129,3 +129,9 @@ def username(sasl_name: str) -> str | None:
     if "=" in _SASLNAME_ESCAPE.sub("", sasl_name):
         return None
     return _SASLNAME_ESCAPE.sub(lambda m: "," if m[0] == "=2C" else "=", sasl_name)
+
+
+def sasl_name(user: str) -> str:
+    """``user`` as a ``saslname`` (``=`` as ``=3D``, ``,`` as ``=2C``; Kafka's
+    ``ScramFormatter.saslName``); ``username`` reverses it."""
+    return user.replace("=", "=3D").replace(",", "=2C")
