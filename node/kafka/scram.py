@@ -9,6 +9,9 @@ count, StoredKey = H(HMAC(SaltedPassword, "Client Key")) and ServerKey = HMAC(Sa
     client-final  ->  server-final (v=ServerSignature), once H(ClientProof xor ClientSignature)
                       equals StoredKey (compared in constant time)
 
+The final message's nonce must end with the combined nonce (Kafka's check, which admits
+librdkafka 2.0's client nonce written twice); the proof covers the final message as sent.
+
 Every failure raises ``SaslAuthenticationError``: Kafka's generic "invalid credentials" text for
 an unknown user, a malformed message, a nonce or proof that does not match; the specific text of
 Kafka's ``SaslAuthenticationException`` for an authorization id other than the user. A server
@@ -191,7 +194,8 @@ class ScramServer:
         name = self.mechanism_name
         final = ClientFinalMessage.parse(token, name)
         assert self._client_first and self._server_first and self._credential
-        if final.nonce != self._server_first.nonce:
+        # Kafka checks the end only: librdkafka 2.0.x sends its own nonce before the combined one
+        if not final.nonce.endswith(self._server_first.nonce):
             raise invalid_credentials(name, "invalid client nonce in the final client message")
         auth_message = ",".join((self._client_first.bare, self._server_first.text(),
                                  final.without_proof)).encode("utf-8")

@@ -126,6 +126,17 @@ def test_final_message_with_another_nonce_fails(users) -> None:
     assert caught.value.reason == "invalid client nonce in the final client message"
 
 
+def test_final_nonce_ending_with_the_combined_nonce_is_accepted(users) -> None:
+    # librdkafka 2.0.x writes the client nonce before the combined one; Kafka admits it
+    server = ScramServer(SHA256, users[SHA256])
+    c1 = first("userA")
+    s1 = server.evaluate(c1)
+    combined = s1.decode().split(",")[0][2:]
+    c2, signature = client_final(SHA256, "passwordA", c1.decode()[3:], s1,
+                                 nonce="clientnonce" + combined)
+    assert server.evaluate(c2) == signature and server.complete
+
+
 def test_wrong_password_and_unknown_user_fail_with_the_same_words(users) -> None:
     server = ScramServer(SHA256, users[SHA256])
     c1 = first("userA")
