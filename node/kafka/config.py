@@ -7,6 +7,8 @@ PLAIN's from ``listener.name.sasl_plaintext.plain.sasl.jaas.config`` (Kafka's JA
 ``user_NAME="password"`` options), SCRAM's from ``strata.sasl.scram.users``
 (``alice:secret,bob:pw``; Kafka keeps SCRAM credentials in its metadata instead), see ``jaas``.
 The fields holding passwords are left out of the config's repr.
+``connection.failed.authentication.delay.ms`` bounds how long a connection whose authentication
+failed stays open after its answer (it closes sooner when the client closes it).
 
 Unlike Kafka, the listener binds loopback unless told otherwise, and ``auto.create.topics.enable``
 is off by default (a typo in a producer's topic should not create a topic). Port 0 picks an
@@ -40,6 +42,7 @@ KEYS: dict[str, str] = {
         "listener_name_sasl_plaintext_plain_sasl_jaas_config",
     "strata.sasl.scram.users": "strata_sasl_scram_users",
     "sasl.server.max.receive.size": "sasl_server_max_receive_size",
+    "connection.failed.authentication.delay.ms": "connection_failed_authentication_delay_ms",
 }
 PLAINTEXT, SASL_PLAINTEXT = "PLAINTEXT", "SASL_PLAINTEXT"
 SECURITY_PROTOCOLS = (PLAINTEXT, SASL_PLAINTEXT)
@@ -50,6 +53,7 @@ SCRAM_USERS_KEY = "strata.sasl.scram.users"
 # PASSWORD config type)
 SENSITIVE_KEYS = frozenset({PLAIN_JAAS_KEY, SCRAM_USERS_KEY})
 DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE = 524288  # Kafka's sasl.server.max.receive.size (512 KiB)
+DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100   # Kafka's connection.failed.authentication.delay.ms
 DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
 DEFAULT_FETCH_MAX_BYTES = 57671680          # Kafka's fetch.max.bytes (55 MiB)
 DEFAULT_NUM_IO_THREADS = 8
@@ -86,6 +90,7 @@ class KafkaServerConfig:
                                                                              repr=False)
     strata_sasl_scram_users: str | None = field(default=None, repr=False)
     sasl_server_max_receive_size: int = DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE
+    connection_failed_authentication_delay_ms: int = DEFAULT_FAILED_AUTHENTICATION_DELAY_MS
 
     def __post_init__(self) -> None:
         listener = self.listener()
@@ -97,6 +102,8 @@ class KafkaServerConfig:
                 key="advertised.listeners", value=self.advertised_listeners)
         check_integer("sasl.server.max.receive.size", self.sasl_server_max_receive_size, "int",
                       at_least=1)
+        check_integer("connection.failed.authentication.delay.ms",
+                      self.connection_failed_authentication_delay_ms, "int", at_least=0)
         if listener.name == SASL_PLAINTEXT:
             self.plain_users()
             self.scram_users()

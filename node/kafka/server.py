@@ -18,7 +18,9 @@ answer (logged). A connection beyond ``max.connections`` is closed as soon as it
 On a ``SASL_PLAINTEXT`` listener a connection first authenticates (``sasl.SaslAuthenticator``:
 ApiVersions, SaslHandshake, SaslAuthenticate with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 against
 the ``credentials.CredentialCache`` built at construction); until it has, its frames are bounded
-by ``sasl.server.max.receive.size`` and no other request is served.
+by ``sasl.server.max.receive.size`` and no other request is served. After a failed
+authentication the answer is sent and the connection closed once the client closed it or
+``connection.failed.authentication.delay.ms`` passed.
 
 ``close`` stops accepting, closes every connection (a parked fetch ends unanswered), waits for
 the pool's running work and joins the thread: nothing is left running.
@@ -214,4 +216,20 @@ class KafkaServer:
                 writer.write(reply.data)
                 await writer.drain()
             if reply.close:
+                if authenticating:
+                    await _await_client_close(
+                        reader, self.config.connection_failed_authentication_delay_ms / 1000)
                 return
+
+
+async def _await_client_close(reader: asyncio.StreamReader, seconds: float) -> None:
+    """Wait up to ``seconds`` for the client to close (what it sends is dropped). After a failed
+    authentication Kafka delays the close by ``connection.failed.authentication.delay.ms``;
+    closing at once may reach a client in the same read as the answer, and kafka-python then
+    drops the answer and sees only a lost connection."""
+    try:
+        async with asyncio.timeout(seconds):
+            while await reader.read(65536):
+                pass
+    except TimeoutError:
+        pass

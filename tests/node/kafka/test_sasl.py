@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 import uuid
 from typing import Any, Callable, Iterator
 
@@ -306,3 +307,25 @@ def test_describe_configs_hides_the_sasl_passwords(sasl_server: KafkaServer) -> 
     for key in (JAAS_KEY, "strata.sasl.scram.users"):
         assert configs[key].value is None and configs[key].is_sensitive
     assert configs["sasl.enabled.mechanisms"].value == "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+
+
+def test_a_failed_connection_stays_open_for_the_delay_then_closes(
+        serve_sasl: SaslServe) -> None:
+    server = serve_sasl(**{"connection.failed.authentication.delay.ms": "1500"})
+    with WireClient(server.address) as client:
+        handshake(client, "PLAIN")
+        answer = authenticate(client, plain_token(password="wrong"))
+        assert answer.error_code == ErrorCode.sasl_authentication_failed
+        client.sock.settimeout(0.5)
+        with pytest.raises(TimeoutError):      # still open: the client may read the answer
+            client.sock.recv(1)
+        client.sock.settimeout(5)
+        started = time.monotonic()
+        assert client.is_closed_by_server()
+        assert time.monotonic() - started < 1.5
+    instant = serve_sasl(**{"connection.failed.authentication.delay.ms": "0"})
+    with WireClient(instant.address) as client:
+        handshake(client, "PLAIN")
+        authenticate(client, plain_token(password="wrong"))
+        client.sock.settimeout(0.5)
+        assert client.is_closed_by_server()

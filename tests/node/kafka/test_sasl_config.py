@@ -123,8 +123,10 @@ def test_scram_users_keep_colons_in_passwords() -> None:
     assert scram_users(SCRAM_KEY, " alice:a:b , bob:pw ") == {"alice": "a:b", "bob": "pw"}
 
 
-def test_sasl_server_max_receive_size_is_checked() -> None:
+def test_sasl_server_max_receive_size_and_failed_authentication_delay_are_checked() -> None:
     refused(sasl(**{"sasl.server.max.receive.size": "0"}), "sasl.server.max.receive.size")
+    refused(sasl(**{"connection.failed.authentication.delay.ms": "-1"}),
+            "connection.failed.authentication.delay.ms")
 
 
 def test_advertised_listener_must_be_the_listener() -> None:
