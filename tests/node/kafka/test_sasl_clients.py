@@ -170,6 +170,7 @@ def test_kcat_lists_metadata_over_sasl(sasl_server: KafkaServer, mechanism: str)
     listing = subprocess.run(
         [kcat, "-b", sasl_server.bootstrap_servers, "-X", "security.protocol=SASL_PLAINTEXT",
          "-X", f"sasl.mechanisms={mechanism}", "-X", f"sasl.username={user}",
-         "-X", f"sasl.password={password}", "-L"],
-        capture_output=True, text=True, timeout=TIMEOUT_S, check=True).stdout
-    assert 'topic "t" with 1 partitions' in listing
+         "-X", f"sasl.password={password}", "-m", "10", "-L"],
+        capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert listing.returncode == 0, listing.stderr
+    assert 'topic "t" with 1 partitions' in listing.stdout
