@@ -188,11 +188,13 @@ class KafkaServer:
                          else SaslAuthenticator(self._credentials, peer))
         while True:
             authenticating = authenticator is not None and not authenticator.complete
-            limit = (self.config.sasl_server_max_receive_size if authenticating
-                     else self.config.socket_request_max_bytes)
+            limit, limit_key = ((self.config.sasl_server_max_receive_size,
+                                 "sasl.server.max.receive.size") if authenticating else
+                                (self.config.socket_request_max_bytes,
+                                 "socket.request.max.bytes"))
             try:
                 prefix = await asyncio.wait_for(reader.readexactly(SIZE.size), idle_s)
-                size = check_frame_size(SIZE.unpack(prefix)[0], limit)
+                size = check_frame_size(SIZE.unpack(prefix)[0], limit, limit_key)
                 frame = await reader.readexactly(size)
             except asyncio.IncompleteReadError:
                 return

@@ -14,15 +14,21 @@ import uuid
 from typing import Any, Callable, Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
+from node.kafka.apis import Reply
 from node.kafka.config import KafkaServerConfig
+from node.kafka.credentials import CredentialCache
+from node.kafka.errors import KafkaProtocolError
 from node.kafka.scram import ScramMechanism
+from node.kafka.sasl import SaslAuthenticator, SaslState
 from node.kafka.server import KafkaServer
 from node.kafka.versions import SUPPORTED, ApiKey
 from node.logdir import LogDir
 from tests.node.kafka.test_scram import client_final
-from tests.node.kafka.wire import WireClient
+from tests.node.kafka.wire import WireClient, encode_request
 
 JAAS_KEY = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
 PROPERTIES = {
@@ -236,7 +242,7 @@ def test_a_truncated_sasl_authenticate_closes_the_connection(sasl_server: KafkaS
 
 
 def test_a_frame_above_sasl_server_max_receive_size_closes_before_authentication_only(
-        serve_sasl: SaslServe) -> None:
+        serve_sasl: SaslServe, caplog: pytest.LogCaptureFixture) -> None:
     server = serve_sasl(**{"sasl.server.max.receive.size": "1024"})
     with WireClient(server.address) as client:
         handshake(client, "PLAIN")
@@ -244,6 +250,7 @@ def test_a_frame_above_sasl_server_max_receive_size_closes_before_authentication
                                           {"auth_bytes": plain_token(password="x" * 2048)})
         client.send(request)
         assert client.is_closed_by_server()
+    assert "sasl.server.max.receive.size=1024" in caplog.text
     many_topics = {**METADATA_ALL, "topics": [{"name": f"t{i:04d}", "topic_id": uuid.UUID(int=0)}
                                               for i in range(200)]}
     with WireClient(server.address) as client:
@@ -329,3 +336,26 @@ def test_a_failed_connection_stays_open_for_the_delay_then_closes(
         authenticate(client, plain_token(password="wrong"))
         client.sock.settimeout(0.5)
         assert client.is_closed_by_server()
+
+
+CREDENTIALS = CredentialCache.from_config(KafkaServerConfig.from_properties(PROPERTIES))
+HANDSHAKE_V1 = encode_request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-256"}, 1, "f")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.booleans(), st.binary(max_size=120) | st.tuples(
+    st.sampled_from([ApiKey.SASL_AUTHENTICATE, ApiKey.SASL_HANDSHAKE, ApiKey.API_VERSIONS,
+                     ApiKey.METADATA]), st.integers(0, 4), st.binary(max_size=60)).map(
+    lambda t: struct.pack(">hhih", t[0], t[1], 2, 1) + b"f" + t[2]))
+def test_fuzzed_frames_get_a_reply_or_a_typed_close(after_handshake: bool,
+                                                    frame: bytes) -> None:
+    authenticator = SaslAuthenticator(CREDENTIALS)
+    if after_handshake:
+        authenticator.handle(HANDSHAKE_V1[4:])
+    try:
+        reply = authenticator.handle(frame)
+    except KafkaProtocolError:
+        assert authenticator.state is SaslState.FAILED
+    else:
+        assert isinstance(reply, Reply)
+        assert not authenticator.complete
