@@ -30,7 +30,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from node.kafka.codec import Request, build, response_class
-from node.kafka.config import KEYS
+from node.kafka.config import KEYS, SENSITIVE_KEYS
 from node.kafka.context import ServedDir
 from node.kafka.errors import error_code_for
 from node.kafka.versions import ApiKey
@@ -220,13 +220,15 @@ def _describe(served: ServedDir, resource_type: int, name: str
                     f"broker {name!r} is not this broker ({served.view.node_id})", [])
         settings = to_properties(served.config, KEYS)
         return ErrorCode.none, None, [
-            _entry(key, None if getattr(served.config, KEYS[key]) is None else value,
-                   STATIC_BROKER_CONFIG) for key, value in sorted(settings.items())]
+            _entry(key, None if getattr(served.config, KEYS[key]) is None
+                   or key in SENSITIVE_KEYS else value, STATIC_BROKER_CONFIG,
+                   sensitive=key in SENSITIVE_KEYS) for key, value in sorted(settings.items())]
     return (ErrorCode.invalid_request,
             f"resource type {resource_type} is not a topic (2) or a broker (4)", [])
 
 
-def _entry(key: str, value: str | None, source: int) -> dict[str, Any]:
+def _entry(key: str, value: str | None, source: int, sensitive: bool = False
+           ) -> dict[str, Any]:
     return {"name": key, "value": value, "read_only": source == STATIC_BROKER_CONFIG,
-            "config_source": source, "is_sensitive": False, "synonyms": [],
+            "config_source": source, "is_sensitive": sensitive, "synonyms": [],
             "config_type": 0, "documentation": None}

@@ -41,6 +41,7 @@ from node.kafka.list_offsets import handle_list_offsets
 from node.kafka.log_dirs import handle_alter_replica_log_dirs, handle_describe_log_dirs
 from node.kafka.metadata import handle_describe_cluster, handle_metadata
 from node.kafka.produce import handle_produce
+from node.kafka.sasl_handshake import handle_sasl_authenticate, handle_sasl_handshake
 from node.kafka.versions import ApiKey
 
 T = TypeVar("T")
@@ -63,6 +64,8 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.ALTER_REPLICA_LOG_DIRS: handle_alter_replica_log_dirs,
     ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
+    ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
 }
 
 

@@ -40,9 +40,11 @@ from storage.producer_state import (
 )
 
 __all__ = [
+    "IllegalSaslStateError",
     "InvalidFrameSizeError",
     "KafkaProtocolError",
     "MalformedRequestError",
+    "SaslAuthenticationError",
     "UnsupportedCompressionTypeError",
     "UnsupportedRequestError",
     "error_code_for",
@@ -112,3 +114,19 @@ def error_code_for(error: BaseException) -> ErrorCode:
             return code
     return ErrorCode.unknown_server_error
 
+
+
+class SaslAuthenticationError(StorageError):
+    """A SASL exchange that failed (``mechanism``, ``reason``): a wrong password, an unknown
+    user, a token that does not parse, a nonce or proof that does not match. Kafka's
+    ``SaslAuthenticationException``: its message is what the client is told (SaslAuthenticate's
+    error_message, with SASL_AUTHENTICATION_FAILED), so it never says whether the user exists;
+    ``reason`` says what went wrong, for the log only. The connection is closed after the answer.
+    Unlike ``IllegalSaslStateError`` the client followed the protocol; its credentials failed."""
+
+
+class IllegalSaslStateError(KafkaProtocolError):
+    """A request that the authentication state of its connection does not admit (``api_key``,
+    ``state``): anything but ApiVersions and SaslHandshake before the handshake, anything but
+    SaslAuthenticate after it, a second ApiVersions. Kafka's ``IllegalSaslStateException``: the
+    connection is closed without an answer."""

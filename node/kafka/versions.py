@@ -35,6 +35,8 @@ class ApiKey(IntEnum):
     ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_PRODUCERS = 61
     OFFSET_FOR_LEADER_EPOCH = 23
+    SASL_HANDSHAKE = 17
+    SASL_AUTHENTICATE = 36
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,4 +69,6 @@ SUPPORTED: dict[int, VersionRange] = {
     ApiKey.ALTER_REPLICA_LOG_DIRS: VersionRange(1, 2),
     ApiKey.DESCRIBE_PRODUCERS: VersionRange(0, 0),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: VersionRange(2, 4),
+    ApiKey.SASL_HANDSHAKE: VersionRange(0, 1),
+    ApiKey.SASL_AUTHENTICATE: VersionRange(0, 2),
 }
