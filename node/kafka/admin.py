@@ -30,16 +30,25 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from node.kafka.codec import Request, build, response_class
-from node.kafka.config import KEYS, SENSITIVE_KEYS
+from node.kafka.config import KEYS, SENSITIVE_KEYS, KafkaServerConfig
 from node.kafka.context import ServedDir
 from node.kafka.errors import error_code_for
 from node.kafka.versions import ApiKey
 from storage import files
-from storage.config import TOPIC_KEYS, LogConfig
-from storage.dotted_keys import to_properties
+from storage.config import INTEGER_KEYS, TOPIC_KEYS, LogConfig
+from storage.dotted_keys import LONG, to_properties
 from storage.errors import InvalidConfigError, StorageError
 
 DEFAULT_REPLICATION_FACTOR = 1
+# Kafka's ConfigDef.Type as DescribeConfigs (v3+) reports it
+UNKNOWN_TYPE, BOOLEAN_TYPE, STRING_TYPE, INT_TYPE, LONG_TYPE, DOUBLE_TYPE, LIST_TYPE = (
+    0, 1, 2, 3, 5, 6, 7)
+PASSWORD_TYPE = 9
+TOPIC_CONFIG_TYPES = {"cleanup.policy": LIST_TYPE, "min.cleanable.dirty.ratio": DOUBLE_TYPE,
+                      "preallocate": BOOLEAN_TYPE}
+BROKER_CONFIG_TYPES = {"listeners": STRING_TYPE, "advertised.listeners": STRING_TYPE,
+                       "sasl.enabled.mechanisms": LIST_TYPE,
+                       "connections.max.idle.ms": LONG_TYPE}
 TOPIC, BROKER = 2, 4                          # DescribeConfigs resource types
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 
@@ -212,7 +221,8 @@ def _describe(served: ServedDir, resource_type: int, name: str
         if name not in served.view.topics():
             return ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist", []
         return ErrorCode.none, None, [
-            _entry(key, value, DYNAMIC_TOPIC_CONFIG if overridden else DEFAULT_CONFIG)
+            _entry(key, value, DYNAMIC_TOPIC_CONFIG if overridden else DEFAULT_CONFIG,
+                   kind=topic_config_type(key))
             for key, (value, overridden) in sorted(served.view.topic_config(name).items())]
     if resource_type == BROKER:
         if name not in ("", str(served.view.node_id)):
@@ -222,13 +232,32 @@ def _describe(served: ServedDir, resource_type: int, name: str
         return ErrorCode.none, None, [
             _entry(key, None if getattr(served.config, KEYS[key]) is None
                    or key in SENSITIVE_KEYS else value, STATIC_BROKER_CONFIG,
-                   sensitive=key in SENSITIVE_KEYS) for key, value in sorted(settings.items())]
+                   sensitive=key in SENSITIVE_KEYS, kind=broker_config_type(key))
+            for key, value in sorted(settings.items())]
     return (ErrorCode.invalid_request,
             f"resource type {resource_type} is not a topic (2) or a broker (4)", [])
 
 
-def _entry(key: str, value: str | None, source: int, sensitive: bool = False
-           ) -> dict[str, Any]:
+def _entry(key: str, value: str | None, source: int, sensitive: bool = False,
+           kind: int = UNKNOWN_TYPE) -> dict[str, Any]:
     return {"name": key, "value": value, "read_only": source == STATIC_BROKER_CONFIG,
             "config_source": source, "is_sensitive": sensitive, "synonyms": [],
-            "config_type": 0, "documentation": None}
+            "config_type": kind, "documentation": None}
+
+
+def topic_config_type(key: str) -> int:
+    """The type of topic config ``key`` as Kafka's LogConfig declares it."""
+    if key in INTEGER_KEYS:
+        return LONG_TYPE if INTEGER_KEYS[key][0] == LONG else INT_TYPE
+    return TOPIC_CONFIG_TYPES.get(key, STRING_TYPE)
+
+
+def broker_config_type(key: str) -> int:
+    """The type of broker setting ``key`` as Kafka's KafkaConfig declares it (the settings
+    holding passwords are PASSWORD)."""
+    if key in SENSITIVE_KEYS:
+        return PASSWORD_TYPE
+    if key in BROKER_CONFIG_TYPES:
+        return BROKER_CONFIG_TYPES[key]
+    kind = str(KafkaServerConfig.__dataclass_fields__[KEYS[key]].type).split("|")[0].strip()
+    return {"bool": BOOLEAN_TYPE, "int": INT_TYPE, "float": DOUBLE_TYPE}.get(kind, STRING_TYPE)
