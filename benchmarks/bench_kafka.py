@@ -27,6 +27,7 @@ from benchmarks.common import MB, Figure
 from storage.config import LogConfig
 from storage.kernels import warm_up
 from storage.log import Log
+from storage.log_read import FetchData
 
 TOPIC = "bench"
 VALUE_BYTES = 100
@@ -110,16 +111,7 @@ def _produce(bootstrap: str, records: int) -> float:
 
 def _produce_figure(root: Path, logs: list[Log], records: int, produce_s: float) -> Figure:
     """The producer's records/s beside the in-process append of the same batches."""
-    batches = []
-    for log in logs:
-        offset = log.log_start_offset
-        while offset < log.log_end_offset:
-            fetch = log.read_raw(offset, 1 << 20)
-            if fetch is None:
-                break
-            for batch in fetch.batches():
-                batches.append(bytes(batch.buffer))
-                offset = batch.last_offset + 1
+    batches = [bytes(batch.buffer) for fetch in _stored(logs) for batch in fetch.batches()]
     fresh = Log.open(root / "baseline-0", LogConfig(), recovery_point=0, had_clean_shutdown=True)
     start = time.perf_counter()
     for data in batches:
@@ -138,17 +130,8 @@ def _fetch_figure(bootstrap: str, logs: list[Log], records: int) -> Figure:
     """A consumer from the beginning, MB/s beside ``read_raw`` of the same segments."""
     import confluent_kafka as ck
 
-    size = 0
     start = time.perf_counter()
-    for log in logs:
-        offset = log.log_start_offset
-        while offset < log.log_end_offset:
-            fetch = log.read_raw(offset, 1 << 20)
-            if fetch is None:
-                break
-            size += len(fetch.data)
-            *_, last = fetch.batches()
-            offset = last.last_offset + 1
+    size = sum(len(fetch.data) for fetch in _stored(logs))
     raw_s = time.perf_counter() - start
     consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
                             "enable.auto.commit": False, "fetch.max.bytes": 50 << 20,
@@ -167,6 +150,19 @@ def _fetch_figure(bootstrap: str, logs: list[Log], records: int) -> Figure:
     return Figure("fetch from the beginning with librdkafka", size / fetch_s / MB, "MB/s",
                   baseline=size / raw_s / MB, baseline_name="Log.read_raw of the same segments",
                   note=f"target ratio {FETCH_TARGET_RATIO}; bytes as stored (lz4)")
+
+
+def _stored(logs: list[Log]) -> Iterator[FetchData]:
+    """Every log's batches from its start, as ``read_raw`` returns them (1 MiB at a time)."""
+    for log in logs:
+        offset = log.log_start_offset
+        while offset < log.log_end_offset:
+            fetch = log.read_raw(offset, 1 << 20)
+            if fetch is None:
+                break
+            yield fetch
+            *_, last = fetch.batches()
+            offset = last.last_offset + 1
 
 
 def _latency_figure(bootstrap: str, samples: int) -> Figure:
