@@ -42,6 +42,7 @@ __all__ = [
     "InvalidFrameSizeError",
     "KafkaProtocolError",
     "MalformedRequestError",
+    "NotLeaderOrFollowerError",
     "UnsupportedCompressionTypeError",
     "UnsupportedRequestError",
     "error_code_for",
@@ -79,6 +80,13 @@ class UnsupportedCompressionTypeError(StorageError):
     version."""
 
 
+class NotLeaderOrFollowerError(StorageError):
+    """A produce, fetch or offset lookup of a partition (``topic``, ``partition``) that the
+    cluster holds, but in another broker's directory (Kafka's ``NotLeaderOrFollowerException``):
+    the client asks for metadata again and goes to the leader. Unlike ``UnknownPartitionError``
+    the partition exists; unlike ``PartitionMovedError`` this broker may never have held it."""
+
+
 # most specific first: the first class in an exception's MRO found here gives its code
 _CODES: dict[type[BaseException], ErrorCode] = {
     OffsetOutOfRangeError: ErrorCode.offset_out_of_range,
@@ -98,6 +106,7 @@ _CODES: dict[type[BaseException], ErrorCode] = {
     UnsupportedCompressionTypeError: ErrorCode.unsupported_compression_type,
     LogDirOfflineError: ErrorCode.kafka_storage_error,
     LogDirClosedError: ErrorCode.kafka_storage_error,
+    NotLeaderOrFollowerError: ErrorCode.not_leader_or_follower,
 }
 
 
