@@ -90,6 +90,7 @@ class ClusterBrokerView:
         self._nodes: dict[str, Handle] | None = None
         self._node_ids: dict[str, int] = {}
         self._table: ClusterTable | None = None
+        self._forced_at = float("-inf")
         self._refreshing = threading.Lock()
 
     @property
@@ -160,12 +161,12 @@ class ClusterBrokerView:
                                        table.endpoints)
 
     def table(self, *, force: bool = False) -> ClusterTable:
-        """The current table: taken again when older than the TTL (or, with ``force``, than
-        ``FORCED_REFRESH_S``). A refresh that fails keeps the old table (logged) until the next
+        """The current table: taken again when older than the TTL, or with ``force`` (the
+        coordinator asking every node) unless a forced one was taken within
+        ``FORCED_REFRESH_S``. A refresh that fails keeps the old table (logged) until the next
         TTL; with no table at all it raises."""
         table = self._table
-        age_limit = self._forced if force else self._ttl
-        if table is not None and self._clock() - table.taken < age_limit:
+        if table is not None and not self._stale(table, force):
             return table
         if table is not None and not self._refreshing.acquire(blocking=False):
             return table                     # another thread is taking it
@@ -173,9 +174,10 @@ class ClusterBrokerView:
             self._refreshing.acquire()
         try:
             current = self._table
-            if current is not None and current is not table and \
-                    self._clock() - current.taken < age_limit:
+            if current is not None and current is not table and not self._stale(current, force):
                 return current
+            if force:
+                self._forced_at = self._clock()
             try:
                 self._table = self._take(refresh=force)
             except Exception:
@@ -188,6 +190,12 @@ class ClusterBrokerView:
             return self._table
         finally:
             self._refreshing.release()
+
+    def _stale(self, table: ClusterTable, force: bool) -> bool:
+        now = self._clock()
+        if force:
+            return now - self._forced_at >= self._forced
+        return now - table.taken >= self._ttl
 
     def _take(self, refresh: bool) -> ClusterTable:
         nodes = self._other_nodes()

@@ -1,8 +1,8 @@
 """``strata cluster start``: check the log directories (a file, one that cannot be created, one
 another cluster serves: refused with one line), start a Ray head in processes of its own unless
 ``--address`` names one to join, deploy the actors and wait until every directory has loaded
-(a progress bar on a terminal, a line every 10 s otherwise), then print the directories and the
-metrics endpoint. A start that fails half way is undone (actors ended, a head it started
+(a progress bar on a terminal, a line every 10 s otherwise), then print the directories, the
+Kafka bootstrap servers (``listeners`` in ``--config``/``--set``) and the metrics endpoint. A start that fails half way is undone (actors ended, a head it started
 stopped). Registered by ``ops.cli.lifecycle``.
 """
 
@@ -80,7 +80,8 @@ def run_start(args: argparse.Namespace) -> int:
         "metrics_export_port": args.metrics_export_port if head is not None else None,
         "metrics_listen": None if head is None else metrics_listen(args.metrics_export_port),
         "log_dirs": [{**dir_summary(r), "new": r["log_dir"] in new_dirs} for r in rows],
-        "cleaners": len(cluster.description.workers), "seconds": round(loaded, 3)}
+        "cleaners": len(cluster.description.workers), "seconds": round(loaded, 3),
+        "bootstrap_servers": cluster.bootstrap_servers or None}
     cluster.close()
     end_driver()
     if args.json:
@@ -98,6 +99,8 @@ def run_start(args: argparse.Namespace) -> int:
                   bytes_text(r.get("log_bytes")), bytes_text(r.get("disk_free_bytes")),
                   _recovered(r, new_dirs))
                  for r in rows])
+    if document["bootstrap_servers"]:
+        out.print(f"Kafka bootstrap servers: {document['bootstrap_servers']}", highlight=False)
     if document["dashboard"]:
         out.print(f"dashboard: {document['dashboard']}")
     if document["metrics_listen"]:
