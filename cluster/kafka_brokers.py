@@ -9,8 +9,9 @@ through the coordinator's description) and each serving broker's advertised addr
 the node actors) — kept for ``METADATA_TTL_S`` and taken again at once after a topic change made
 through it. A partition is led by the broker of the directory holding it: this broker leads
 what its own directory holds (asked of the directory, never of the table), and a table that
-still routes here a partition this directory no longer holds (moved away) is taken again, the
-coordinator asking every node, at most every ``FORCED_REFRESH_S``. Topic changes go through the
+still routes here a partition this directory no longer holds (moved away), or does not route
+a partition asked for (created since), is taken again, the coordinator asking every node, at
+most every ``FORCED_REFRESH_S``. Topic changes go through the
 coordinator's paths (``Cluster.create_topic``'s placement over every directory). Internal topics
 (``cluster.naming.INTERNAL_TOPICS``) are not reported.
 
@@ -117,7 +118,8 @@ class ClusterBrokerView:
             return self._node_id
         table = self.table()
         leader = self._leader_in(table, topic, partition)
-        if leader == self._node_id:   # routed here, not held here: it moved away
+        if leader == self._node_id or not self._routed(table, topic, partition):
+            # routed here but not held (moved away), or created since the table was taken
             table = self.table(force=True)
             leader = self._leader_in(table, topic, partition)
             if leader == self._node_id:
@@ -225,6 +227,10 @@ class ClusterBrokerView:
             self._nodes = {d: self._node_handle(d, name, description.node_hosts.get(d, ""))
                            for d, name in description.node_names.items() if d != self._log_dir}
         return self._nodes
+
+    @staticmethod
+    def _routed(table: ClusterTable, topic: str, partition: int) -> bool:
+        return partition in table.routes.get(topic, {})
 
     @staticmethod
     def _leader_in(table: ClusterTable, topic: str, partition: int) -> int | None:

@@ -41,9 +41,10 @@ class ServedDir:
                 log = self.logdir.log(topic, partition)
                 yield log
         except UnknownPartitionError as err:
-            if partition >= self.view.topics().get(topic, 0):
+            leader = self.view.leader(topic, partition)
+            if leader is None and partition >= self.view.topics().get(topic, 0):
                 raise
             raise NotLeaderOrFollowerError(
-                f"broker {self.view.node_id} does not hold {topic}-{partition}; its leader "
-                f"is broker {self.view.leader(topic, partition)}", topic=topic,
+                f"broker {self.view.node_id} does not hold {topic}-{partition}; its leader is "
+                f"{'not available' if leader is None else f'broker {leader}'}", topic=topic,
                 partition=partition) from err

@@ -164,6 +164,13 @@ def test_a_partition_routed_here_but_not_held_is_asked_again_and_led_by_its_new_
     assert len(setup.coordinator.calls) == 4
 
 
+def test_a_partition_created_since_the_table_was_taken_is_found_at_once(setup: Setup) -> None:
+    assert setup.view.topics() == {}
+    setup.coordinator.table = {"fresh": {0: setup.dirs[1]}}     # created by another client
+    assert setup.view.leader("fresh", 0) == 1
+    assert setup.view.topics() == {"fresh": 1}
+
+
 def test_a_failed_refresh_answers_from_the_last_table(setup: Setup) -> None:
     setup.coordinator.table = {"t": {0: setup.dirs[1]}}
     assert setup.view.topics() == {"t": 1}

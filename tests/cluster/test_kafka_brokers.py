@@ -6,7 +6,9 @@ to another directory, and find the same brokers after a restart."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -298,8 +300,31 @@ def test_a_restart_keeps_node_ids_leaders_and_fixed_ports(ray_session: str,
         second.stop()
 
 
+def test_a_restarted_node_actor_serves_again_and_every_broker_names_its_new_port(
+        brokers: Cluster) -> None:
+    """Last in the module: it kills a node actor of the shared cluster (Ray restarts it)."""
+    log_dir = brokers.description.log_dirs[2]
+    node_id = brokers.description.node_ids[log_dir]
+    brokers.create_topic("after-restart", partitions=3)
+    led = next(p for p, leader in leaders(brokers, "after-restart").items()
+               if leader == node_id)
+    pid = brokers.node(log_dir).call("info")["pid"]
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: brokers.node(log_dir).call("info")["pid"] != pid
+             and log_dir in brokers.kafka_brokers(), timeout=60, what="the node serving again")
+    _, host, port = brokers.kafka_brokers()[log_dir]
+    asked = endpoint_of(brokers, brokers.description.log_dirs[0])
+
+    def named() -> bool:
+        meta = AdminClient({"bootstrap.servers": f"{asked[0]}:{asked[1]}"}).list_topics(
+            timeout=TIMEOUT_S)
+        return f"{meta.brokers[node_id].host}:{meta.brokers[node_id].port}" == f"{host}:{port}"
+    wait_for(named, timeout=TIMEOUT_S, what="the other brokers naming the new port")
+    assert produce_all(producer(brokers.bootstrap_servers), "after-restart", [b"back"],
+                       partition=led) == [(led, 0)]
+
+
 def test_a_cluster_without_listeners_serves_no_kafka(brokers: Cluster,
                                                      start_cluster: Any) -> None:
     plain = start_cluster(dirs=1)
     assert plain.kafka_brokers() == {} and plain.bootstrap_servers == ""
-
