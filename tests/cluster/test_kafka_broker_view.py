@@ -4,11 +4,13 @@ and fake nodes, a real ``LogDir``) and ``NodeProducerIds`` on real checkpoint fi
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
+from cluster.errors import ListenerBindError
 from cluster.handles import LocalHandle
 from cluster.kafka_brokers import MAX_NODE_ID, NODE_ID_SHIFT, ClusterBrokerView, NodeProducerIds
 from cluster.kafka_listeners import directory_properties, serves_kafka
@@ -206,3 +208,11 @@ def test_a_node_id_too_large_for_producer_ids_is_refused(tmp_path: Path) -> None
     with pytest.raises(InvalidConfigError, match="node.id"):
         NodeProducerIds(tmp_path, MAX_NODE_ID + 1)
 
+
+
+def test_a_listener_bind_error_pickles_with_its_fields() -> None:
+    err = ListenerBindError("cannot listen", directory="/d0", key="listeners",
+                            value="PLAINTEXT://127.0.0.1:9092")
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is ListenerBindError and back.fields == err.fields
+    assert str(back) == "cannot listen"

@@ -23,6 +23,8 @@ from kafka import KafkaConsumer, TopicPartition
 from kio.schema.errors import ErrorCode
 
 from cluster import Cluster
+from cluster.errors import ClusterNotRunningError, ListenerBindError
+from storage.errors import InvalidConfigError
 from storage.record_format import Record
 from tests.cluster.conftest import FAST, wait_for
 from tests.node.kafka.clients import producer, produce_all
@@ -298,6 +300,33 @@ def test_a_restart_keeps_node_ids_leaders_and_fixed_ports(ray_session: str,
             [(2, 1)]
     finally:
         second.stop()
+
+
+def test_a_listener_port_taken_undoes_the_start_naming_directory_and_listener(
+        ray_session: str, tmp_path: Path) -> None:
+    log_dir = str(tmp_path / "d0")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ListenerBindError, match=f"127.0.0.1:{port}") as err:
+            Cluster.start(log_dirs=[log_dir], cleaners=1,
+                          config={**FAST, "listeners": f"PLAINTEXT://127.0.0.1:{port}"},
+                          namespace="strata-test-brokers-taken", address=ray_session)
+    assert err.value.fields["directory"] == log_dir
+    assert err.value.fields["key"] == "listeners"
+    with pytest.raises(ClusterNotRunningError):
+        Cluster.connect(namespace="strata-test-brokers-taken")
+
+
+def test_a_malformed_listener_is_refused_before_any_actor_starts(ray_session: str,
+                                                                 tmp_path: Path) -> None:
+    with pytest.raises(InvalidConfigError, match="listeners") as err:
+        Cluster.start(log_dirs=[str(tmp_path / "d0")], cleaners=1,
+                      config={**FAST, "listeners": "PLAINTEXT://127.0.0.1"},
+                      namespace="strata-test-brokers-malformed", address=ray_session)
+    assert err.value.fields["key"] == "listeners"
+    assert not (tmp_path / "d0").exists()
 
 
 def test_a_restarted_node_actor_serves_again_and_every_broker_names_its_new_port(
