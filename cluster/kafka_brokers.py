@@ -166,13 +166,15 @@ class ClusterBrokerView:
         """The current table: taken again when older than the TTL, or with ``force`` (the
         coordinator asking every node) unless a forced one was taken within
         ``FORCED_REFRESH_S``. A refresh that fails keeps the old table (logged) until the next
-        TTL; with no table at all it raises."""
+        TTL; with no table at all it raises. Only a first or invalidated table is waited for
+        while another thread takes one."""
         table = self._table
         if table is not None and not self._stale(table, force):
             return table
-        if table is not None and not self._refreshing.acquire(blocking=False):
+        outdated = table is None or table.taken == float("-inf")     # none yet, or invalidated
+        if not outdated and not self._refreshing.acquire(blocking=False):
             return table                     # another thread is taking it
-        if table is None:
+        if outdated:
             self._refreshing.acquire()
         try:
             current = self._table
