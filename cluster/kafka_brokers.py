@@ -28,12 +28,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cluster.errors import ListenerBindError
+from cluster.errors import ListenerBindError, TopicExistsError
 from cluster.handles import Handle
 from cluster.naming import is_internal
 from node.errors import LogDirClosedError
 from node.kafka.broker_view import BrokerEndpoint
 from node.kafka.config import KafkaServerConfig
+from node.kafka.errors import TopicAlreadyExistsError
 from node.kafka.producer_ids import ProducerIdAllocator
 from node.kafka.server import KafkaServer
 from node.logdir import LogDir
@@ -128,10 +129,13 @@ class ClusterBrokerView:
 
     def create_topic(self, topic: str, num_partitions: int,
                      configs: Mapping[str, str] | None = None) -> None:
+        """``TopicAlreadyExistsError`` for a topic created meanwhile (not in the table yet)."""
         files.validate_topic(topic)
         try:
             self._coordinator.call("create_topic", topic, num_partitions, dict(configs or {}),
                                    timeout=120 + num_partitions / 100)
+        except TopicExistsError as err:
+            raise TopicAlreadyExistsError(str(err), topic=topic) from None
         finally:
             self.invalidate()
 

@@ -43,6 +43,7 @@ __all__ = [
     "KafkaProtocolError",
     "MalformedRequestError",
     "NotLeaderOrFollowerError",
+    "TopicAlreadyExistsError",
     "UnsupportedCompressionTypeError",
     "UnsupportedRequestError",
     "error_code_for",
@@ -87,6 +88,12 @@ class NotLeaderOrFollowerError(StorageError):
     the partition exists; unlike ``PartitionMovedError`` this broker may never have held it."""
 
 
+class TopicAlreadyExistsError(StorageError):
+    """A topic creation (``topic``) that found the topic created meanwhile by another client
+    (Kafka's ``TopicExistsException``): CreateTopics answers TOPIC_ALREADY_EXISTS, and a
+    Metadata auto-creation answers the topic as it now is."""
+
+
 # most specific first: the first class in an exception's MRO found here gives its code
 _CODES: dict[type[BaseException], ErrorCode] = {
     OffsetOutOfRangeError: ErrorCode.offset_out_of_range,
@@ -107,6 +114,7 @@ _CODES: dict[type[BaseException], ErrorCode] = {
     LogDirOfflineError: ErrorCode.kafka_storage_error,
     LogDirClosedError: ErrorCode.kafka_storage_error,
     NotLeaderOrFollowerError: ErrorCode.not_leader_or_follower,
+    TopicAlreadyExistsError: ErrorCode.topic_already_exists,
 }
 
 

@@ -5,7 +5,7 @@ Kafka's rules (``KafkaApis.handleTopicMetadataRequest``): from v1 a null topic l
 topic and an empty list none (v0: empty means every topic). A requested topic that does not
 exist is created when the request allows it (v4+ ``allow_auto_topic_creation``, always before)
 and ``auto.create.topics.enable`` is on; it is created synchronously and answered at once with
-NONE. Otherwise UNKNOWN_TOPIC_OR_PARTITION, or INVALID_TOPIC_EXCEPTION for a name Kafka
+NONE (also when another client created it meanwhile). Otherwise UNKNOWN_TOPIC_OR_PARTITION, or INVALID_TOPIC_EXCEPTION for a name Kafka
 refuses. A partition no broker holds is LEADER_NOT_AVAILABLE. Leader epochs are reported as -1
 (unknown), so clients skip the leader-epoch validation this server does not offer yet; topic
 ids are the zero UUID (v10+); a topic asked for by id alone is UNKNOWN_TOPIC_ID.
@@ -24,6 +24,7 @@ from kio.schema.errors import ErrorCode
 
 from node.kafka.codec import Request, build, response_class
 from node.kafka.context import ServedDir
+from node.kafka.errors import TopicAlreadyExistsError
 from node.kafka.versions import ApiKey
 from storage.errors import InvalidTopicError
 
@@ -55,6 +56,9 @@ def handle_metadata(served: ServedDir, request: Request) -> Any:
                     view.create_topic(name, served.config.num_partitions)
                     known[name] = served.config.num_partitions
                     error = ErrorCode.none
+                except TopicAlreadyExistsError:      # another client's, just now
+                    known = view.topics()
+                    error = ErrorCode.none if name in known else error
                 except InvalidTopicError:
                     error = ErrorCode.invalid_topic_exception
         partitions = []

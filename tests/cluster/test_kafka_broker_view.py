@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from kio.schema.errors import ErrorCode
 
-from cluster.errors import ListenerBindError
+from cluster.errors import ListenerBindError, TopicExistsError
 from cluster.handles import LocalHandle
 from cluster.kafka_brokers import MAX_NODE_ID, NODE_ID_SHIFT, ClusterBrokerView, NodeProducerIds
 from cluster.kafka_listeners import directory_properties, serves_kafka
@@ -18,6 +19,7 @@ from cluster.metadata import TopicInfo
 from cluster.status import ClusterDescription
 from node import LogDir
 from node.kafka.broker_view import BrokerEndpoint
+from node.kafka.errors import TopicAlreadyExistsError, error_code_for
 from node.kafka.producer_ids import ProducerIdAllocator
 from storage.errors import InvalidConfigError
 
@@ -83,6 +85,8 @@ class FakeCoordinator:
         return {t: dict(p) for t, p in self.table.items()}
 
     def create_topic(self, name: str, partitions: int, config: dict[str, str]) -> None:
+        if name in self.table:
+            raise TopicExistsError(f"topic {name} exists", topic=name)
         self.created.append((name, partitions, config))
         self.table[name] = {p: self.description.log_dirs[p % 3] for p in range(partitions)}
 
@@ -171,6 +175,16 @@ def test_a_partition_created_since_the_table_was_taken_is_found_at_once(setup: S
     setup.coordinator.table = {"fresh": {0: setup.dirs[1]}}     # created by another client
     assert setup.view.leader("fresh", 0) == 1
     assert setup.view.topics() == {"fresh": 1}
+
+
+def test_creating_a_topic_another_client_created_meanwhile_is_topic_already_exists(
+        setup: Setup) -> None:
+    assert setup.view.topics() == {}
+    setup.coordinator.table = {"raced": {0: setup.dirs[1]}}
+    with pytest.raises(TopicAlreadyExistsError, match="raced"):
+        setup.view.create_topic("raced", 1)
+    assert error_code_for(TopicAlreadyExistsError("x")) == ErrorCode.topic_already_exists
+    assert setup.view.topics() == {"raced": 1}
 
 
 def test_a_failed_refresh_answers_from_the_last_table(setup: Setup) -> None:

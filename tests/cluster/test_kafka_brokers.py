@@ -33,7 +33,8 @@ from node.kafka.versions import ApiKey
 from storage.record_builder import build_batch
 
 TIMEOUT_S = 20.0
-EPHEMERAL = {"listeners": "PLAINTEXT://127.0.0.1:0"}
+EPHEMERAL = {"listeners": "PLAINTEXT://127.0.0.1:0", "auto.create.topics.enable": "true",
+             "num.partitions": "3"}
 
 
 @pytest.fixture(scope="module")
@@ -186,6 +187,24 @@ def test_topics_created_through_kafka_are_spread_over_the_directories(brokers: C
         leaders(brokers, "admin-made")
     admin.delete_topics(["admin-made"])["admin-made"].result(TIMEOUT_S)
     assert "admin-made" not in {t.name for t in brokers.list_topics()}
+
+
+def test_metadata_auto_creates_over_the_directories_and_answers_a_topic_created_meanwhile(
+        brokers: Cluster) -> None:
+    asked = endpoint_of(brokers, brokers.description.log_dirs[0])
+    request = {"allow_auto_topic_creation": True, "include_cluster_authorized_operations": False,
+               "include_topic_authorized_operations": False}
+    with WireClient(asked) as wire:
+        made = wire.call(ApiKey.METADATA, 9, {**request, "topics": [{"name": "auto-made"}]})
+        assert made.topics[0].error_code == ErrorCode.none
+        assert len(made.topics[0].partitions) == 3
+        info = next(t for t in brokers.list_topics() if t.name == "auto-made")
+        assert len(set(info.partitions.values())) == 3       # num.partitions, spread
+        brokers.create_topic("raced", partitions=2)          # the broker's table is a second old
+        raced = wire.call(ApiKey.METADATA, 9, {**request, "topics": [{"name": "raced"}]})
+    assert raced.topics[0].error_code == ErrorCode.none
+    assert {p.partition_index: p.leader_id for p in raced.topics[0].partitions} == \
+        leaders(brokers, "raced")
 
 
 def test_a_moved_partition_is_followed_without_loss_or_duplicates(brokers: Cluster) -> None:
