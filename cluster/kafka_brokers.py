@@ -22,6 +22,7 @@ never from one of the actor's concurrency groups, so none waits for a group it h
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -49,6 +50,7 @@ FORCED_REFRESH_S = 0.2
 CALL_TIMEOUT_S = 30.0
 NODE_ID_SHIFT = 40                   # a broker's producer ids: node.id << 40 | its own counter
 MAX_NODE_ID = (1 << (63 - NODE_ID_SHIFT)) - 1
+WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
 
 
 @dataclass(frozen=True)
@@ -271,7 +273,8 @@ class NodeBroker:
     """The Kafka broker of one node actor (directory ``log_dir``): ``serve`` starts a
     ``KafkaServer`` over the loaded directory with the listener ``properties`` of the directory
     (``cluster.kafka_listeners``) once its ``meta.properties`` gives its ``node.id`` and
-    ``cluster.id``; ``close`` stops it. Without properties it never serves. Thread-safe; ``serve``
+    ``cluster.id``; ``close`` stops it. A listener on every interface advertises the host's
+    name unless ``advertised.listeners`` says otherwise. Without properties it never serves. Thread-safe; ``serve``
     after ``close`` raises ``LogDirClosedError``."""
 
     def __init__(self, log_dir: str, properties: Mapping[str, str], coordinator: Handle,
@@ -306,7 +309,7 @@ class NodeBroker:
                 raise LogDirClosedError(f"the node of {self._log_dir} is closed",
                                         directory=self._log_dir)
             if self._server is not None:
-                return self._server.advertised_address()
+                return self._advertised(self._server)
             if not self._properties:
                 return None
             meta = read_meta_properties(logdir.path)
@@ -319,7 +322,7 @@ class NodeBroker:
             started: list[KafkaServer] = []
             view = ClusterBrokerView(
                 node_id=meta.node_id, cluster_id=meta.cluster_id, log_dir=self._log_dir,
-                logdir=logdir, endpoint=lambda: started[0].advertised_address(),
+                logdir=logdir, endpoint=lambda: self._advertised(started[0]),
                 coordinator=self._coordinator, node_handle=self._node_handle)
             server = KafkaServer(logdir, config, view=view,
                                  producer_ids=NodeProducerIds(logdir.path, meta.node_id))
@@ -333,17 +336,28 @@ class NodeBroker:
                     "(listeners: directory i takes port + i)", directory=self._log_dir,
                     key="listeners", value=config.listeners) from None
             self._server, self._node_id = server, meta.node_id
-            logger.info("log directory %s is Kafka broker %d at %s", self._log_dir,
-                        meta.node_id, server.bootstrap_servers)
-            return server.advertised_address()
+            host, port = self._advertised(server)
+            logger.info("log directory %s is Kafka broker %d at %s:%d", self._log_dir,
+                        meta.node_id, host, port)
+            return host, port
 
     def endpoint(self) -> tuple[int, str, int] | None:
         """(node id, advertised host, port) while serving, else None."""
         server, node_id = self._server, self._node_id
         if server is None or node_id is None:
             return None
-        host, port = server.advertised_address()
+        host, port = self._advertised(server)
         return node_id, host, port
+
+    @staticmethod
+    def _advertised(server: KafkaServer) -> tuple[str, int]:
+        """The server's advertised address; a listener bound to every interface (host empty,
+        ``0.0.0.0`` or ``::``) without ``advertised.listeners`` advertises this machine's
+        name, as Kafka advertises its canonical host name for an empty host."""
+        host, port = server.advertised_address()
+        if host in WILDCARD_HOSTS:
+            return socket.getfqdn(), port
+        return host, port
 
     def close(self) -> None:
         """Stop serving (the connections are closed); safe to call twice."""

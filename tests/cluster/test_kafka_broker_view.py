@@ -5,6 +5,7 @@ and fake nodes, a real ``LogDir``) and ``NodeProducerIds`` on real checkpoint fi
 from __future__ import annotations
 
 import pickle
+import socket
 from pathlib import Path
 from typing import Iterator
 
@@ -13,15 +14,19 @@ from kio.schema.errors import ErrorCode
 
 from cluster.errors import ListenerBindError, TopicExistsError
 from cluster.handles import LocalHandle
-from cluster.kafka_brokers import MAX_NODE_ID, NODE_ID_SHIFT, ClusterBrokerView, NodeProducerIds
+from cluster.kafka_brokers import (MAX_NODE_ID, NODE_ID_SHIFT, ClusterBrokerView, NodeBroker,
+                                   NodeProducerIds)
 from cluster.kafka_listeners import directory_properties, serves_kafka
 from cluster.metadata import TopicInfo
 from cluster.status import ClusterDescription
 from node import LogDir
+from node.errors import LogDirClosedError
 from node.kafka.broker_view import BrokerEndpoint
 from node.kafka.errors import TopicAlreadyExistsError, error_code_for
 from node.kafka.producer_ids import ProducerIdAllocator
-from storage.errors import InvalidConfigError
+from node.meta_properties import CURRENT_VERSION, MetaProperties, random_uuid, \
+    write_meta_properties
+from storage.errors import InvalidConfigError, StorageError
 
 
 # ---- the listener rule -------------------------------------------------------------------------
@@ -230,3 +235,33 @@ def test_a_listener_bind_error_pickles_with_its_fields() -> None:
     back = pickle.loads(pickle.dumps(err))
     assert type(back) is ListenerBindError and back.fields == err.fields
     assert str(back) == "cannot listen"
+
+
+# ---- the node's broker ---------------------------------------------------------------------------
+def test_a_node_broker_serves_with_its_directorys_identity_and_stops_on_close(
+        setup: Setup) -> None:
+    broker = NodeBroker(setup.dirs[0], {"listeners": "PLAINTEXT://0.0.0.0:0"},
+                        setup.coordinator_handle,
+                        lambda d, name, host: LocalHandle(setup.nodes[d], name))
+    with pytest.raises(StorageError, match="no node.id"):
+        broker.serve(setup.logdir)                # the start has not written the identity yet
+    write_meta_properties(setup.logdir.path, MetaProperties(CURRENT_VERSION, "c" * 22, 4,
+                                                            random_uuid()))
+    host, port = broker.serve(setup.logdir)
+    assert host == socket.getfqdn() and port > 0      # every interface: the host's name
+    assert broker.serve(setup.logdir) == (host, port)
+    assert broker.endpoint() == (4, host, port)
+    socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    broker.close()
+    assert broker.endpoint() is None
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=5)
+    with pytest.raises(LogDirClosedError):
+        broker.serve(setup.logdir)
+
+
+def test_a_node_broker_without_listeners_never_serves(setup: Setup) -> None:
+    broker = NodeBroker(setup.dirs[0], {}, setup.coordinator_handle,
+                        lambda d, name, host: LocalHandle(setup.nodes[d], name))
+    assert not broker.configured and broker.serve(setup.logdir) is None
+    assert broker.endpoint() is None
