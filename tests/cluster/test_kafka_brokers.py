@@ -372,7 +372,6 @@ def test_a_restarted_node_actor_serves_again_and_every_broker_names_its_new_port
                        partition=led) == [(led, 0)]
 
 
-def test_a_cluster_without_listeners_serves_no_kafka(brokers: Cluster,
-                                                     start_cluster: Any) -> None:
+def test_a_cluster_without_listeners_serves_no_kafka(start_cluster: Any) -> None:
     plain = start_cluster(dirs=1)
     assert plain.kafka_brokers() == {} and plain.bootstrap_servers == ""
