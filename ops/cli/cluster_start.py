@@ -45,6 +45,7 @@ def run_start(args: argparse.Namespace) -> int:
     dirs = [abs_dir(d) for d in (args.log_dirs or broker.log_dirs)]
     if not dirs:
         raise UsageError("no log directory: give --log-dir, or log.dirs in --config")
+    _check_listeners(broker.properties, len(dirs))
     new_dirs = check_log_dirs(dirs, joining=args.address is not None)
 
     began = time.monotonic()
@@ -108,6 +109,21 @@ def run_start(args: argparse.Namespace) -> int:
                   f"(Ray listens on every interface, {document['metrics_listen']}: firewall the "
                   "port, or keep the host off untrusted networks)", highlight=False)
     return EXIT_OK
+
+
+def _check_listeners(properties: Any, count: int) -> None:
+    """Refuse, before any Ray process starts, Kafka listener settings that no directory could
+    use (``cluster.kafka_listeners``: a malformed listener, a port pushed past 65535)."""
+    from cluster.kafka_listeners import directory_properties, serves_kafka
+    from storage.errors import InvalidConfigError
+
+    if not serves_kafka(properties):
+        return
+    try:
+        for index in range(count):
+            directory_properties(properties, index)
+    except InvalidConfigError as err:
+        raise UsageError(str(err)) from None
 
 
 def check_log_dirs(dirs: list[str], *, joining: bool) -> set[str]:

@@ -43,3 +43,15 @@ def test_cluster_start_with_server_properties_listeners_serves_kafka_and_status_
     consumed = strata("consume", "lines", "--partition=2", "--value-only").stdout
     assert consumed.splitlines() == ["one", "two"]
     assert strata.json("cluster", "stop")["stopped"]
+
+
+def test_cluster_start_refuses_a_malformed_listener_before_starting_anything(
+        strata: Strata, tmp_path: Path) -> None:  # noqa: F811 - the fixture
+    config = tmp_path / "server.properties"
+    config.write_text("listeners=PLAINTEXT://127.0.0.1:65534\n")
+    result = strata(*strata.start_args(tmp_path / "a", tmp_path / "b", tmp_path / "c"),
+                    f"--config={config}", check=False)
+    assert result.returncode == 2
+    assert "listeners" in result.stderr and "65536" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert strata.head_processes() == [] and not (tmp_path / "a").exists()
