@@ -62,3 +62,10 @@ class DuplicatePartitionError(StorageError):
     without it that was given again. Refused at start, as Kafka's ``LogManager.loadLog``
     refuses "Duplicate log directories"; the partition is routed to none of them until one copy
     is removed."""
+
+
+class ListenerBindError(StorageError):
+    """A node actor could not bind the Kafka listener of its directory (``directory``; ``key``
+    and ``value``: the ``listeners`` setting it was given, after the port rule): the port is
+    taken, or the host is not this machine's. The cluster start that asked for it is undone.
+    Unlike ``InvalidConfigError`` the setting is well formed; the machine refused it."""

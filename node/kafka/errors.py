@@ -45,6 +45,8 @@ __all__ = [
     "KafkaProtocolError",
     "MalformedRequestError",
     "SaslAuthenticationError",
+    "NotLeaderOrFollowerError",
+    "TopicAlreadyExistsError",
     "UnsupportedCompressionTypeError",
     "UnsupportedRequestError",
     "error_code_for",
@@ -82,6 +84,19 @@ class UnsupportedCompressionTypeError(StorageError):
     version."""
 
 
+class NotLeaderOrFollowerError(StorageError):
+    """A produce, fetch or offset lookup of a partition (``topic``, ``partition``) that the
+    cluster holds, but in another broker's directory (Kafka's ``NotLeaderOrFollowerException``):
+    the client asks for metadata again and goes to the leader. Unlike ``UnknownPartitionError``
+    the partition exists; unlike ``PartitionMovedError`` this broker may never have held it."""
+
+
+class TopicAlreadyExistsError(StorageError):
+    """A topic creation (``topic``) that found the topic created meanwhile by another client
+    (Kafka's ``TopicExistsException``): CreateTopics answers TOPIC_ALREADY_EXISTS, and a
+    Metadata auto-creation answers the topic as it now is."""
+
+
 # most specific first: the first class in an exception's MRO found here gives its code
 _CODES: dict[type[BaseException], ErrorCode] = {
     OffsetOutOfRangeError: ErrorCode.offset_out_of_range,
@@ -102,6 +117,8 @@ _CODES: dict[type[BaseException], ErrorCode] = {
     LogDirOfflineError: ErrorCode.kafka_storage_error,
     LogDirClosedError: ErrorCode.kafka_storage_error,
     LogDirNotFoundError: ErrorCode.log_dir_not_found,
+    NotLeaderOrFollowerError: ErrorCode.not_leader_or_follower,
+    TopicAlreadyExistsError: ErrorCode.topic_already_exists,
 }
 
 

@@ -5,7 +5,8 @@ is the log start offset; -1 (latest) the last offset a reader may fetch, the hig
 v7) the first record with the largest timestamp; any other time the first record whose
 timestamp is at or after it. A lookup whose offset a reader may not fetch yet, or that finds
 nothing, answers offset -1 and timestamp -1. A partition not held here is
-UNKNOWN_TOPIC_OR_PARTITION. An offset found carries the leader epoch it was written in (v4+),
+UNKNOWN_TOPIC_OR_PARTITION, or NOT_LEADER_OR_FOLLOWER when another broker of the cluster holds
+it (``ServedDir.leading``). An offset found carries the leader epoch it was written in (v4+),
 the one epoch of ``leader_epoch.LEADER_EPOCH``, as Kafka's epoch cache gives it.
 """
 
@@ -40,8 +41,8 @@ def handle_list_offsets(served: ServedDir, request: Request) -> Any:
         partitions = []
         for part in topic.partitions:
             try:
-                log = served.logdir.log(topic.name, part.partition_index)
-                offset, timestamp = lookup(log, part.timestamp, committed)
+                with served.leading(topic.name, part.partition_index) as log:
+                    offset, timestamp = lookup(log, part.timestamp, committed)
                 partitions.append({"partition_index": part.partition_index,
                                    "error_code": ErrorCode.none, "timestamp": timestamp,
                                    "offset": offset, "leader_epoch": UNDEFINED_EPOCH
