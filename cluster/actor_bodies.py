@@ -65,7 +65,8 @@ class NodeBody(LogDirServer):
         metrics.publish_every(self.stats, NODE_METRICS_INTERVAL_S, lambda: self.load_finished)
         self._broker = NodeBroker(
             str(self.path), kafka_properties or {}, NamedHandle(COORDINATOR_NAME, namespace),
-            lambda _dir, name, node_host: NamedHandle(name, namespace, node_host))
+            lambda _dir, name, node_host: NamedHandle(name, namespace, node_host),
+            moves_in=self.move_status)
         self._broker_start: threading.Thread | None = None
         if self._broker.configured and self._broker.identified():
             self._broker_start = threading.Thread(target=self._serve_once_loaded,

@@ -22,6 +22,7 @@ never from one of the actor's concurrency groups, so none waits for a group it h
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
 import time
@@ -29,17 +30,28 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cluster.errors import ListenerBindError, TopicExistsError
+from cluster.errors import ListenerBindError, TopicExistsError, UnknownTopicError
 from cluster.handles import Handle
 from cluster.naming import is_internal
-from node.errors import LogDirClosedError
-from node.kafka.broker_view import BrokerEndpoint
+from node.errors import (
+    LogDirClosedError,
+    LogDirNotFoundError,
+    MoveRefusedError,
+    UnknownPartitionError,
+)
+from node.kafka.broker_view import (
+    BrokerEndpoint,
+    LogDirDescription,
+    ReplicaDescription,
+    describe_log_dir,
+)
 from node.kafka.config import KafkaServerConfig
 from node.kafka.errors import TopicAlreadyExistsError
 from node.kafka.producer_ids import ProducerIdAllocator
 from node.kafka.server import KafkaServer
 from node.logdir import LogDir
 from node.meta_properties import read_meta_properties
+from node.mover import MoveStatus
 from storage import files
 from storage.errors import InvalidConfigError, StorageError
 
@@ -77,6 +89,7 @@ class ClusterBrokerView:
     def __init__(self, *, node_id: int, cluster_id: str, log_dir: str, logdir: LogDir,
                  endpoint: Callable[[], tuple[str, int]], coordinator: Handle,
                  node_handle: Callable[[str, str, str], Handle],
+                 moves_in: Callable[[], list[MoveStatus]] = list,
                  ttl_s: float = METADATA_TTL_S, forced_s: float = FORCED_REFRESH_S,
                  clock: Callable[[], float] = time.monotonic,
                  call_timeout_s: float = CALL_TIMEOUT_S) -> None:
@@ -87,6 +100,9 @@ class ClusterBrokerView:
         self._endpoint = endpoint
         self._coordinator = coordinator
         self._node_handle = node_handle
+        self._moves_in = moves_in
+        self._moving: dict[tuple[str, int], str] = {}    # moves out started here: their target
+        self._moving_lock = threading.Lock()
         self._ttl = ttl_s
         self._forced = forced_s
         self._clock = clock
@@ -115,6 +131,18 @@ class ClusterBrokerView:
 
     def topics(self) -> dict[str, int]:
         return {topic: max(parts) + 1 for topic, parts in self.table().routes.items() if parts}
+
+    def partition_count(self, topic: str) -> int | None:
+        """From the table, taken again from the coordinator when it does not know ``topic``
+        (unless a table taken since the question is there): a topic created through another
+        broker or the Python API within the table's TTL exists for the admin APIs at once."""
+        if is_internal(topic):
+            return None
+        asked = self._clock()
+        parts = self.table().routes.get(topic)
+        if not parts:
+            parts = self.table(taken_after=asked).routes.get(topic)
+        return max(parts) + 1 if parts else None
 
     def leader(self, topic: str, partition: int) -> int | None:
         if self._logdir.get_log(topic, partition) is not None:
@@ -160,6 +188,75 @@ class ClusterBrokerView:
         values = self._logdir.default_config.with_overrides(overrides).to_properties()
         return {key: (value, defaults.get(key) != value) for key, value in values.items()}
 
+    def alter_topic_config(self, topic: str, overrides: Mapping[str, str]) -> None:
+        """Through the coordinator (``Cluster.alter_topic_config``: every directory holding the
+        topic, durably): the keys of ``overrides`` set, every other override removed."""
+        try:
+            infos = self._coordinator.call("list_topics", timeout=self._timeout)
+            current = next((t.config for t in infos if t.name == topic), None)
+            if current is None:
+                raise UnknownTopicError(f"the cluster has no topic {topic}", topic=topic)
+            removed = [key for key in current if key not in overrides]
+            self._coordinator.call("alter_topic_config", topic, dict(overrides), removed,
+                                   timeout=120)
+        except UnknownTopicError as err:
+            raise UnknownPartitionError(str(err), topic=topic) from None
+        finally:
+            self.invalidate()
+
+    def log_dirs(self) -> list[LogDirDescription]:
+        """This broker's one directory: its replicas, then the copies of the moves into it
+        (``is_future``, with their offset lag)."""
+        futures = [ReplicaDescription(m.topic, m.partition, m.bytes_copied, m.offset_lag,
+                                      is_future=True)
+                   for m in self._moves_in() if m.phase != "interrupted"]
+        return [describe_log_dir(self._logdir, futures)]
+
+    def alter_replica_log_dir(self, topic: str, partition: int, log_dir: str) -> None:
+        """A move to this broker's own directory changes nothing; a move to another directory
+        of the cluster is a KIP-113 move between brokers (``Cluster.move_partition``: the
+        target's node copies the partition while this one serves it, then takes over, and
+        clients see a leader change), started here and run in the background; any other path
+        is LOG_DIR_NOT_FOUND."""
+        target = os.path.normpath(log_dir) if os.path.isabs(log_dir) else None
+        self._other_nodes()
+        if target != self._log_dir and target not in self._node_ids:
+            raise LogDirNotFoundError(
+                f"log directory {log_dir} is no directory of this cluster (broker "
+                f"{self._node_id} has {self._log_dir})", log_dir=log_dir)
+        self._logdir.log(topic, partition)      # UnknownPartitionError, LogDirOfflineError
+        if target == self._log_dir:
+            return
+        with self._moving_lock:
+            if self._moving.get((topic, partition)) == target:
+                return                          # the same move asked again
+            if (topic, partition) in self._moving:
+                raise MoveRefusedError(
+                    f"{topic}-{partition} is already moving to "
+                    f"{self._moving[(topic, partition)]}", topic=topic, partition=partition,
+                    target_dir=target, reason="in-progress")
+            self._moving[(topic, partition)] = target
+        threading.Thread(target=self._move_out, args=(topic, partition, target), daemon=True,
+                         name=f"kafka-move-{topic}-{partition}").start()
+
+    def _move_out(self, topic: str, partition: int, target: str) -> None:
+        """Run one move to ``target`` (its node copies from this directory), then route the
+        partition there; a move that fails is logged (the partition serves here on)."""
+        try:
+            self._other_nodes()[target].call("move_in", topic, partition, self._log_dir,
+                                              timeout=None)
+            self._coordinator.call("partition_moved", topic, partition, target,
+                                   timeout=self._timeout)
+            logger.info("broker %d: %s-%d moved to %s", self._node_id, topic, partition,
+                        target)
+        except Exception:  # noqa: BLE001 - the request was answered; the log says what failed
+            logger.warning("broker %d: the move of %s-%d to %s failed", self._node_id, topic,
+                           partition, target, exc_info=True)
+        finally:
+            with self._moving_lock:
+                self._moving.pop((topic, partition), None)
+            self.invalidate()
+
     # ---- the table ---------------------------------------------------------------------------
     def invalidate(self) -> None:
         """Take the table again at the next question (a topic changed)."""
@@ -168,23 +265,26 @@ class ClusterBrokerView:
             self._table = ClusterTable(float("-inf"), table.routes, table.node_ids,
                                        table.endpoints)
 
-    def table(self, *, force: bool = False) -> ClusterTable:
+    def table(self, *, force: bool = False, taken_after: float | None = None) -> ClusterTable:
         """The current table: taken again when older than the TTL, or with ``force`` (the
         coordinator asking every node) unless a forced one was taken within
         ``FORCED_REFRESH_S``. A refresh that fails keeps the old table (logged) until the next
-        TTL; with no table at all it raises. Only a first or invalidated table is waited for
-        while another thread takes one."""
+        TTL; with no table at all it raises. Only a first or invalidated table, or one older
+        than ``taken_after`` (begun before that clock reading), is waited for while another
+        thread takes one."""
         table = self._table
-        if table is not None and not self._stale(table, force):
+        if table is not None and not self._stale(table, force, taken_after):
             return table
-        outdated = table is None or table.taken == float("-inf")     # none yet, or invalidated
+        outdated = (table is None or table.taken == float("-inf")     # none yet, or invalidated
+                    or (taken_after is not None and table.taken < taken_after))
         if not outdated and not self._refreshing.acquire(blocking=False):
             return table                     # another thread is taking it
         if outdated:
             self._refreshing.acquire()
         try:
             current = self._table
-            if current is not None and current is not table and not self._stale(current, force):
+            if current is not None and current is not table \
+                    and not self._stale(current, force, taken_after):
                 return current
             if force:
                 self._forced_at = self._clock()
@@ -201,13 +301,16 @@ class ClusterBrokerView:
         finally:
             self._refreshing.release()
 
-    def _stale(self, table: ClusterTable, force: bool) -> bool:
+    def _stale(self, table: ClusterTable, force: bool, taken_after: float | None = None) -> bool:
+        if taken_after is not None and table.taken < taken_after:
+            return True
         now = self._clock()
         if force:
             return now - self._forced_at >= self._forced
         return now - table.taken >= self._ttl
 
     def _take(self, refresh: bool) -> ClusterTable:
+        began = self._clock()   # the table is as of its beginning: a later change may be missing
         nodes = self._other_nodes()
         asked = {d: h.submit("kafka_endpoint") for d, h in nodes.items()}
         routes = self._coordinator.call("refresh_routes" if refresh else "routes",
@@ -224,7 +327,7 @@ class ClusterBrokerView:
             if found is not None:
                 node_id, other_host, other_port = found
                 endpoints[node_id] = BrokerEndpoint(node_id, other_host, other_port)
-        return ClusterTable(self._clock(),
+        return ClusterTable(began,
                             {t: dict(p) for t, p in routes.items() if not is_internal(t)},
                             dict(self._node_ids), endpoints)
 
@@ -278,8 +381,10 @@ class NodeBroker:
     after ``close`` raises ``LogDirClosedError``."""
 
     def __init__(self, log_dir: str, properties: Mapping[str, str], coordinator: Handle,
-                 node_handle: Callable[[str, str, str], Handle]) -> None:
+                 node_handle: Callable[[str, str, str], Handle],
+                 moves_in: Callable[[], list[MoveStatus]] = list) -> None:
         self._log_dir = log_dir
+        self._moves_in = moves_in
         self._properties = dict(properties)
         self._coordinator = coordinator
         self._node_handle = node_handle
@@ -323,7 +428,8 @@ class NodeBroker:
             view = ClusterBrokerView(
                 node_id=meta.node_id, cluster_id=meta.cluster_id, log_dir=self._log_dir,
                 logdir=logdir, endpoint=lambda: self._advertised(started[0]),
-                coordinator=self._coordinator, node_handle=self._node_handle)
+                coordinator=self._coordinator, node_handle=self._node_handle,
+                moves_in=self._moves_in)
             server = KafkaServer(logdir, config, view=view,
                                  producer_ids=NodeProducerIds(logdir.path, meta.node_id))
             started.append(server)

@@ -86,7 +86,7 @@ def _check_topic(served: ServedDir, topic: Any, counts: Counter[str],
         files.validate_topic(name)
     except StorageError as err:
         return ErrorCode.invalid_topic_exception, str(err), -1
-    if name in served.view.topics():
+    if served.view.partition_count(name) is not None:
         return ErrorCode.topic_already_exists, f"topic {name!r} already exists", -1
     assignments = topic.assignments
     if assignments:
@@ -152,7 +152,7 @@ def handle_create_partitions(served: ServedDir, request: Request) -> Any:
     brokers = {b.node_id for b in view.brokers()}
     results = []
     for topic in body.topics:
-        current = view.topics().get(topic.name)
+        current = view.partition_count(topic.name)
         code, message = ErrorCode.none, None
         if counts[topic.name] > 1:
             code, message = ErrorCode.invalid_request, f"topic {topic.name!r} is named twice"
@@ -185,7 +185,7 @@ def handle_delete_topics(served: ServedDir, request: Request) -> Any:
     view = served.view
     results = []
     for name in request.body.topic_names:
-        if name not in view.topics():
+        if view.partition_count(name) is None:
             results.append({"name": name, "error_code": ErrorCode.unknown_topic_or_partition,
                             "error_message": f"topic {name!r} does not exist"})
             continue
@@ -218,7 +218,7 @@ def handle_describe_configs(served: ServedDir, request: Request) -> Any:
 def _describe(served: ServedDir, resource_type: int, name: str
               ) -> tuple[ErrorCode, str | None, list[dict[str, Any]]]:
     if resource_type == TOPIC:
-        if name not in served.view.topics():
+        if served.view.partition_count(name) is None:
             return ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist", []
         return ErrorCode.none, None, [
             _entry(key, value, DYNAMIC_TOPIC_CONFIG if overridden else DEFAULT_CONFIG,

@@ -151,7 +151,7 @@ def _alter_topic(served: ServedDir, name: str, operations: list[Operation],
     except StorageError as err:
         raise _Refused(ErrorCode.invalid_topic_exception, str(err)) from None
     view = served.view
-    exists = name in view.topics()
+    exists = view.partition_count(name) is not None
     current = view.topic_config(name) if exists else {}
     overrides = {k: v for k, (v, overridden) in current.items() if overridden}
     if incremental:

@@ -16,7 +16,7 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass
-from typing import Callable, Mapping, Protocol
+from typing import Callable, Mapping, Protocol, Sequence
 
 from node.errors import LogDirNotFoundError, LogDirOfflineError
 from node.logdir import LogDir
@@ -87,6 +87,12 @@ class BrokerView(Protocol):
 
     def topics(self) -> dict[str, int]:
         """Every topic and its partition count."""
+        ...
+
+    def partition_count(self, topic: str) -> int | None:
+        """The partition count of ``topic``, or None when no broker holds it: what the admin
+        APIs check a topic's existence with (a view that caches what it knows asks again
+        before it answers None or a count another broker changed)."""
         ...
 
     def leader(self, topic: str, partition: int) -> int | None:
@@ -198,6 +204,9 @@ class LogDirBrokerView:
             counts[topic] = max(counts.get(topic, 0), partition + 1)
         return counts
 
+    def partition_count(self, topic: str) -> int | None:
+        return self.topics().get(topic)
+
     def leader(self, topic: str, partition: int) -> int | None:
         return self._node_id if self._logdir.get_log(topic, partition) is not None else None
 
@@ -232,14 +241,7 @@ class LogDirBrokerView:
 
     def log_dirs(self) -> list[LogDirDescription]:
         """This one directory; it has no moves in or out (no future replicas)."""
-        path = str(self._logdir.path)
-        try:
-            replicas = tuple(ReplicaDescription(t, p, lg.size_in_bytes)
-                             for (t, p), lg in sorted(self._logdir.logs().items()))
-        except LogDirOfflineError:
-            return [LogDirDescription(path, offline_reason=self._logdir.offline_reason)]
-        total, _used, free = disk_usage(path)
-        return [LogDirDescription(path, replicas, total, free)]
+        return [describe_log_dir(self._logdir)]
 
     def alter_replica_log_dir(self, topic: str, partition: int, log_dir: str) -> None:
         """A move to this directory is done already; any other directory is not this broker's.
@@ -249,6 +251,21 @@ class LogDirBrokerView:
             raise LogDirNotFoundError(f"log directory {log_dir} is not a directory of broker "
                                       f"{self._node_id} (it has {path})", log_dir=log_dir)
         self._logdir.log(topic, partition)      # UnknownPartitionError, LogDirOfflineError
+
+
+def describe_log_dir(logdir: LogDir, futures: Sequence[ReplicaDescription] = ()
+                     ) -> LogDirDescription:
+    """``logdir`` as DescribeLogDirs reports it: its replicas with their sizes, then ``futures``
+    (the copies of moves into it), and its file system's sizes; an offline directory with its
+    reason alone."""
+    path = str(logdir.path)
+    try:
+        replicas = tuple(ReplicaDescription(t, p, lg.size_in_bytes)
+                         for (t, p), lg in sorted(logdir.logs().items()))
+    except LogDirOfflineError:
+        return LogDirDescription(path, offline_reason=logdir.offline_reason)
+    total, _used, free = disk_usage(path)
+    return LogDirDescription(path, replicas + tuple(futures), total, free)
 
 
 def _cluster_id_of(path: str) -> str:

@@ -42,7 +42,7 @@ class ServedDir:
                 yield log
         except UnknownPartitionError as err:
             leader = self.view.leader(topic, partition)
-            if leader is None and partition >= self.view.topics().get(topic, 0):
+            if leader is None and partition >= (self.view.partition_count(topic) or 0):
                 raise
             raise NotLeaderOrFollowerError(
                 f"broker {self.view.node_id} does not hold {topic}-{partition}; its leader is "

@@ -44,7 +44,7 @@ def _topic_error(served: ServedDir, name: str) -> tuple[ErrorCode, str | None]:
     except StorageError as err:
         return ErrorCode.invalid_topic_exception, str(err)
     try:
-        if name not in served.view.topics():
+        if served.view.partition_count(name) is None:
             return ErrorCode.unknown_topic_or_partition, None
     except StorageError as err:              # the directory went offline, for one
         return error_code_for(err), str(err)

@@ -52,6 +52,8 @@ def handle_metadata(served: ServedDir, request: Request) -> Any:
                            "topic_id": topic_id or ZERO_UUID, "partitions": []})
             continue
         error = ErrorCode.none
+        if name not in known and (count := view.partition_count(name)) is not None:
+            known[name] = count                      # created since the view's last look
         if name not in known:
             error = ErrorCode.unknown_topic_or_partition
             if allow_create:

@@ -18,8 +18,16 @@ from typing import Any, Iterator
 
 import confluent_kafka as ck
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import KafkaConsumer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition, TopicPartitionReplica
+from kafka import errors as kafka_errors
+
 from kio.schema.errors import ErrorCode
 
 from cluster import Cluster
@@ -375,3 +383,100 @@ def test_a_restarted_node_actor_serves_again_and_every_broker_names_its_new_port
 def test_a_cluster_without_listeners_serves_no_kafka(start_cluster: Any) -> None:
     plain = start_cluster(dirs=1)
     assert plain.kafka_brokers() == {} and plain.bootstrap_servers == ""
+
+
+def test_describe_log_dirs_names_each_brokers_directory_and_its_partitions(
+        brokers: Cluster) -> None:
+    """kafka-python's describe_log_dirs asks every broker: each reports its own directory with
+    the partitions the cluster routes there."""
+    brokers.create_topic("dirs", partitions=3)
+    brokers.produce("dirs", 0, [Record(value=b"x" * 100, timestamp=1)] * 5, flush=True)
+    admin = KafkaAdminClient(bootstrap_servers=brokers.bootstrap_servers,
+                             request_timeout_ms=10_000)
+    try:
+        answers = admin.describe_log_dirs()
+    finally:
+        admin.close()
+    ids = brokers.description.node_ids
+    reported = {}
+    for answer in answers:
+        directory, = answer["log_dirs"]
+        assert ids[directory["log_dir"]] == answer["broker"] and directory["error_code"] == 0
+        reported[directory["log_dir"]] = {
+            p["partition_index"]: p["partition_size"]
+            for t in directory["topics"] if t["name"] == "dirs" for p in t["partitions"]}
+    assert {d: sorted(parts) for d, parts in reported.items() if parts} == {
+        d: sorted(p for p in range(3) if brokers.partition_dir("dirs", p) == d)
+        for d in {brokers.partition_dir("dirs", p) for p in range(3)}}
+    assert reported[brokers.partition_dir("dirs", 0)][0] > 500
+
+
+def test_alter_replica_log_dirs_moves_a_partition_to_another_brokers_directory(
+        brokers: Cluster) -> None:
+    """AlterReplicaLogDirs sent to the broker holding a partition, naming another directory of
+    the cluster, moves it there (KIP-113 through Cluster.move_partition): Metadata then names
+    the new broker as leader and every record is read back from it; a path that is no directory
+    of the cluster is LOG_DIR_NOT_FOUND."""
+    brokers.create_topic("relocate", partitions=1)
+    sent = [f"r{i}".encode() for i in range(50)]
+    produce_all(producer(brokers.bootstrap_servers), "relocate", sent)
+    source = brokers.partition_dir("relocate", 0)
+    target = next(d for d in brokers.description.log_dirs if d != source)
+    ids = brokers.description.node_ids
+    admin = KafkaAdminClient(bootstrap_servers=brokers.bootstrap_servers,
+                             request_timeout_ms=10_000)
+    try:
+        answers = admin.alter_replica_log_dirs({
+            TopicPartitionReplica("relocate", 0, ids[source]): target})
+        nowhere = admin.alter_replica_log_dirs({
+            TopicPartitionReplica("relocate", 0, ids[source]): "/no/such/strata/dir"})
+    finally:
+        admin.close()
+    assert answers == {TopicPartitionReplica("relocate", 0, ids[source]): kafka_errors.NoError}
+    assert nowhere == {TopicPartitionReplica("relocate", 0, ids[source]):
+                       kafka_errors.LogDirNotFoundError}
+    wait_for(lambda: _leader_of(brokers, "relocate", 0) == ids[target], timeout=60,
+             what="the new leader in Metadata")
+    c = ck.Consumer({"bootstrap.servers": brokers.bootstrap_servers, "group.id": "unused",
+                     "enable.auto.commit": False, "enable.partition.eof": False})
+    try:
+        c.assign([ck.TopicPartition("relocate", 0, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(got) < len(sent) and time.monotonic() < deadline:
+            msg = c.poll(0.5)
+            if msg is not None:
+                assert msg.error() is None, msg.error()
+                got.append(msg.value())
+    finally:
+        c.close()
+    assert got == sent
+
+
+def _leader_of(cluster: Cluster, topic: str, partition: int) -> int | None:
+    """The leader Metadata names (asked of the first broker)."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    found = admin.list_topics(topic, timeout=10).topics[topic].partitions.get(partition)
+    return None if found is None else found.leader
+
+
+def test_incremental_alter_configs_through_any_broker_changes_the_clusters_topic(
+        brokers: Cluster) -> None:
+    """confluent-kafka's incremental_alter_configs goes through the coordinator: the cluster's
+    topic has the override (every directory holding it, durably), and a later AlterConfigs
+    replaces the whole override set."""
+    brokers.create_topic("tuned", partitions=3, config={"segment.bytes": "1048576"})
+    admin = AdminClient({"bootstrap.servers": brokers.bootstrap_servers})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "tuned", incremental_configs=[
+        ConfigEntry("retention.ms", "3600000",
+                    incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(TIMEOUT_S)
+    info, = [t for t in brokers.list_topics() if t.name == "tuned"]
+    assert info.config == {"segment.bytes": "1048576", "retention.ms": "3600000"}
+    replace = ConfigResource(ConfigResource.Type.TOPIC, "tuned",
+                             set_config={"cleanup.policy": "compact"})
+    for future in admin.alter_configs([replace]).values():
+        future.result(TIMEOUT_S)
+    info, = [t for t in brokers.list_topics() if t.name == "tuned"]
+    assert info.config == {"cleanup.policy": "compact"}
