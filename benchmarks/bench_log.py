@@ -119,21 +119,22 @@ def run(quick: bool = False) -> list[Figure]:
                               baseline=total_bytes / raw_read / MB, baseline_name="raw read"))
         recovered.close()
 
-        segments = 2000 if quick else 10_000
+        segments = 5000 if quick else 50_000
         seg_config = LogConfig(segment_bytes=len(batches[0]) // 8)
-        small = build_batch_columns([b"k"], [b"v"], np.array([1], dtype=np.int64))
-        many = Log.open(root / "many-0", seg_config, recovery_point=0, had_clean_shutdown=True)
-        for _ in range(segments):
-            many.append_batch(small)
-            many.roll()
-        many.flush()
-        end = many.log_end_offset
-        many.close()
+        few = _one_batch_segments(root / "few-0", seg_config, FEW_SEGMENTS)
+        few_rate = _fetch_rate(few)
+        few.close()
+        end = _one_batch_segments(root / "many-0", seg_config, segments).log_end_offset
         start = time.perf_counter()
         reopened = Log.open(root / "many-0", seg_config, recovery_point=end, had_clean_shutdown=True)
         open_s = time.perf_counter() - start
         count = reopened.number_of_segments
+        many_rate = _fetch_rate(reopened)
         reopened.close()
+        figures.append(Figure(f"fetch at a random offset, log of {count:,} segments",
+                              many_rate, "fetches/s", baseline=few_rate,
+                              baseline_name=f"the same in a log of {FEW_SEGMENTS} segments",
+                              note="target: at least 0.5 (a fetch costs O(log segments))"))
         start = time.perf_counter()
         for path in (root / "many-0").iterdir():
             path.stat()
@@ -144,6 +145,33 @@ def run(quick: bool = False) -> list[Figure]:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return figures
+
+
+FEW_SEGMENTS = 100
+FETCH_SAMPLES = 5000
+
+
+def _one_batch_segments(path: Path, config: LogConfig, count: int) -> Log:
+    """A log of ``count`` segments of one one-record batch each, flushed and closed cleanly
+    (returned closed: its log end offset is still read)."""
+    small = build_batch_columns([b"k"], [b"v"], np.array([1], dtype=np.int64))
+    log = Log.open(path, config, recovery_point=0, had_clean_shutdown=True)
+    for _ in range(count):
+        log.append_batch(small)
+        log.roll()
+    log.flush()
+    log.close()
+    return log
+
+
+def _fetch_rate(log: Log) -> float:
+    """Fetches per second of ``read_raw`` at ``FETCH_SAMPLES`` random offsets of ``log``."""
+    rng = np.random.default_rng(1)
+    offsets = rng.integers(log.log_start_offset, log.log_end_offset, FETCH_SAMPLES).tolist()
+    start = time.perf_counter()
+    for offset in offsets:
+        assert log.read_raw(offset, 64 * 1024) is not None
+    return FETCH_SAMPLES / (time.perf_counter() - start)
 
 
 def _next_offset(data: bytes) -> int:

@@ -1,6 +1,7 @@
 """The bodies of the Strata actors: the plain classes (``LogDirServer``, ``CleanerWorker``,
 ``CoordinatorService``) with the cluster's seams plugged in (metrics, the coordinator's pauses,
-the other nodes as move sources), built from plain values so Ray can rerun them after a restart.
+the other nodes as move sources, the node's Kafka broker), built from plain values so Ray can
+rerun them after a restart.
 
 Only actor processes import this module: the actor classes of ``cluster.actors`` are light shells
 that build their body here on construction, so a driver that merely looks an actor up (every
@@ -9,7 +10,9 @@ that build their body here on construction, so a driver that merely looks an act
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 from typing import Any
 
 import ray
@@ -18,24 +21,35 @@ from cleaner.config import CleanerConfig
 from cluster.actors import current_host
 from cluster.coordinator_service import CoordinatorService
 from cluster.handles import CoordinatorLink, NamedHandle
+from cluster.kafka_brokers import NodeBroker
 from cluster.metrics import RayMetrics
 from cluster.naming import COORDINATOR_NAME, node_actor_name
 from cluster.node_service import CoordinatorPauses, NodeMetrics, RemoteMoveSource
 from cluster.status import ClusterDescription
 from cluster.worker import CleanerWorker
 from node.config import LogDirConfig
+from node.opening import DirectoryLoadingError
 from node.server import LogDirServer
 from storage.config import LogConfig
+from storage.errors import StorageError
+
+logger = logging.getLogger(__name__)
 
 NODE_METRICS_INTERVAL_S = 5.0
 
 
 class NodeBody(LogDirServer):
     """A node actor's body: ``LogDirServer`` with the cluster's seams; the directory loads again
-    on a background thread after a restart."""
+    on a background thread after a restart.
+
+    With ``kafka_properties`` (``cluster.kafka_listeners``) the node is a Kafka broker
+    (``cluster.kafka_brokers.NodeBroker``): ``serve_kafka`` starts it (the cluster's start calls
+    it once the directories carry their identity), and a restarted actor whose directory already
+    carries it serves again by itself once loaded. ``close`` stops it before the directory."""
 
     def __init__(self, path: str, topic_defaults: dict[str, str],
-                 log_dir_properties: dict[str, str], namespace: str) -> None:
+                 log_dir_properties: dict[str, str], namespace: str,
+                 kafka_properties: dict[str, str] | None = None) -> None:
         host, declared = current_host()
         self.node_id = ray.get_runtime_context().get_node_id()
         self.host_declared = declared
@@ -49,9 +63,48 @@ class NodeBody(LogDirServer):
                          default_config=LogConfig.from_properties(topic_defaults),
                          config=LogDirConfig.from_properties(log_dir_properties))
         metrics.publish_every(self.stats, NODE_METRICS_INTERVAL_S, lambda: self.load_finished)
+        self._broker = NodeBroker(
+            str(self.path), kafka_properties or {}, NamedHandle(COORDINATOR_NAME, namespace),
+            lambda _dir, name, node_host: NamedHandle(name, namespace, node_host),
+            moves_in=self.move_status)
+        self._broker_start: threading.Thread | None = None
+        if self._broker.configured and self._broker.identified():
+            self._broker_start = threading.Thread(target=self._serve_once_loaded,
+                                                  name=f"kafka-start-{self.path.name}",
+                                                  daemon=True)
+            self._broker_start.start()
 
     def info(self) -> dict[str, Any]:
         return {**super().info(), "node_id": self.node_id, "host_declared": self.host_declared}
+
+    def serve_kafka(self) -> tuple[str, int] | None:
+        """Start this directory's Kafka broker once loaded (see the class docstring); its
+        advertised (host, port), or None when the cluster has no ``listeners``."""
+        return self._broker.serve(self.log_dir)
+
+    def kafka_endpoint(self) -> tuple[int, str, int] | None:
+        """(node id, advertised host, port) of this directory's broker while it serves."""
+        return self._broker.endpoint()
+
+    def close(self, broker_epoch: int = -1) -> bool:
+        self._broker.close()
+        closed = super().close(broker_epoch)
+        if self._broker_start is not None:
+            self._broker_start.join()
+        return closed
+
+    def _serve_once_loaded(self) -> None:
+        """A restarted actor's broker: serve once the directory has loaded (a failed load, a
+        close meanwhile or a port taken is logged; the cluster's next start says why)."""
+        while True:
+            try:
+                self.serve_kafka()
+                return
+            except DirectoryLoadingError:
+                continue
+            except StorageError:
+                logger.warning("the Kafka broker of %s did not start", self.path, exc_info=True)
+                return
 
 
 class WorkerBody(CleanerWorker):

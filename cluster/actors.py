@@ -72,6 +72,7 @@ NODE_METHODS: dict[str, tuple[str | None, int]] = {
     "move_source": ("move", RETRY), "move_status": (None, RETRY),
     "append_buffer_or_moved": ("io", NO_RETRY),
     "identity": (None, RETRY), "write_identity": ("admin", NO_RETRY),
+    "serve_kafka": (None, NO_RETRY), "kafka_endpoint": (None, RETRY),
 }
 WORKER_GROUPS = {"clean": 1, "control": 4}
 WORKER_METHODS: dict[str, tuple[str | None, int]] = {
@@ -192,8 +193,10 @@ def declared_resources() -> set[str]:
 
 
 def start_node(log_dir: str, namespace: str, topic_defaults: dict[str, str],
-               log_dir_properties: dict[str, str]) -> Any:
-    """The node actor of ``log_dir`` (an existing one of that name is reused)."""
+               log_dir_properties: dict[str, str],
+               kafka_properties: dict[str, str] | None = None) -> Any:
+    """The node actor of ``log_dir`` (an existing one of that name is reused);
+    ``kafka_properties``: its Kafka listener's (``cluster.kafka_listeners``), none without."""
     resource = dir_resource(log_dir)
     if resource in declared_resources():
         placement: dict[str, Any] = {"resources": {resource: 1}}
@@ -203,7 +206,7 @@ def start_node(log_dir: str, namespace: str, topic_defaults: dict[str, str],
     return NodeActor.options(name=node_actor_name(log_dir), namespace=namespace,
                              get_if_exists=True, max_concurrency=4, **_COMMON,
                              **placement).remote(log_dir, topic_defaults, log_dir_properties,
-                                                 namespace)
+                                                 namespace, kafka_properties or {})
 
 
 def start_worker(name: str, cleaner_id: int, host: str, declared: bool, namespace: str,

@@ -44,6 +44,7 @@ def start(log_dirs: Sequence[str] | None, cleaners: int | None,
                                     allow_missing_log_dirs=allow_missing_log_dirs)
         deploy.wait_loaded(description, timeout_s=timeout_s, on_progress=on_progress)
         deploy.settle_log_dirs(description, timeout_s=timeout_s)
+        deploy.serve_brokers(description, timeout_s=timeout_s)
     except BaseException:
         if owns:
             import ray

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from cluster import attach, client_monitoring, data_path
 from cluster.data_path import (DEFAULT_BATCH_BYTES, DEFAULT_WINDOW, ProduceResult, TopicLayout,
                                encode_batches)
-from cluster.errors import UnknownLogDirError, UnknownTopicError
+from cluster.errors import ActorUnavailableError, UnknownLogDirError, UnknownTopicError
 from cluster.handles import RayHandle, lookup
 from cluster.naming import COORDINATOR_NAME, DEFAULT_NAMESPACE, abs_dir
 from cluster.routing import Routes
@@ -99,7 +99,9 @@ class Cluster:
               allow_missing_log_dirs: bool = False) -> Cluster:
         """Start (or complete) the cluster of ``namespace``; ``config`` holds Kafka broker keys
         (``log.dirs`` gives the directories when ``log_dirs`` does not; ``cleaners`` overrides
-        ``log.cleaner.threads``).
+        ``log.cleaner.threads``). With ``listeners`` every directory is a Kafka broker, the
+        i-th on port + i (``cluster.kafka_listeners``; ``bootstrap_servers`` names them); a
+        port that cannot be bound undoes the start (``ListenerBindError``).
 
         Each directory carries the cluster's identity (``meta.properties``: ``cluster.id``,
         ``node.id``, ``directory.id``; and the list of every directory of the cluster). A start
@@ -146,6 +148,28 @@ class Cluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    # ---- Kafka brokers -----------------------------------------------------------------------
+    def kafka_brokers(self) -> dict[str, tuple[int, str, int]]:
+        """Every directory's Kafka broker that serves (a cluster started with ``listeners``):
+        log directory -> (node id, advertised host, port), in the order of the directories."""
+        asked = {d: self._nodes[d].submit("kafka_endpoint") for d in self.description.log_dirs
+                 if d in self._nodes}
+        found = {}
+        for log_dir, pending in asked.items():
+            try:
+                endpoint = pending.result(60)
+            except (ActorUnavailableError, StorageError):
+                continue
+            if endpoint is not None:
+                found[log_dir] = tuple(endpoint)
+        return found
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port`` of every broker, comma-separated (Kafka clients' ``bootstrap.servers``);
+        empty when the cluster serves no Kafka listener."""
+        return ",".join(f"{host}:{port}" for _, host, port in self.kafka_brokers().values())
 
     # ---- topics ------------------------------------------------------------------------------
     def create_topic(self, name: str, partitions: int = 1,

@@ -13,8 +13,11 @@ that own them (STYLE.md P8):
 
 A key that belongs to none of them is refused when it looks like ours (``log.*``) or is no key of
 Kafka's broker (``cluster.kafka_keys``), and otherwise kept in ``ignored`` (a real
-``server.properties`` holds ``broker.id``, ``listeners``, ... that a storage layer has no use
-for). ``read_server_properties`` reads Java's properties format.
+``server.properties`` holds ``broker.id``, ``controller.quorum.voters``, ... that a storage layer
+has no use for). ``listeners`` and the other keys of ``node.kafka.config.KafkaServerConfig`` are
+among them here, and are taken from ``properties`` by ``cluster.kafka_listeners`` (each
+directory's Kafka listener), checked when the cluster starts. ``read_server_properties`` reads
+Java's properties format.
 """
 
 from __future__ import annotations

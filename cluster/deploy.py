@@ -5,9 +5,10 @@ cleaner workers — ``log.cleaner.threads`` of them on every host that holds a d
 with the node actors' host, known beforehand from the Ray nodes' resources — and the coordinator,
 which gets the whole description; all started at once. Actors that
 already exist under their names are reused, so deploying a running cluster again only adds what is
-missing. ``wait_loaded`` polls every node's load progress. ``shutdown`` stops the coordinator's
-loop and the cleans in flight, closes every directory cleanly (the next start recovers nothing)
-and ends the actors.
+missing. ``wait_loaded`` polls every node's load progress; ``serve_brokers`` starts the
+directories' Kafka brokers (``listeners``: ``cluster.kafka_listeners``). ``shutdown`` stops the
+coordinator's loop and the cleans in flight, closes every directory cleanly (the next start
+recovers nothing) and ends the actors.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ import ray
 from cluster import actors
 from cluster.config import BrokerConfig
 from cluster.coordinator_service import worker_specs
-from cluster.errors import ActorUnavailableError
+from cluster.errors import ActorUnavailableError, ListenerBindError
 from cluster.dir_identity import duplicate_partition_error, duplicate_partitions, plan_identity
 from cluster.handles import RayHandle, lookup
+from cluster.kafka_listeners import directory_properties
 from cluster.naming import COORDINATOR_NAME, abs_dir, node_actor_name
 from cluster.status import ClusterDescription
 from node.cluster_dirs import KnownDir
@@ -51,8 +53,10 @@ def deploy(log_dirs: Sequence[str], broker: BrokerConfig, namespace: str, *,
     hosts_of = {d: actors.host_of_dir(d) for d in dirs}
     hosts = dict(hosts_of.values())
     specs = worker_specs(sorted(hosts), broker.cleaner.num_threads)
+    listeners = {d: directory_properties(broker.properties, i) for i, d in enumerate(dirs)}
     # the nodes and workers at once: each one's start is mostly its process importing the code
-    nodes = {d: actors.start_node(d, namespace, broker.topic_defaults, broker.log_dir_properties)
+    nodes = {d: actors.start_node(d, namespace, broker.topic_defaults, broker.log_dir_properties,
+                                  listeners[d])
              for d in dirs}
     workers = [actors.start_worker(name, cleaner_id, host, hosts[host], namespace,
                                    broker.cleaner_properties)
@@ -121,6 +125,31 @@ def settle_log_dirs(description: ClusterDescription, *, timeout_s: float = 120.0
             pending.result(timeout_s)
         except StorageError as err:   # offline meanwhile: written at the next start
             logger.info("cannot write the identity of %s: %s", log_dir, err)
+
+
+def serve_brokers(description: ClusterDescription, *,
+                  timeout_s: float = 120.0) -> dict[str, tuple[str, int]]:
+    """After ``settle_log_dirs``: start every directory's Kafka broker (a cluster whose config
+    has ``listeners``; ``cluster.kafka_brokers``); their advertised (host, port) by directory,
+    empty without listeners. A listener that cannot be bound shuts the cluster down and raises
+    its ``ListenerBindError``; a directory that did not load serves nothing (its stats say
+    why)."""
+    handles = {d: lookup(name, description.namespace) for d, name in
+               description.node_names.items()}
+    pendings = {d: h.submit("serve_kafka") for d, h in handles.items()}
+    served: dict[str, tuple[str, int]] = {}
+    for log_dir, pending in pendings.items():
+        try:
+            address = pending.result(timeout_s)
+        except ListenerBindError:
+            shutdown(description.namespace, timeout_s=timeout_s)
+            raise
+        except StorageError as err:
+            logger.info("the Kafka broker of %s did not start: %s", log_dir, err)
+            continue
+        if address is not None:
+            served[log_dir] = tuple(address)
+    return served
 
 
 def _end_actors(namespace: str, node_names: Sequence[str], worker_names: Sequence[str],

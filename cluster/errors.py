@@ -74,3 +74,10 @@ class NodeRestartError(StorageError):
     ``timeout_s`` (its process did not restart, or its directory did not finish loading).
     Unlike a directory that loaded and is still offline (a restart's result, not an error),
     nothing is known of the new process."""
+
+
+class ListenerBindError(StorageError):
+    """A node actor could not bind the Kafka listener of its directory (``directory``; ``key``
+    and ``value``: the ``listeners`` setting it was given, after the port rule): the port is
+    taken, or the host is not this machine's. The cluster start that asked for it is undone.
+    Unlike ``InvalidConfigError`` the setting is well formed; the machine refused it."""

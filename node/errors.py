@@ -15,6 +15,7 @@ __all__ = [
     "InvalidTopicConfigError",
     "LogDirClosedError",
     "LogDirLockedError",
+    "LogDirNotFoundError",
     "LogDirOfflineError",
     "MoveAbortedError",
     "MoveRefusedError",
@@ -102,3 +103,10 @@ class MoveAbortedError(StorageError):
     """A move of ``topic``-``partition`` that started and was abandoned (``reason``): its
     ``-future`` copy was removed and the source still serves every record. Unlike
     ``MoveRefusedError`` work was done and thrown away; the move may be tried again."""
+
+
+class LogDirNotFoundError(StorageError):
+    """A call names a log directory (``log_dir``, an absolute path) that the broker asked does
+    not have (Kafka's ``LogDirNotFoundException``, LOG_DIR_NOT_FOUND): a replica move to a
+    directory of no broker or of another broker. Unlike ``LogDirOfflineError`` the directory is
+    not known at all; unlike ``MoveRefusedError`` nothing about the partition was looked at."""

@@ -409,15 +409,18 @@ class LogLoader:
         snapshot at or below it plus the batches of the segments ``before`` it after that
         snapshot. Consecutive recoveries reuse the state the previous one left. A dry run
         rebuilds nothing (and reads no producer state)."""
-        if self.dry_run:
-            return
+        if self.dry_run or all(segment.size == 0 for segment in recovered):
+            return    # (an empty segment indexes nothing: its .txnindex stays absent)
         state = self._txn_state
         if state is None or not before or before[-1] is not self._txn_state_last:
             state = ProducerStateManager(self.dir)
             start = state.load_latest_snapshot(recovered[0].base_offset,
                                                self.clock.milliseconds())
             try:
-                for segment in before:
+                for k, segment in enumerate(before):
+                    # a segment followed by one based at or below the snapshot ends below it
+                    if k + 1 < len(before) and before[k + 1].base_offset <= start:
+                        continue
                     if segment.read_next_offset() > start:
                         segment.replay_producer_state(state, start)
             except (CorruptRecordError, CorruptIndexError) as err:

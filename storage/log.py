@@ -54,6 +54,7 @@ from storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ORIGIN_CLIENT,
     ORIGIN_COORDINATOR,
+    ProducerEntry,
     ProducerStateManager,
 )
 from storage.records import Compression, ControlType, Record, build_batch, build_end_txn_marker
@@ -83,9 +84,10 @@ class Log:
         self.topic_partition = files.topic_partition_of(directory)
         self._lock = threading.RLock()
         self._segments = LogSegments(load.segments)
-        self._log_start_offset = load.log_start_offset
         self._log_end_offset = load.log_end_offset
         self._recovery_point = load.recovery_point
+        self._log_start_offset = 0
+        self._update_log_start_offset(load.log_start_offset)
         self._unflushed_messages = 0
         self._last_flush_ms = clock.milliseconds()
         # what segments looked like before a truncation changed or removed them: a swap of
@@ -189,10 +191,12 @@ class Log:
         with self._lock:
             return len(self._segments)
 
-    def segments_in_range(self, from_offset: int, to_offset: int) -> list[LogSegment]:
-        """Segments that may hold offsets in [from_offset, to_offset) (Kafka's logSegments(from, to))."""
+    def segments_in_range(self, from_offset: int, to_offset: int,
+                          limit: int | None = None) -> list[LogSegment]:
+        """Segments that may hold offsets in [from_offset, to_offset) (Kafka's logSegments(from,
+        to)); the first ``limit`` of them when given."""
         with self._lock:
-            return self._segments.in_range(from_offset, to_offset)
+            return self._segments.in_range(from_offset, to_offset, limit)
 
     # ---- append ------------------------------------------------------------------------------
     def append(self, records: Sequence[Record], *, compression: Compression = Compression.NONE,
@@ -258,6 +262,12 @@ class Log:
         with self._lock:
             entry = self.producer_state.producers.get(producer_id)
             return entry.last_seq if entry is not None else -1
+
+    def active_producers(self) -> list[ProducerEntry]:
+        """A copy of the state of every producer the log holds, in producer id order (Kafka's
+        ``UnifiedLog.activeProducers``, what DescribeProducers reports)."""
+        with self._lock:
+            return [entry.copy() for _, entry in sorted(self.producer_state.producers.items())]
 
     def remove_expired_producers(self, now_ms: int | None = None) -> int:
         """Forget the producers idle for ``producer.id.expiration.ms`` (Kafka's
@@ -439,6 +449,15 @@ class Log:
     def _ensure_open(self) -> None:
         if self._closed:
             raise StorageError(f"log {self.dir} is closed", partition=self.name)
+
+    def _update_log_start_offset(self, offset: int) -> None:
+        """Set the log start offset, and raise the recovery point to it when below (Kafka's
+        ``UnifiedLog.updateLogStartOffset``): what lies below the log start is never recovered, so
+        a power loss after a recovery point checkpoint below it cannot take the segments that
+        hold the log start (and the producer state only they hold) as unflushed."""
+        self._log_start_offset = offset
+        if self._recovery_point < offset:
+            self._recovery_point = offset
 
     def _delete_segment_files(self, segments: Sequence[LogSegment], sync: bool = False) -> None:
         """Rename to ``.deleted`` now; remove after ``file.delete.delay.ms`` (``log_files``)."""

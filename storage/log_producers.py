@@ -18,14 +18,21 @@ snapshot says, as Kafka takes it.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Protocol
 
 from storage.errors import CorruptIndexError, CorruptRecordError
 from storage.producer_state import CompletedTxn, ProducerStateManager
 from storage.records import HEADER_SIZE, BatchHeader
 from storage.segment import LogSegment
 
-SegmentsInRange = Callable[[int, int], list[LogSegment]]
+
+
+class SegmentsInRange(Protocol):
+    """``Log.segments_in_range``: the segments that may hold offsets in [from, to), the first
+    ``limit`` of them when given."""
+
+    def __call__(self, from_offset: int, to_offset: int,
+                 limit: int | None = None) -> list[LogSegment]: ...
 
 
 def rebuild_producer_state(state: ProducerStateManager, log_start_offset: int,
@@ -90,7 +97,7 @@ def batch_header_at(offset: int, log_end_offset: int, segments_in_range: Segment
     gap, past the end, a batch that fails its checks)."""
     if offset >= log_end_offset:
         return None
-    segments = segments_in_range(offset, log_end_offset)
+    segments = segments_in_range(offset, log_end_offset, limit=2)
     if not segments:
         return None
     next_base = segments[1].base_offset if len(segments) > 1 else log_end_offset

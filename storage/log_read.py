@@ -29,6 +29,7 @@ DEFAULT_FETCH_BYTES = 1024 * 1024
 EARLIEST_TIMESTAMP = -2     # Kafka's ListOffsetsRequest.EARLIEST_TIMESTAMP: the log start offset
 LATEST_TIMESTAMP = -1       # Kafka's ListOffsetsRequest.LATEST_TIMESTAMP: the last fetchable offset
 MAX_TIMESTAMP = -3          # Kafka's ListOffsetsRequest.MAX_TIMESTAMP (KIP-734)
+READ_CANDIDATES = 8         # segments a read takes at a time (compaction can leave empty ones)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,13 +54,16 @@ class FetchData:
 def read_raw(log: Log, start_offset: int, max_bytes: int,
              min_one_message: bool) -> FetchData | None:
     """``Log.read_raw`` (see its contract): the segments that may hold ``start_offset`` are taken
-    under the log's lock and read without it. Each segment holds its file open for the length of
+    under the log's lock, ``READ_CANDIDATES`` at a time (a fetch costs O(log segments) whatever
+    the log's length), and read without it. Each segment holds its file open for the length of
     its read, so a retention delete or a swap that removes it meanwhile costs nothing; a read
     that finds the file gone before it began, or the segment truncated since it was taken,
     retries on the new segment list (three times, then ``StorageError``)."""
     start_offset = files.validate_offset(start_offset, "start_offset", partition=log.name,
                                          minimum=None)
-    for _ in range(3):
+    retries = 0
+    lookup = start_offset    # where the segments still to read begin
+    while retries < 3:
         with log.appends_held():
             end = log.log_end_offset
             start = log.log_start_offset
@@ -70,15 +74,21 @@ def read_raw(log: Log, start_offset: int, max_bytes: int,
                     log_end_offset=end)
             if start_offset == end:
                 return None
-            candidates = log.segments_in_range(start_offset, end)
+            # one more than read: its base bounds the offsets of the last one read
+            candidates = log.segments_in_range(lookup, end, limit=READ_CANDIDATES + 1)
             cuts = [segment.cuts for segment in candidates]
             active = log.active_segment
             active_size = active.size
         try:
-            return _read_candidates(log, candidates, cuts, start_offset, end, max_bytes,
-                                    active, active_size, min_one_message)
+            result = _read_candidates(log, candidates, cuts, start_offset, end, max_bytes,
+                                      active, active_size, min_one_message)
         except (FileNotFoundError, _SegmentCut):
-            continue   # raced a truncation, or a delete before the read began: retry
+            retries += 1       # raced a truncation, or a delete before the read began: retry
+            lookup = start_offset
+            continue
+        if result is not None or len(candidates) <= READ_CANDIDATES:
+            return result
+        lookup = candidates[READ_CANDIDATES].base_offset   # nothing yet: the next segments
     raise StorageError(f"{log.name}: segments kept changing under a read at {start_offset}",
                        partition=log.name, offset=start_offset)
 
@@ -91,7 +101,9 @@ class _SegmentCut(Exception):
 def _read_candidates(log: Log, candidates: list[LogSegment], cuts: list[int],
                      start_offset: int, end: int, max_bytes: int, active: LogSegment,
                      active_size: int, min_one_message: bool) -> FetchData | None:
-    for i, segment in enumerate(candidates):
+    """Read the first of ``candidates`` (all but the last when they are more than
+    ``READ_CANDIDATES``) that holds a batch at or after ``start_offset``."""
+    for i, segment in enumerate(candidates[:READ_CANDIDATES]):
         limit = active_size if segment is active else None
         # offsets a batch may hold: below the next segment's base, and below the log end
         # offset in the active (or last) segment

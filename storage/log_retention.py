@@ -84,7 +84,7 @@ def delete_segments_while(log: Log, predicate: Predicate, reason: str) -> int:
             log._segments.remove(segment.base_offset)
         log._delete_segment_files(doomed)
         first_base = log._segments.first_base
-        log._log_start_offset = max(log._log_start_offset, first_base)
+        log._update_log_start_offset(max(log._log_start_offset, first_base))
         log.producer_state.delete_snapshots_below(first_base)
         _log.info("%s: deleted %d segments by %s; log start offset is now %d", log.name,
                   len(doomed), reason, log._log_start_offset)
@@ -101,7 +101,7 @@ def maybe_increment_log_start_offset(log: Log, offset: int) -> bool:
                 f"{log._log_end_offset}", partition=log.name, offset=offset)
         if offset <= log._log_start_offset:
             return False
-        log._log_start_offset = offset
+        log._update_log_start_offset(offset)
         return True
 
 

@@ -58,11 +58,16 @@ class LogSegments:
     def first_base(self) -> int:
         return self._bases[0]
 
-    def in_range(self, from_offset: int, to_offset: int) -> list[LogSegment]:
+    def in_range(self, from_offset: int, to_offset: int,
+                 limit: int | None = None) -> list[LogSegment]:
         """Segments that may hold offsets in [from_offset, to_offset) (Kafka's logSegments(from,
-        to)): the one holding ``from_offset`` and every later one below ``to_offset``."""
+        to)): the one holding ``from_offset`` and every later one below ``to_offset``; only the
+        first ``limit`` of them when given (O(log segments + limit))."""
         i = max(bisect.bisect_right(self._bases, from_offset) - 1, 0)
-        return [self._by_base[b] for b in self._bases[i:] if b < to_offset]
+        j = bisect.bisect_left(self._bases, to_offset)
+        if limit is not None:
+            j = min(j, i + limit)
+        return [self._by_base[b] for b in self._bases[i:j]]
 
     def above(self, offset: int) -> list[LogSegment]:
         """The segments whose base offset is above ``offset``."""

@@ -151,6 +151,7 @@ SLOW_MODULES = frozenset({
     "tests/ops/test_drills.py",
     "tests/cluster/test_two_nodes.py",
     "tests/cluster/test_cli_cluster.py",
+    "tests/cluster/test_cli_kafka_brokers.py",
     "tests/cluster/test_cli_cluster_mistakes.py",
     "tests/cluster/test_topic_verbs.py",
     "tests/cluster/test_cli_scale.py",

@@ -7,7 +7,8 @@ refuses INVALID_TOPIC_EXCEPTION; partitions -1 take ``num.partitions``, below 1 
 INVALID_PARTITIONS; a replication factor -1 takes 1 (``default.replication.factor``), any other
 value above the number of brokers, or below 1, INVALID_REPLICATION_FACTOR; explicit assignments
 together with a partition count or replication factor are INVALID_REQUEST, and each must name
-exactly one live broker (INVALID_REPLICA_ASSIGNMENT); a bad config override INVALID_CONFIG.
+exactly one live broker (INVALID_REPLICA_ASSIGNMENT); a config override with a null value, a key
+that is no topic key or a value Kafka refuses INVALID_CONFIG.
 ``validate_only`` checks everything and creates nothing.
 
 CreatePartitions: a topic named twice is INVALID_REQUEST, an unknown one
@@ -23,20 +24,31 @@ broker (type 4, named by its node id) reports this server's settings as STATIC_B
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from node.kafka.codec import Request, build, response_class
-from node.kafka.config import KEYS
+from node.kafka.config import KEYS, SENSITIVE_KEYS, KafkaServerConfig
 from node.kafka.context import ServedDir
 from node.kafka.errors import error_code_for
 from node.kafka.versions import ApiKey
 from storage import files
-from storage.dotted_keys import to_properties
+from storage.config import INTEGER_KEYS, TOPIC_KEYS, LogConfig
+from storage.dotted_keys import LONG, to_properties
 from storage.errors import InvalidConfigError, StorageError
 
 DEFAULT_REPLICATION_FACTOR = 1
+# Kafka's ConfigDef.Type as DescribeConfigs (v3+) reports it
+UNKNOWN_TYPE, BOOLEAN_TYPE, STRING_TYPE, INT_TYPE, LONG_TYPE, DOUBLE_TYPE, LIST_TYPE = (
+    0, 1, 2, 3, 5, 6, 7)
+PASSWORD_TYPE = 9
+TOPIC_CONFIG_TYPES = {"cleanup.policy": LIST_TYPE, "min.cleanable.dirty.ratio": DOUBLE_TYPE,
+                      "preallocate": BOOLEAN_TYPE}
+BROKER_CONFIG_TYPES = {"listeners": STRING_TYPE, "advertised.listeners": STRING_TYPE,
+                       "sasl.enabled.mechanisms": LIST_TYPE,
+                       "connections.max.idle.ms": LONG_TYPE}
 TOPIC, BROKER = 2, 4                          # DescribeConfigs resource types
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 
@@ -74,7 +86,7 @@ def _check_topic(served: ServedDir, topic: Any, counts: Counter[str],
         files.validate_topic(name)
     except StorageError as err:
         return ErrorCode.invalid_topic_exception, str(err), -1
-    if name in served.view.topics():
+    if served.view.partition_count(name) is not None:
         return ErrorCode.topic_already_exists, f"topic {name!r} already exists", -1
     assignments = topic.assignments
     if assignments:
@@ -103,12 +115,29 @@ def _check_topic(served: ServedDir, topic: Any, counts: Counter[str],
             return (ErrorCode.invalid_replication_factor,
                     f"replication factor {topic.replication_factor} is not between 1 and the "
                     f"{len(brokers)} live brokers", -1)
-    try:
-        served.logdir.default_config.with_overrides(
-            {c.name: c.value for c in topic.configs if c.value is not None})
-    except StorageError as err:
-        return _config_or(err), str(err), -1
+    nulls = [c.name for c in topic.configs if c.value is None]
+    if nulls:
+        return (ErrorCode.invalid_config,
+                "Null value not supported for topic configs: " + ",".join(nulls), -1)
+    problem = topic_configs_problem(served.logdir.default_config,
+                                    {c.name: c.value for c in topic.configs})
+    if problem is not None:
+        return ErrorCode.invalid_config, problem, -1
     return ErrorCode.none, None, partitions
+
+
+def topic_configs_problem(default_config: LogConfig, overrides: Mapping[str, str]) -> str | None:
+    """Why Kafka refuses ``overrides`` as a topic's config (INVALID_CONFIG), or None: a key that
+    is no topic key (a broker key such as ``log.retention.ms`` too: Kafka's "Unknown topic config
+    name"), else a value ``LogConfig`` refuses (its message names the key and the value)."""
+    for key in overrides:
+        if key not in TOPIC_KEYS:
+            return f"Unknown topic config name: {key}"
+    try:
+        default_config.with_overrides(overrides)
+    except InvalidConfigError as err:
+        return str(err)
+    return None
 
 
 def _config_or(err: StorageError) -> ErrorCode:
@@ -123,7 +152,7 @@ def handle_create_partitions(served: ServedDir, request: Request) -> Any:
     brokers = {b.node_id for b in view.brokers()}
     results = []
     for topic in body.topics:
-        current = view.topics().get(topic.name)
+        current = view.partition_count(topic.name)
         code, message = ErrorCode.none, None
         if counts[topic.name] > 1:
             code, message = ErrorCode.invalid_request, f"topic {topic.name!r} is named twice"
@@ -156,7 +185,7 @@ def handle_delete_topics(served: ServedDir, request: Request) -> Any:
     view = served.view
     results = []
     for name in request.body.topic_names:
-        if name not in view.topics():
+        if view.partition_count(name) is None:
             results.append({"name": name, "error_code": ErrorCode.unknown_topic_or_partition,
                             "error_message": f"topic {name!r} does not exist"})
             continue
@@ -189,10 +218,11 @@ def handle_describe_configs(served: ServedDir, request: Request) -> Any:
 def _describe(served: ServedDir, resource_type: int, name: str
               ) -> tuple[ErrorCode, str | None, list[dict[str, Any]]]:
     if resource_type == TOPIC:
-        if name not in served.view.topics():
+        if served.view.partition_count(name) is None:
             return ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist", []
         return ErrorCode.none, None, [
-            _entry(key, value, DYNAMIC_TOPIC_CONFIG if overridden else DEFAULT_CONFIG)
+            _entry(key, value, DYNAMIC_TOPIC_CONFIG if overridden else DEFAULT_CONFIG,
+                   kind=topic_config_type(key))
             for key, (value, overridden) in sorted(served.view.topic_config(name).items())]
     if resource_type == BROKER:
         if name not in ("", str(served.view.node_id)):
@@ -200,13 +230,34 @@ def _describe(served: ServedDir, resource_type: int, name: str
                     f"broker {name!r} is not this broker ({served.view.node_id})", [])
         settings = to_properties(served.config, KEYS)
         return ErrorCode.none, None, [
-            _entry(key, None if getattr(served.config, KEYS[key]) is None else value,
-                   STATIC_BROKER_CONFIG) for key, value in sorted(settings.items())]
+            _entry(key, None if getattr(served.config, KEYS[key]) is None
+                   or key in SENSITIVE_KEYS else value, STATIC_BROKER_CONFIG,
+                   sensitive=key in SENSITIVE_KEYS, kind=broker_config_type(key))
+            for key, value in sorted(settings.items())]
     return (ErrorCode.invalid_request,
             f"resource type {resource_type} is not a topic (2) or a broker (4)", [])
 
 
-def _entry(key: str, value: str | None, source: int) -> dict[str, Any]:
+def _entry(key: str, value: str | None, source: int, sensitive: bool = False,
+           kind: int = UNKNOWN_TYPE) -> dict[str, Any]:
     return {"name": key, "value": value, "read_only": source == STATIC_BROKER_CONFIG,
-            "config_source": source, "is_sensitive": False, "synonyms": [],
-            "config_type": 0, "documentation": None}
+            "config_source": source, "is_sensitive": sensitive, "synonyms": [],
+            "config_type": kind, "documentation": None}
+
+
+def topic_config_type(key: str) -> int:
+    """The type of topic config ``key`` as Kafka's LogConfig declares it."""
+    if key in INTEGER_KEYS:
+        return LONG_TYPE if INTEGER_KEYS[key][0] == LONG else INT_TYPE
+    return TOPIC_CONFIG_TYPES.get(key, STRING_TYPE)
+
+
+def broker_config_type(key: str) -> int:
+    """The type of broker setting ``key`` as Kafka's KafkaConfig declares it (the settings
+    holding passwords are PASSWORD)."""
+    if key in SENSITIVE_KEYS:
+        return PASSWORD_TYPE
+    if key in BROKER_CONFIG_TYPES:
+        return BROKER_CONFIG_TYPES[key]
+    kind = str(KafkaServerConfig.__dataclass_fields__[KEYS[key]].type).split("|")[0].strip()
+    return {"bool": BOOLEAN_TYPE, "int": INT_TYPE, "float": DOUBLE_TYPE}.get(kind, STRING_TYPE)

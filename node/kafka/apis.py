@@ -21,6 +21,7 @@ from node.kafka.admin import (
     handle_delete_topics,
     handle_describe_configs,
 )
+from node.kafka.alter_configs import handle_alter_configs, handle_incremental_alter_configs
 from node.kafka.api_versions import handle_api_versions
 from node.kafka.codec import (
     ApiVersionsTooNew,
@@ -32,11 +33,15 @@ from node.kafka.codec import (
 )
 from node.kafka.context import ServedDir
 from node.kafka.delete_records import handle_delete_records
+from node.kafka.describe_producers import handle_describe_producers
 from node.kafka.fetch import FetchRead, fetch_response, read_partitions, session_error
 from node.kafka.init_producer_id import handle_init_producer_id
+from node.kafka.leader_epoch import handle_offset_for_leader_epoch
 from node.kafka.list_offsets import handle_list_offsets
+from node.kafka.log_dirs import handle_alter_replica_log_dirs, handle_describe_log_dirs
 from node.kafka.metadata import handle_describe_cluster, handle_metadata
 from node.kafka.produce import handle_produce
+from node.kafka.sasl_handshake import handle_sasl_authenticate, handle_sasl_handshake
 from node.kafka.versions import ApiKey
 
 T = TypeVar("T")
@@ -53,6 +58,14 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.CREATE_PARTITIONS: handle_create_partitions,
     ApiKey.DELETE_RECORDS: handle_delete_records,
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+    ApiKey.ALTER_CONFIGS: handle_alter_configs,
+    ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: handle_alter_replica_log_dirs,
+    ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
+    ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
 }
 
 

@@ -1,6 +1,15 @@
 """``KafkaServerConfig``: the broker settings of the Kafka protocol front end, named after
 Kafka's keys (``from_properties({"listeners": "PLAINTEXT://127.0.0.1:0"})``).
 
+The one listener is ``PLAINTEXT`` or ``SASL_PLAINTEXT``. A SASL listener needs
+``sasl.enabled.mechanisms`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and users for each mechanism:
+PLAIN's from ``listener.name.sasl_plaintext.plain.sasl.jaas.config`` (Kafka's JAAS text with
+``user_NAME="password"`` options), SCRAM's from ``strata.sasl.scram.users``
+(``alice:secret,bob:pw``; Kafka keeps SCRAM credentials in its metadata instead), see ``jaas``.
+The fields holding passwords are left out of the config's repr.
+``connection.failed.authentication.delay.ms`` bounds how long a connection whose authentication
+failed stays open after its answer (it closes sooner when the client closes it).
+
 Unlike Kafka, the listener binds loopback unless told otherwise, and ``auto.create.topics.enable``
 is off by default (a typo in a producer's topic should not create a topic). Port 0 picks an
 ephemeral port; the server reports the bound one.
@@ -9,10 +18,11 @@ ephemeral port; the server reports the bound one.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from node.kafka.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES
+from node.kafka.jaas import plain_users, scram_users
 from storage.dotted_keys import check_integer, convert, unknown_key
 from storage.errors import InvalidConfigError
 
@@ -27,7 +37,23 @@ KEYS: dict[str, str] = {
     "num.io.threads": "num_io_threads",
     "connections.max.idle.ms": "connections_max_idle_ms",
     "max.connections": "max_connections",
+    "sasl.enabled.mechanisms": "sasl_enabled_mechanisms",
+    "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+        "listener_name_sasl_plaintext_plain_sasl_jaas_config",
+    "strata.sasl.scram.users": "strata_sasl_scram_users",
+    "sasl.server.max.receive.size": "sasl_server_max_receive_size",
+    "connection.failed.authentication.delay.ms": "connection_failed_authentication_delay_ms",
 }
+PLAINTEXT, SASL_PLAINTEXT = "PLAINTEXT", "SASL_PLAINTEXT"
+SECURITY_PROTOCOLS = (PLAINTEXT, SASL_PLAINTEXT)
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+PLAIN_JAAS_KEY = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
+SCRAM_USERS_KEY = "strata.sasl.scram.users"
+# keys holding passwords: DescribeConfigs reports them as sensitive, without their value (Kafka's
+# PASSWORD config type)
+SENSITIVE_KEYS = frozenset({PLAIN_JAAS_KEY, SCRAM_USERS_KEY})
+DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE = 524288  # Kafka's sasl.server.max.receive.size (512 KiB)
+DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100   # Kafka's connection.failed.authentication.delay.ms
 DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
 DEFAULT_FETCH_MAX_BYTES = 57671680          # Kafka's fetch.max.bytes (55 MiB)
 DEFAULT_NUM_IO_THREADS = 8
@@ -59,11 +85,28 @@ class KafkaServerConfig:
     num_io_threads: int = DEFAULT_NUM_IO_THREADS
     connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    sasl_enabled_mechanisms: str | None = None
+    listener_name_sasl_plaintext_plain_sasl_jaas_config: str | None = field(default=None,
+                                                                             repr=False)
+    strata_sasl_scram_users: str | None = field(default=None, repr=False)
+    sasl_server_max_receive_size: int = DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE
+    connection_failed_authentication_delay_ms: int = DEFAULT_FAILED_AUTHENTICATION_DELAY_MS
 
     def __post_init__(self) -> None:
-        self.listener()
-        if self.advertised_listeners is not None:
-            self.advertised_listener()
+        listener = self.listener()
+        advertised = self.advertised_listener()
+        if advertised is not None and advertised.name != listener.name:
+            raise InvalidConfigError(
+                f"advertised.listeners={self.advertised_listeners!r}: listener "
+                f"{advertised.name} is not in listeners={self.listeners!r}",
+                key="advertised.listeners", value=self.advertised_listeners)
+        check_integer("sasl.server.max.receive.size", self.sasl_server_max_receive_size, "int",
+                      at_least=1)
+        check_integer("connection.failed.authentication.delay.ms",
+                      self.connection_failed_authentication_delay_ms, "int", at_least=0)
+        if listener.name == SASL_PLAINTEXT:
+            self.plain_users()
+            self.scram_users()
         check_integer("node.id", self.node_id, "int", at_least=0)
         check_integer("socket.request.max.bytes", self.socket_request_max_bytes, "int",
                       at_least=1)
@@ -89,6 +132,47 @@ class KafkaServerConfig:
         """The one listener of ``listeners`` (several come with the cluster wiring)."""
         return _one_listener("listeners", self.listeners)
 
+    def enabled_mechanisms(self) -> tuple[str, ...]:
+        """The mechanisms of ``sasl.enabled.mechanisms``, in its order; a SASL listener needs one
+        at least, each PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (``InvalidConfigError``)."""
+        key, text = "sasl.enabled.mechanisms", self.sasl_enabled_mechanisms or ""
+        names = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+        if not names:
+            raise InvalidConfigError(
+                f"{key}={self.sasl_enabled_mechanisms!r}: a {SASL_PLAINTEXT} listener needs at "
+                f"least one of {', '.join(SASL_MECHANISMS)}", key=key,
+                value=self.sasl_enabled_mechanisms)
+        for name in names:
+            if name not in SASL_MECHANISMS:
+                raise InvalidConfigError(
+                    f"{key}={text!r}: {name} is not served (only {', '.join(SASL_MECHANISMS)})",
+                    key=key, value=text)
+        return names
+
+    def plain_users(self) -> dict[str, str]:
+        """PLAIN's users and passwords ({} when PLAIN is not enabled); ``InvalidConfigError``
+        naming ``listener.name.sasl_plaintext.plain.sasl.jaas.config`` when PLAIN is enabled
+        without a user."""
+        if "PLAIN" not in self.enabled_mechanisms():
+            return {}
+        text = self.listener_name_sasl_plaintext_plain_sasl_jaas_config
+        if text is None:
+            raise InvalidConfigError(f"{PLAIN_JAAS_KEY}: PLAIN is enabled without users",
+                                     key=PLAIN_JAAS_KEY, value=None)
+        return plain_users(PLAIN_JAAS_KEY, text)
+
+    def scram_users(self) -> dict[str, str]:
+        """The SCRAM users and passwords ({} when no SCRAM mechanism is enabled);
+        ``InvalidConfigError`` naming ``strata.sasl.scram.users`` when one is enabled without a
+        user."""
+        if not any(name.startswith("SCRAM-") for name in self.enabled_mechanisms()):
+            return {}
+        text = self.strata_sasl_scram_users
+        if text is None:
+            raise InvalidConfigError(f"{SCRAM_USERS_KEY}: SCRAM is enabled without users",
+                                     key=SCRAM_USERS_KEY, value=None)
+        return scram_users(SCRAM_USERS_KEY, text)
+
     def advertised_listener(self) -> Listener | None:
         """The listener of ``advertised.listeners``, or None to advertise the bound address."""
         if self.advertised_listeners is None:
@@ -106,7 +190,7 @@ def _one_listener(key: str, text: str) -> Listener:
     if not sep or not colon or not port.isdigit() or int(port) > 65535:
         raise InvalidConfigError(f"{key}={text!r}: expected NAME://host:port", key=key,
                                  value=text)
-    if name.upper() != "PLAINTEXT":
-        raise InvalidConfigError(f"{key}={text!r}: only PLAINTEXT listeners are served",
-                                 key=key, value=text)
+    if name.upper() not in SECURITY_PROTOCOLS:
+        raise InvalidConfigError(f"{key}={text!r}: only PLAINTEXT and SASL_PLAINTEXT listeners "
+                                 "are served", key=key, value=text)
     return Listener(name.upper(), host.strip("[]"), int(port))

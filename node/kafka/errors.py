@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from node.errors import (
     LogDirClosedError,
+    LogDirNotFoundError,
     LogDirOfflineError,
     PartitionMovedError,
     PartitionSkippedError,
@@ -39,9 +40,13 @@ from storage.producer_state import (
 )
 
 __all__ = [
+    "IllegalSaslStateError",
     "InvalidFrameSizeError",
     "KafkaProtocolError",
     "MalformedRequestError",
+    "SaslAuthenticationError",
+    "NotLeaderOrFollowerError",
+    "TopicAlreadyExistsError",
     "UnsupportedCompressionTypeError",
     "UnsupportedRequestError",
     "error_code_for",
@@ -79,6 +84,19 @@ class UnsupportedCompressionTypeError(StorageError):
     version."""
 
 
+class NotLeaderOrFollowerError(StorageError):
+    """A produce, fetch or offset lookup of a partition (``topic``, ``partition``) that the
+    cluster holds, but in another broker's directory (Kafka's ``NotLeaderOrFollowerException``):
+    the client asks for metadata again and goes to the leader. Unlike ``UnknownPartitionError``
+    the partition exists; unlike ``PartitionMovedError`` this broker may never have held it."""
+
+
+class TopicAlreadyExistsError(StorageError):
+    """A topic creation (``topic``) that found the topic created meanwhile by another client
+    (Kafka's ``TopicExistsException``): CreateTopics answers TOPIC_ALREADY_EXISTS, and a
+    Metadata auto-creation answers the topic as it now is."""
+
+
 # most specific first: the first class in an exception's MRO found here gives its code
 _CODES: dict[type[BaseException], ErrorCode] = {
     OffsetOutOfRangeError: ErrorCode.offset_out_of_range,
@@ -98,6 +116,9 @@ _CODES: dict[type[BaseException], ErrorCode] = {
     UnsupportedCompressionTypeError: ErrorCode.unsupported_compression_type,
     LogDirOfflineError: ErrorCode.kafka_storage_error,
     LogDirClosedError: ErrorCode.kafka_storage_error,
+    LogDirNotFoundError: ErrorCode.log_dir_not_found,
+    NotLeaderOrFollowerError: ErrorCode.not_leader_or_follower,
+    TopicAlreadyExistsError: ErrorCode.topic_already_exists,
 }
 
 
@@ -110,3 +131,19 @@ def error_code_for(error: BaseException) -> ErrorCode:
             return code
     return ErrorCode.unknown_server_error
 
+
+
+class SaslAuthenticationError(StorageError):
+    """A SASL exchange that failed (``mechanism``, ``reason``): a wrong password, an unknown
+    user, a token that does not parse, a nonce or proof that does not match. Kafka's
+    ``SaslAuthenticationException``: its message is what the client is told (SaslAuthenticate's
+    error_message, with SASL_AUTHENTICATION_FAILED), so it never says whether the user exists;
+    ``reason`` says what went wrong, for the log only. The connection is closed after the answer.
+    Unlike ``IllegalSaslStateError`` the client followed the protocol; its credentials failed."""
+
+
+class IllegalSaslStateError(KafkaProtocolError):
+    """A request that the authentication state of its connection does not admit (``api_key``,
+    ``state``): anything but ApiVersions and SaslHandshake before the handshake, anything but
+    SaslAuthenticate after it, a second ApiVersions. Kafka's ``IllegalSaslStateException``: the
+    connection is closed without an answer."""

@@ -1,7 +1,8 @@
 """Fetch (key 1, v4-12), sessionless: stored batch bytes of each requested partition, as they
 are on disk.
 
-Per partition (``ReplicaManager.readFromLog``, ``LocalLog.read``): OFFSET_OUT_OF_RANGE when the
+Per partition (``ReplicaManager.readFromLog``, ``LocalLog.read``): NOT_LEADER_OR_FOLLOWER when
+another broker of the cluster holds it (``ServedDir.leading``); OFFSET_OUT_OF_RANGE when the
 fetch offset is below the log start or above the log end; else whole batches from the one
 holding the fetch offset, up to the high watermark (``read_uncommitted``) or the last stable
 offset (``read_committed``), each partition at most ``partition_max_bytes`` and the response at
@@ -70,11 +71,11 @@ def read_partitions(served: ServedDir, request: Request) -> FetchRead:
         partitions = []
         for part in topic.partitions:
             try:
-                log = served.logdir.log(topic.topic, part.partition)
-                served.signal.watch(log)
-                answer, size = _read_partition(log, part.partition, part.fetch_offset,
-                                               min(part.partition_max_bytes, remaining),
-                                               min_one, committed)
+                with served.leading(topic.topic, part.partition) as log:
+                    served.signal.watch(log)
+                    answer, size = _read_partition(log, part.partition, part.fetch_offset,
+                                                   min(part.partition_max_bytes, remaining),
+                                                   min_one, committed)
             except StorageError as err:
                 has_error = True
                 answer, size = _error(part.partition, error_code_for(err)), 0

@@ -29,13 +29,13 @@ class HeaderStart:
     correlation_id: int
 
 
-def check_frame_size(size: int, limit: int) -> int:
-    """``size`` when it is a frame size Kafka accepts (0 to ``limit``), else
-    ``InvalidFrameSizeError`` (Kafka's ``NetworkReceive``: negative or above
-    ``socket.request.max.bytes``)."""
+def check_frame_size(size: int, limit: int, key: str = "socket.request.max.bytes") -> int:
+    """``size`` when it is a frame size Kafka accepts (0 to ``limit``, the setting ``key``),
+    else ``InvalidFrameSizeError`` (Kafka's ``NetworkReceive``: negative or above
+    ``socket.request.max.bytes``, or ``sasl.server.max.receive.size`` before authentication)."""
     if size < 0 or size > limit:
         raise InvalidFrameSizeError(
-            f"request frame of {size} bytes is outside [0, socket.request.max.bytes={limit}]",
+            f"request frame of {size} bytes is outside [0, {key}={limit}]",
             size=size, limit=limit)
     return size
 

@@ -5,7 +5,9 @@ is the log start offset; -1 (latest) the last offset a reader may fetch, the hig
 v7) the first record with the largest timestamp; any other time the first record whose
 timestamp is at or after it. A lookup whose offset a reader may not fetch yet, or that finds
 nothing, answers offset -1 and timestamp -1. A partition not held here is
-UNKNOWN_TOPIC_OR_PARTITION.
+UNKNOWN_TOPIC_OR_PARTITION, or NOT_LEADER_OR_FOLLOWER when another broker of the cluster holds
+it (``ServedDir.leading``). An offset found carries the leader epoch it was written in (v4+),
+the one epoch of ``leader_epoch.LEADER_EPOCH``, as Kafka's epoch cache gives it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from node.kafka.codec import Request, build, response_class
 from node.kafka.context import ServedDir
 from node.kafka.errors import error_code_for
+from node.kafka.leader_epoch import LEADER_EPOCH, UNDEFINED_EPOCH
 from node.kafka.versions import ApiKey
 from storage.config import READ_COMMITTED, READ_UNCOMMITTED
 from storage.errors import StorageError
@@ -38,11 +41,12 @@ def handle_list_offsets(served: ServedDir, request: Request) -> Any:
         partitions = []
         for part in topic.partitions:
             try:
-                log = served.logdir.log(topic.name, part.partition_index)
-                offset, timestamp = lookup(log, part.timestamp, committed)
+                with served.leading(topic.name, part.partition_index) as log:
+                    offset, timestamp = lookup(log, part.timestamp, committed)
                 partitions.append({"partition_index": part.partition_index,
                                    "error_code": ErrorCode.none, "timestamp": timestamp,
-                                   "offset": offset, "leader_epoch": -1})
+                                   "offset": offset, "leader_epoch": UNDEFINED_EPOCH
+                                   if offset == -1 else LEADER_EPOCH})
             except StorageError as err:
                 partitions.append({"partition_index": part.partition_index,
                                    "error_code": error_code_for(err), "timestamp": -1,

@@ -5,10 +5,12 @@ Kafka's rules (``KafkaApis.handleTopicMetadataRequest``): from v1 a null topic l
 topic and an empty list none (v0: empty means every topic). A requested topic that does not
 exist is created when the request allows it (v4+ ``allow_auto_topic_creation``, always before)
 and ``auto.create.topics.enable`` is on; it is created synchronously and answered at once with
-NONE. Otherwise UNKNOWN_TOPIC_OR_PARTITION, or INVALID_TOPIC_EXCEPTION for a name Kafka
-refuses. A partition no broker holds is LEADER_NOT_AVAILABLE. Leader epochs are reported as -1
-(unknown), so clients skip the leader-epoch validation this server does not offer yet; topic
-ids are the zero UUID (v10+); a topic asked for by id alone is UNKNOWN_TOPIC_ID.
+NONE (also when another client created it meanwhile). Otherwise UNKNOWN_TOPIC_OR_PARTITION, or
+INVALID_TOPIC_EXCEPTION for a name Kafka refuses. A partition no broker holds is
+LEADER_NOT_AVAILABLE. A led partition reports the leader epoch of its one leader,
+``leader_epoch.LEADER_EPOCH`` (v7+), which clients then check their positions against with
+OffsetForLeaderEpoch (KIP-320); topic ids are the zero UUID (v10+); a topic asked for by id alone
+is UNKNOWN_TOPIC_ID.
 
 DescribeCluster (key 60, v0-1) answers the same brokers, cluster id and controller; a request
 for the controllers' endpoints (v1 ``endpoint_type`` 2) is UNSUPPORTED_ENDPOINT_TYPE, as a
@@ -24,6 +26,8 @@ from kio.schema.errors import ErrorCode
 
 from node.kafka.codec import Request, build, response_class
 from node.kafka.context import ServedDir
+from node.kafka.errors import TopicAlreadyExistsError
+from node.kafka.leader_epoch import LEADER_EPOCH, UNDEFINED_EPOCH
 from node.kafka.versions import ApiKey
 from storage.errors import InvalidTopicError
 
@@ -48,6 +52,8 @@ def handle_metadata(served: ServedDir, request: Request) -> Any:
                            "topic_id": topic_id or ZERO_UUID, "partitions": []})
             continue
         error = ErrorCode.none
+        if name not in known and (count := view.partition_count(name)) is not None:
+            known[name] = count                      # created since the view's last look
         if name not in known:
             error = ErrorCode.unknown_topic_or_partition
             if allow_create:
@@ -55,6 +61,9 @@ def handle_metadata(served: ServedDir, request: Request) -> Any:
                     view.create_topic(name, served.config.num_partitions)
                     known[name] = served.config.num_partitions
                     error = ErrorCode.none
+                except TopicAlreadyExistsError:      # another client's, just now
+                    known = view.topics()
+                    error = ErrorCode.none if name in known else error
                 except InvalidTopicError:
                     error = ErrorCode.invalid_topic_exception
         partitions = []
@@ -65,7 +74,8 @@ def handle_metadata(served: ServedDir, request: Request) -> Any:
                 "error_code": ErrorCode.none if leader is not None
                 else ErrorCode.leader_not_available,
                 "partition_index": index, "leader_id": -1 if leader is None else leader,
-                "leader_epoch": -1, "replica_nodes": replicas, "isr_nodes": replicas,
+                "leader_epoch": UNDEFINED_EPOCH if leader is None else LEADER_EPOCH,
+                "replica_nodes": replicas, "isr_nodes": replicas,
                 "offline_replicas": []})
         topics.append({"error_code": error, "name": name, "topic_id": ZERO_UUID,
                        "is_internal": False, "partitions": partitions})

@@ -2,7 +2,8 @@
 
 Per partition, in Kafka's order (``KafkaApis.handleProduceRequest``, ``ProduceRequest
 .validateRecords``): the partition must be held here (UNKNOWN_TOPIC_OR_PARTITION, or
-NOT_LEADER_OR_FOLLOWER when it moved away); the records must be exactly one magic-2 batch
+NOT_LEADER_OR_FOLLOWER when another broker of the cluster holds it or it moved away,
+``ServedDir.leading``); the records must be exactly one magic-2 batch
 (INVALID_RECORD) and zstd needs v7+ (UNSUPPORTED_COMPRESSION_TYPE); then ``Log.append_batch``
 validates the batch (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_RECORD), checks the
 producer's sequence and epoch (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
@@ -88,10 +89,10 @@ def handle_produce(served: ServedDir, request: Request) -> ProduceOutcome:
                                              f"acks={acks} is not -1, 0 or 1"))
                     failed = True
                     continue
-                log = served.logdir.log(topic.name, data.index)
-                check_single_batch(data.records, version, where)
-                served.signal.watch(log)
-                info = log.append_batch(data.records)
+                with served.leading(topic.name, data.index) as log:
+                    check_single_batch(data.records, version, where)
+                    served.signal.watch(log)
+                    info = log.append_batch(data.records)
                 partitions.append({
                     "index": data.index, "error_code": ErrorCode.none,
                     "base_offset": info.first_offset,

@@ -15,6 +15,13 @@ answer (logged). A connection beyond ``max.connections`` is closed as soon as it
     with KafkaServer(logdir, KafkaServerConfig(listeners="PLAINTEXT://127.0.0.1:0")) as server:
         server.bootstrap_servers        # "127.0.0.1:41231"
 
+On a ``SASL_PLAINTEXT`` listener a connection first authenticates (``sasl.SaslAuthenticator``:
+ApiVersions, SaslHandshake, SaslAuthenticate with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 against
+the ``credentials.CredentialCache`` built at construction); until it has, its frames are bounded
+by ``sasl.server.max.receive.size`` and no other request is served. After a failed
+authentication the answer is sent and the connection closed once the client closed it or
+``connection.failed.authentication.delay.ms`` passed.
+
 ``close`` stops accepting, closes every connection (a parked fetch ends unanswered), waits for
 the pool's running work and joins the thread: nothing is left running.
 """
@@ -29,11 +36,13 @@ from concurrent.futures import ThreadPoolExecutor
 from node.kafka.append_signal import AppendSignal
 from node.kafka.apis import KafkaApis
 from node.kafka.broker_view import BrokerView, LogDirBrokerView
-from node.kafka.config import KafkaServerConfig
+from node.kafka.config import SASL_PLAINTEXT, KafkaServerConfig
 from node.kafka.context import ServedDir
+from node.kafka.credentials import CredentialCache
 from node.kafka.errors import KafkaProtocolError
 from node.kafka.framing import SIZE, check_frame_size
 from node.kafka.producer_ids import ProducerIdAllocator
+from node.kafka.sasl import SaslAuthenticator
 from node.logdir import LogDir
 
 log = logging.getLogger(__name__)
@@ -57,6 +66,8 @@ class KafkaServer:
         self._served = ServedDir(logdir, self._view, self.config, self._producer_ids,
                                  AppendSignal())
         self._apis = KafkaApis(self._served, self._pool)
+        self._credentials = (CredentialCache.from_config(self.config)
+                             if self.config.listener().name == SASL_PLAINTEXT else None)
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -172,12 +183,18 @@ class KafkaServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                      peer: object) -> None:
-        limit = self.config.socket_request_max_bytes
         idle_s = self.config.connections_max_idle_ms / 1000
+        authenticator = (None if self._credentials is None
+                         else SaslAuthenticator(self._credentials, peer))
         while True:
+            authenticating = authenticator is not None and not authenticator.complete
+            limit, limit_key = ((self.config.sasl_server_max_receive_size,
+                                 "sasl.server.max.receive.size") if authenticating else
+                                (self.config.socket_request_max_bytes,
+                                 "socket.request.max.bytes"))
             try:
                 prefix = await asyncio.wait_for(reader.readexactly(SIZE.size), idle_s)
-                size = check_frame_size(SIZE.unpack(prefix)[0], limit)
+                size = check_frame_size(SIZE.unpack(prefix)[0], limit, limit_key)
                 frame = await reader.readexactly(size)
             except asyncio.IncompleteReadError:
                 return
@@ -189,7 +206,11 @@ class KafkaServer:
                 log.warning("closing the connection from %s: %s", peer, err)
                 return
             try:
-                reply = await self._apis.handle(frame)
+                if authenticating:
+                    assert authenticator is not None
+                    reply = authenticator.handle(frame)
+                else:
+                    reply = await self._apis.handle(frame)
             except KafkaProtocolError as err:
                 log.warning("closing the connection from %s: %s", peer, err)
                 return
@@ -197,4 +218,20 @@ class KafkaServer:
                 writer.write(reply.data)
                 await writer.drain()
             if reply.close:
+                if authenticating:
+                    await _await_client_close(
+                        reader, self.config.connection_failed_authentication_delay_ms / 1000)
                 return
+
+
+async def _await_client_close(reader: asyncio.StreamReader, seconds: float) -> None:
+    """Wait up to ``seconds`` for the client to close (what it sends is dropped). After a failed
+    authentication Kafka delays the close by ``connection.failed.authentication.delay.ms``;
+    closing at once may reach a client in the same read as the answer, and kafka-python then
+    drops the answer and sees only a lost connection."""
+    try:
+        async with asyncio.timeout(seconds):
+            while await reader.read(65536):
+                pass
+    except TimeoutError:
+        pass

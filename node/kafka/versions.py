@@ -4,6 +4,8 @@ Only what is implemented is advertised (clients switch code paths on by the keys
 never a version below kio's floor (kio holds Kafka 4.x's schemas: Produce from v3, Fetch from v4,
 ListOffsets from v1). Fetch stops at v12: v13+ names topics by id. ListOffsets stops at v7 (the
 max-timestamp query); Produce goes to v11, whose only change is a new error code we never send.
+DescribeLogDirs stops at v4: kafka-python takes v5 for a Kafka 4.3 broker and would switch on what
+such a broker offers. OffsetForLeaderEpoch starts at v2 (kio's floor, what librdkafka sends).
 """
 
 from __future__ import annotations
@@ -27,6 +29,14 @@ class ApiKey(IntEnum):
     CREATE_PARTITIONS = 37
     DESCRIBE_CLUSTER = 60
     INIT_PRODUCER_ID = 22
+    INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
+    ALTER_REPLICA_LOG_DIRS = 34
+    DESCRIBE_PRODUCERS = 61
+    OFFSET_FOR_LEADER_EPOCH = 23
+    SASL_HANDSHAKE = 17
+    SASL_AUTHENTICATE = 36
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,4 +63,12 @@ SUPPORTED: dict[int, VersionRange] = {
     ApiKey.DELETE_RECORDS: VersionRange(0, 2),
     ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
     ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 1),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),
+    ApiKey.ALTER_CONFIGS: VersionRange(0, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: VersionRange(1, 4),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: VersionRange(1, 2),
+    ApiKey.DESCRIBE_PRODUCERS: VersionRange(0, 0),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: VersionRange(2, 4),
+    ApiKey.SASL_HANDSHAKE: VersionRange(0, 1),
+    ApiKey.SASL_AUTHENTICATE: VersionRange(0, 2),
 }

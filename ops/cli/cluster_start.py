@@ -1,8 +1,8 @@
 """``strata cluster start``: check the log directories (a file, one that cannot be created, one
 another cluster serves: refused with one line), start a Ray head in processes of its own unless
 ``--address`` names one to join, deploy the actors and wait until every directory has loaded
-(a progress bar on a terminal, a line every 10 s otherwise), then print the directories and the
-metrics endpoint. A start that fails half way is undone (actors ended, a head it started
+(a progress bar on a terminal, a line every 10 s otherwise), then print the directories, the
+Kafka bootstrap servers (``listeners`` in ``--config``/``--set``) and the metrics endpoint. A start that fails half way is undone (actors ended, a head it started
 stopped). Registered by ``ops.cli.lifecycle``.
 """
 
@@ -45,6 +45,7 @@ def run_start(args: argparse.Namespace) -> int:
     dirs = [abs_dir(d) for d in (args.log_dirs or broker.log_dirs)]
     if not dirs:
         raise UsageError("no log directory: give --log-dir, or log.dirs in --config")
+    _check_listeners(broker.properties, len(dirs))
     new_dirs = check_log_dirs(dirs, joining=args.address is not None)
 
     began = time.monotonic()
@@ -80,7 +81,8 @@ def run_start(args: argparse.Namespace) -> int:
         "metrics_export_port": args.metrics_export_port if head is not None else None,
         "metrics_listen": None if head is None else metrics_listen(args.metrics_export_port),
         "log_dirs": [{**dir_summary(r), "new": r["log_dir"] in new_dirs} for r in rows],
-        "cleaners": len(cluster.description.workers), "seconds": round(loaded, 3)}
+        "cleaners": len(cluster.description.workers), "seconds": round(loaded, 3),
+        "bootstrap_servers": cluster.bootstrap_servers or None}
     cluster.close()
     end_driver()
     if args.json:
@@ -98,6 +100,8 @@ def run_start(args: argparse.Namespace) -> int:
                   bytes_text(r.get("log_bytes")), bytes_text(r.get("disk_free_bytes")),
                   _recovered(r, new_dirs))
                  for r in rows])
+    if document["bootstrap_servers"]:
+        out.print(f"Kafka bootstrap servers: {document['bootstrap_servers']}", highlight=False)
     if document["dashboard"]:
         out.print(f"dashboard: {document['dashboard']}")
     if document["metrics_listen"]:
@@ -105,6 +109,21 @@ def run_start(args: argparse.Namespace) -> int:
                   f"(Ray listens on every interface, {document['metrics_listen']}: firewall the "
                   "port, or keep the host off untrusted networks)", highlight=False)
     return EXIT_OK
+
+
+def _check_listeners(properties: Any, count: int) -> None:
+    """Refuse, before any Ray process starts, Kafka listener settings that no directory could
+    use (``cluster.kafka_listeners``: a malformed listener, a port pushed past 65535)."""
+    from cluster.kafka_listeners import directory_properties, serves_kafka
+    from storage.errors import InvalidConfigError
+
+    if not serves_kafka(properties):
+        return
+    try:
+        for index in range(count):
+            directory_properties(properties, index)
+    except InvalidConfigError as err:
+        raise UsageError(str(err)) from None
 
 
 def check_log_dirs(dirs: list[str], *, joining: bool) -> set[str]:

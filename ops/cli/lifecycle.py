@@ -45,7 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     start.add_argument("--cleaners", type=int, default=None,
                        help="cleaner actors per host (log.cleaner.threads)")
     start.add_argument("--config", metavar="FILE",
-                       help="a server.properties file with Kafka broker keys")
+                       help="a server.properties file with Kafka broker keys; with listeners "
+                            "(PLAINTEXT://host:port) every log directory is a Kafka broker, "
+                            "the i-th on port + i")
     start.add_argument("--set", action="append", metavar="KEY=VALUE",
                        help="a broker key, overriding --config (repeatable)")
     start.add_argument("--dashboard-host", default="127.0.0.1",
@@ -75,11 +77,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     status = actions.add_parser("status", help="directories and cleaners",
                                 description="The directories (with the pid of the process "
-                                            "serving each) and cleaners of a running cluster "
-                                            "and its count of topics (`strata topic list` lists "
-                                            "them); exits 1 when a directory is offline "
-                                            "(`strata log-dirs restart DIR` brings it back once "
-                                            "repaired).")
+                                            "serving each) and cleaners of a running cluster, "
+                                            "its count of topics (`strata topic list` lists "
+                                            "them) and its Kafka bootstrap servers (a cluster "
+                                            "started with listeners); exits 1 when a directory "
+                                            "is offline (`strata log-dirs restart DIR` brings "
+                                            "it back once repaired).")
     add_common_args(status)
     status.set_defaults(handler=run_status)
 
@@ -118,6 +121,8 @@ def run_status(args: argparse.Namespace) -> int:
     out.print(f"Strata cluster [bold]{markup_escape(document['namespace'])}[/]: "
               f"{len(document['log_dirs'])} log directories, {len(document['topics'])} topics, "
               f"cleaner {'enabled' if cleaner['enabled'] else 'disabled'}")
+    if document["bootstrap_servers"]:
+        out.print(f"Kafka bootstrap servers: {document['bootstrap_servers']}", highlight=False)
     print_table(out, "log directories",
                 ["log dir", "host", "pid", "online", "partitions", "size", "free", "total",
                  "reason"],
@@ -150,6 +155,7 @@ def status_document(cluster: Any) -> dict[str, Any]:
         dirs.append(summary)
     return {
         "namespace": description.namespace, "head_started": description.head_started_by_strata,
+        "bootstrap_servers": cluster.bootstrap_servers or None,
         "log_dirs": dirs,
         "partitions": [{k: r[k] for k in ("topic", "partition", "log_dir", "log_start_offset",
                                           "log_end_offset", "size_bytes")}

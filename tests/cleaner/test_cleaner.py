@@ -18,6 +18,7 @@ from storage.config import LogConfig
 from storage.errors import CorruptRecordError, LogCleaningAbortedError
 from storage.files import TopicPartition
 from storage.log import Log
+from storage.log_read import READ_CANDIDATES
 from storage.records import Compression, Record, build_batch
 from storage.scheduler import FakeScheduler
 from storage.segment import LogSegment
@@ -390,3 +391,28 @@ def test_clean_at_every_offset_preserves_latest_value_per_key(make_log: MakeLog,
     cleaner.clean(log, 0, clock.milliseconds())
     found = {int(r.key): (r.offset, int(r.value)) for r in log.read()}
     assert found == latest
+
+
+def test_a_read_goes_past_more_empty_cleaned_segments_than_it_takes_at_a_time(
+        make_log: MakeLog, clock: FakeClock) -> None:
+    """A read takes ``READ_CANDIDATES`` segments at a time under the log's lock (a fetch costs
+    O(log segments)); a run of segments that cleaning emptied, longer than that, is read past to
+    the first record after it, from any offset inside the run."""
+    log = make_log()
+    cleaner = make_cleaner(1000, clock)
+    offset = 0
+    while log.number_of_segments < 3 * READ_CANDIDATES:
+        log.append([kv(offset, offset)])
+        offset += 1
+    emptied = log.segments()[:2 * READ_CANDIDATES + 1]
+    for key in range(emptied[-1].read_next_offset()):
+        cleaner.offset_map.put(str(key).encode(), 2**62)
+    for segment in emptied:
+        stats = CleanerStats(clock)
+        cleaner.clean_segments(log, [segment], clock.milliseconds(), stats, 0, 2**62, {})
+    first_kept = log.segments()[2 * READ_CANDIDATES + 1].base_offset
+    assert all(s.size == 0 for s in log.segments()[:2 * READ_CANDIDATES + 1])
+    for start in (0, 1, first_kept // 2, first_kept - 1):
+        got = next(iter(log.read(start)))
+        assert (got.offset, int(got.key)) == (first_kept, first_kept)
+    assert offsets_in_log(log) == list(range(first_kept, offset))

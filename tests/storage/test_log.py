@@ -447,3 +447,41 @@ def test_on_offsets_changed_is_called_after_each_append_but_not_for_a_duplicate(
     log.append([rec(3)])
     assert log.append_batch(data).duplicate
     assert seen == [2, 3]
+
+
+def test_raising_the_log_start_offset_raises_the_recovery_point_below_it(
+        make_log: MakeLog) -> None:
+    """Kafka's ``UnifiedLog.updateLogStartOffset``: nothing below the log start is recovered, so
+    the recovery point never stays below it (DeleteRecords and retention alike)."""
+    size = len(batch_of(0))
+    log = make_log(segment_bytes=size * 5)
+    for i in range(15):
+        log.append([rec(i)])
+    assert log.recovery_point < 7
+    log.maybe_increment_log_start_offset(7)
+    assert log.recovery_point == 7
+    log.flush()
+    assert log.recovery_point == 15
+    log.maybe_increment_log_start_offset(12)
+    assert log.recovery_point == 15      # never lowered
+    log.append([rec(15)])
+    log.delete_old_segments()
+    assert log.segment_base_offsets()[0] == 10 and log.recovery_point == 15
+
+
+def test_a_log_opened_with_a_recovery_point_below_its_log_start_starts_recovery_there(
+        tmp_path: Path, clock: FakeClock, scheduler: FakeScheduler) -> None:
+    """A recovery point checkpoint older than the log start checkpoint (delete-records after the
+    last flush): the opened log's recovery point is the log start, as in Kafka's ``UnifiedLog``
+    construction, so a later power loss is never taken to cost the segment holding the log start
+    and the producer state only its snapshot keeps."""
+    config = LogConfig(segment_bytes=len(batch_of(0)) * 5)
+    log = Log.open(tmp_path / "t-0", config, clock=clock, scheduler=scheduler)
+    for i in range(15):
+        log.append([rec(i)])
+    log.maybe_increment_log_start_offset(12)
+    log.close()
+    reopened = Log.open(tmp_path / "t-0", config, clock=clock, scheduler=scheduler,
+                        recovery_point=3, log_start_offset=12)
+    assert (reopened.log_start_offset, reopened.recovery_point) == (12, 12)
+    assert offsets(reopened.read()) == list(range(12, 15))

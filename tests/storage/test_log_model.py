@@ -62,11 +62,6 @@ PRODUCER_ID_EXPIRATION_MS = 7 * 24 * 3_600_000
 FULL_READ_BYTES = 2 * MiB          # invariants read the whole log only below this size
 TAIL_RECORDS = 20                  # ... else its first and last records
 HOUR = 3_600_000
-# the power-loss and concurrent-reader rules run in the deep profile only (./scripts/test --deep):
-# with them a retry after a reopen was once appended again where the model expected a duplicate,
-# a discrepancy (model or log) not yet settled
-DEEP_RULES = os.environ.get("STRATA_HYPOTHESIS_PROFILE") == "deep"
-DEEP_EFFECTS = ("reopen after power loss", "read while the log shrinks")
 
 # What the runs did (not only which rules ran: a clean that removed records, a retention that
 # deleted segments by each rule...). The test asserts that the profile's runs did every one.
@@ -519,7 +514,6 @@ class LogMachine(RuleBasedStateMachine):
         self._open(target, drop_indexes, recovery_point=point, had_clean_shutdown=False)
         EXERCISED["reopen after kill" + (" without indexes" if drop_indexes else "")] += 1
 
-    @precondition(lambda self: DEEP_RULES)
     @rule(drop_indexes=st.booleans())
     def reopen_after_power_loss(self, drop_indexes: bool) -> None:
         """The host loses power: what was not flushed is gone (every batch from the recovery
@@ -548,7 +542,6 @@ class LogMachine(RuleBasedStateMachine):
         self._open(target, drop_indexes, recovery_point=flushed, had_clean_shutdown=False)
         EXERCISED["reopen after power loss"] += 1
 
-    @precondition(lambda self: DEEP_RULES)
     @rule(fraction=st.floats(0, 1.2), choice=st.integers(0, 2**16), advance=st.integers(0, HOUR))
     def read_while_the_log_shrinks(self, fraction: float, choice: int, advance: int) -> None:
         """Two reader threads read the log from random offsets while delete-records, retention
@@ -702,6 +695,5 @@ def test_the_log_agrees_with_a_model_of_kafka_semantics() -> None:
     for family in FAMILIES:
         run_state_machine_as_test(family, settings=settings(settings.default,
                                                              max_examples=examples))
-    missing = [effect for effect in EFFECTS if not EXERCISED[effect]
-               and (DEEP_RULES or effect not in DEEP_EFFECTS)]
+    missing = [effect for effect in EFFECTS if not EXERCISED[effect]]
     assert not missing, f"the profile's runs never did: {missing} (did: {dict(EXERCISED)})"

@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from node import LogDir
+from node import LogDir, LogDirOfflineError
 from node.kafka.config import KafkaServerConfig
 from node.kafka.server import KafkaServer
 
@@ -46,3 +46,15 @@ def serve(logdir: LogDir) -> Iterator[Serve]:
 def server(serve: Serve) -> KafkaServer:
     """A server over ``logdir`` with the default settings."""
     return serve()
+
+
+def take_offline(logdir: LogDir, topic: str, partition: int, aside: Path) -> None:
+    """Take ``logdir`` offline for real: the directory of ``topic``-``partition`` (a partition
+    holding records) is moved to ``aside`` and a file put in its place, so the log's next roll
+    fails with an ``OSError``."""
+    log = logdir.log(topic, partition)
+    name = f"{topic}-{partition}"
+    (logdir.path / name).rename(aside / f"{name}-gone")
+    (logdir.path / name).write_text("not a directory")
+    with pytest.raises(LogDirOfflineError):
+        log.roll()

@@ -110,6 +110,33 @@ def test_describe_configs_of_the_broker_and_of_an_unknown_topic(server: KafkaSer
     assert ghost.error_code == ErrorCode.unknown_topic_or_partition
 
 
+def test_describe_configs_reports_each_keys_type_as_kafka_declares_it(
+        logdir: LogDir, server: KafkaServer) -> None:
+    """DescribeConfigs v3+ carries each entry's ConfigDef.Type (kafka-python's admin reads it):
+    retention.ms LONG, segment.bytes INT, cleanup.policy LIST, min.cleanable.dirty.ratio DOUBLE,
+    preallocate BOOLEAN, message.timestamp.type STRING; the broker's listeners STRING and its
+    integer and boolean settings by their kind."""
+    logdir.create_logs("typed", [0])
+    with WireClient(server.address) as client:
+        answer = client.call(ApiKey.DESCRIBE_CONFIGS, 4, {
+            "resources": [{"resource_type": 2, "resource_name": "typed",
+                           "configuration_keys": None},
+                          {"resource_type": 4, "resource_name": "0",
+                           "configuration_keys": None}],
+            "include_synonyms": False, "include_documentation": False})
+    topic, broker = ({c.name: c.config_type for c in r.configs} for r in answer.results)
+    assert {k: topic[k] for k in ("retention.ms", "segment.bytes", "cleanup.policy",
+                                  "min.cleanable.dirty.ratio", "preallocate",
+                                  "message.timestamp.type")} == {
+        "retention.ms": 5, "segment.bytes": 3, "cleanup.policy": 7,
+        "min.cleanable.dirty.ratio": 6, "preallocate": 1, "message.timestamp.type": 2}
+    assert {k: broker[k] for k in ("listeners", "num.partitions", "auto.create.topics.enable",
+                                   "connections.max.idle.ms")} == {
+        "listeners": 2, "num.partitions": 3, "auto.create.topics.enable": 1,
+        "connections.max.idle.ms": 5}
+    assert 0 not in topic.values() and 0 not in broker.values()
+
+
 @pytest.mark.parametrize("key", [ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS,
                                  ApiKey.DESCRIBE_CONFIGS, ApiKey.CREATE_PARTITIONS,
                                  ApiKey.DELETE_RECORDS])

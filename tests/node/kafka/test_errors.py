@@ -7,7 +7,12 @@ import pickle
 import pytest
 from kio.schema.errors import ErrorCode
 
-from node.errors import LogDirOfflineError, PartitionMovedError, UnknownPartitionError
+from node.errors import (
+    LogDirNotFoundError,
+    LogDirOfflineError,
+    PartitionMovedError,
+    UnknownPartitionError,
+)
 from node.kafka.errors import (
     InvalidFrameSizeError,
     MalformedRequestError,
@@ -41,6 +46,7 @@ from storage.producer_state import (
     (InvalidRecordError("x"), ErrorCode.invalid_record),
     (UnsupportedCompressionTypeError("x"), ErrorCode.unsupported_compression_type),
     (LogDirOfflineError("x"), ErrorCode.kafka_storage_error),
+    (LogDirNotFoundError("x", log_dir="/d"), ErrorCode.log_dir_not_found),
     (StorageError("x"), ErrorCode.unknown_server_error),
     (RuntimeError("x"), ErrorCode.unknown_server_error),
 ])

@@ -1,0 +1,205 @@
+"""Kafka protocol benchmarks with librdkafka (confluent-kafka), the client most Kafka
+applications outside the JVM use, against log directories served over the protocol:
+
+* produce: an idempotent producer (acks=all, lz4, ``batch.size`` ~1 KB of 100 B records, so
+  about ten records a batch, as a latency-minded producer sends them) into a topic of one
+  partition per directory; records/s beside ``Log.append_batch`` of the very batches the
+  producer sent (read back from the logs) into fresh logs in this process;
+* fetch: a consumer reading the topic from the beginning; MB/s beside ``Log.read_raw`` of the
+  same segments in this process;
+* end-to-end latency at low load: one record every ``LATENCY_GAP_S``, from ``produce`` to the
+  consumer's ``poll`` returning it; p50 and p99.
+
+The client shares the machine's cores with the brokers.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from benchmarks.common import MB, Figure
+from storage.config import LogConfig
+from storage.kernels import warm_up
+from storage.log import Log
+from storage.log_read import FetchData
+
+TOPIC = "bench"
+VALUE_BYTES = 100
+LATENCY_GAP_S = 0.005
+PRODUCE_TARGET_RATIO = 0.5
+FETCH_TARGET_RATIO = 0.5
+LATENCY_P99_TARGET_MS = 20.0
+
+
+def run(quick: bool = False) -> list[Figure]:
+    warm_up()
+    records = 50_000 if quick else 300_000
+    samples = 300 if quick else 2000
+    root = Path(tempfile.mkdtemp(prefix="strata-bench-kafka-"))
+    try:
+        with _brokers(root) as (bootstrap, logs):
+            produce_s = _produce(bootstrap, records)
+            figures = [_produce_figure(root, logs(), records, produce_s)]
+            figures.append(_fetch_figure(bootstrap, logs(), records))
+            figures.append(_latency_figure(bootstrap, samples))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return figures
+
+
+@contextmanager
+def _brokers(root: Path) -> Iterator[tuple[str, object]]:
+    """A broker over one log directory with a one-partition topic: (bootstrap servers, a
+    function giving the topic's logs)."""
+    from node import LogDir
+    from node.kafka.config import KafkaServerConfig
+    from node.kafka.server import KafkaServer
+
+    logdir = LogDir.open(root / "d0")
+    logdir.get_or_create_log(TOPIC, 0)
+    config = KafkaServerConfig.from_properties({"listeners": "PLAINTEXT://127.0.0.1:0"})
+    try:
+        with KafkaServer(logdir, config) as server:
+            yield server.bootstrap_servers, lambda: [logdir.log(TOPIC, 0)]
+    finally:
+        logdir.close()
+
+
+def _producer(bootstrap: str, **config: object):
+    import confluent_kafka as ck
+
+    settings = {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                "compression.type": "lz4", "batch.size": 1024, "linger.ms": 5,
+                "queue.buffering.max.messages": 1_000_000}
+    settings.update(config)
+    return ck.Producer(settings)
+
+
+def _produce(bootstrap: str, records: int) -> float:
+    """Seconds to produce ``records`` records and have every delivery acknowledged."""
+    producer = _producer(bootstrap)
+    value = b"v" * VALUE_BYTES
+    failed: list[object] = []
+
+    def report(err, _msg) -> None:
+        if err is not None:
+            failed.append(err)
+
+    producer.produce(TOPIC, value=value, on_delivery=report)   # metadata, producer id
+    producer.flush(30)
+    start = time.perf_counter()
+    for i in range(records - 1):
+        while True:
+            try:
+                producer.produce(TOPIC, value=value, on_delivery=report)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if i % 1000 == 0:
+            producer.poll(0)
+    assert producer.flush(120) == 0
+    seconds = time.perf_counter() - start
+    assert not failed, failed[:3]
+    return seconds
+
+
+def _produce_figure(root: Path, logs: list[Log], records: int, produce_s: float) -> Figure:
+    """The producer's records/s beside the in-process append of the same batches."""
+    batches = [bytes(batch.buffer) for fetch in _stored(logs) for batch in fetch.batches()]
+    fresh = Log.open(root / "baseline-0", LogConfig(), recovery_point=0, had_clean_shutdown=True)
+    start = time.perf_counter()
+    for data in batches:
+        fresh.append_batch(data)
+    append_s = time.perf_counter() - start
+    fresh.close()
+    per_batch = records / max(1, len(batches))
+    return Figure(f"produce with librdkafka (acks=all, idempotent, lz4), {len(logs)} dir(s)",
+                  records / produce_s, "records/s", baseline=records / append_s,
+                  baseline_name="Log.append_batch of the same batches in process",
+                  note=f"target ratio {PRODUCE_TARGET_RATIO}; {len(batches):,} batches of "
+                       f"~{per_batch:.0f} x {VALUE_BYTES} B records")
+
+
+def _fetch_figure(bootstrap: str, logs: list[Log], records: int) -> Figure:
+    """A consumer from the beginning, MB/s beside ``read_raw`` of the same segments."""
+    import confluent_kafka as ck
+
+    start = time.perf_counter()
+    size = sum(len(fetch.data) for fetch in _stored(logs))
+    raw_s = time.perf_counter() - start
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
+                            "enable.auto.commit": False, "fetch.max.bytes": 50 << 20,
+                            "max.partition.fetch.bytes": 1 << 20})
+    consumer.assign([ck.TopicPartition(TOPIC, p, 0) for p in range(len(logs))])
+    got = 0
+    start = time.perf_counter()
+    deadline = start + 120
+    while got < records and time.perf_counter() < deadline:
+        for msg in consumer.consume(10_000, 1.0):
+            assert msg.error() is None, msg.error()
+            got += 1
+    fetch_s = time.perf_counter() - start
+    consumer.close()
+    assert got == records, f"consumed {got} of {records}"
+    return Figure("fetch from the beginning with librdkafka", size / fetch_s / MB, "MB/s",
+                  baseline=size / raw_s / MB, baseline_name="Log.read_raw of the same segments",
+                  note=f"target ratio {FETCH_TARGET_RATIO}; bytes as stored (lz4)")
+
+
+def _stored(logs: list[Log]) -> Iterator[FetchData]:
+    """Every log's batches from its start, as ``read_raw`` returns them (1 MiB at a time)."""
+    for log in logs:
+        offset = log.log_start_offset
+        while offset < log.log_end_offset:
+            fetch = log.read_raw(offset, 1 << 20)
+            if fetch is None:
+                break
+            yield fetch
+            *_, last = fetch.batches()
+            offset = last.last_offset + 1
+
+
+def _latency_figure(bootstrap: str, samples: int) -> Figure:
+    """p50 of produce -> poll at one record every ``LATENCY_GAP_S`` (p99 in the note)."""
+    import confluent_kafka as ck
+
+    producer = _producer(bootstrap, **{"linger.ms": 0, "compression.type": "none"})
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-latency",
+                            "enable.auto.commit": False, "fetch.wait.max.ms": 500})
+    producer.produce(TOPIC, value=b"warm")
+    producer.flush(30)
+    end = _log_end(consumer)
+    consumer.assign([ck.TopicPartition(TOPIC, 0, end)])
+    latencies = []
+    for i in range(samples):
+        sent = time.perf_counter()
+        producer.produce(TOPIC, value=str(i).encode(), partition=0)
+        producer.poll(0)
+        while True:
+            msg = consumer.poll(5.0)
+            assert msg is not None, "no record within 5 s"
+            assert msg.error() is None, msg.error()
+            if msg.value() == str(i).encode():
+                break
+        latencies.append((time.perf_counter() - sent) * 1000)
+        time.sleep(LATENCY_GAP_S)
+    producer.flush(30)
+    consumer.close()
+    latencies.sort()
+    p99 = latencies[int(len(latencies) * 0.99)]
+    return Figure("end-to-end latency produce -> poll, p50", statistics.median(latencies), "ms",
+                  note=f"p99 {p99:.1f} ms (target p99 under {LATENCY_P99_TARGET_MS:.0f} ms); "
+                       f"acks=all, one record every {LATENCY_GAP_S * 1000:.0f} ms")
+
+
+def _log_end(consumer) -> int:
+    import confluent_kafka as ck
+
+    _low, high = consumer.get_watermark_offsets(ck.TopicPartition(TOPIC, 0), timeout=10)
+    return high
