@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from cluster.errors import ActorUnavailableError, NodeRestartError
 from cluster.handles import RayHandle
@@ -115,7 +115,7 @@ def _loaded_logs(actor: Any) -> list[dict[str, Any]]:
             for lg in directory.logs().values()]
 
 
-def _wait(condition: Any, deadline: float, log_dir: str, what: str) -> Any:
+def _wait(condition: Callable[[], Any], deadline: float, log_dir: str, what: str) -> Any:
     while True:
         value = condition()
         if value:

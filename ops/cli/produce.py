@@ -29,6 +29,7 @@ import hashlib
 import os
 import signal
 import sys
+import threading
 import time
 from typing import IO, Any, Iterator
 
@@ -83,7 +84,9 @@ def run(args: argparse.Namespace) -> int:
                               "partitions": {}}
     if producer is not None:
         totals["producer_id"] = producer.producer_id
-    previous = signal.signal(signal.SIGTERM, _interrupt)   # `timeout` sends it: stop as Ctrl-C
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _interrupt)   # `timeout` sends it: as Ctrl-C
     try:
         count = _partition_count(cluster, args.topic)
         if args.partition is not None and not 0 <= args.partition < count:
@@ -110,7 +113,8 @@ def run(args: argparse.Namespace) -> int:
             write({**totals, "error": "interrupted"})
         return EXIT_INTERRUPTED
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         if source is not sys.stdin.buffer:
             source.close()
         disconnect()
