@@ -35,6 +35,7 @@ from node.kafka.context import ServedDir
 from node.kafka.delete_records import handle_delete_records
 from node.kafka.describe_producers import handle_describe_producers
 from node.kafka.fetch import FetchRead, fetch_response, read_partitions, session_error
+from node.kafka.find_coordinator import handle_find_coordinator
 from node.kafka.init_producer_id import handle_init_producer_id
 from node.kafka.leader_epoch import handle_offset_for_leader_epoch
 from node.kafka.list_offsets import handle_list_offsets
@@ -66,6 +67,7 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
     ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
     ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
+    ApiKey.FIND_COORDINATOR: handle_find_coordinator,
 }
 
 

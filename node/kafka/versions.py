@@ -37,6 +37,7 @@ class ApiKey(IntEnum):
     OFFSET_FOR_LEADER_EPOCH = 23
     SASL_HANDSHAKE = 17
     SASL_AUTHENTICATE = 36
+    FIND_COORDINATOR = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,4 +72,5 @@ SUPPORTED: dict[int, VersionRange] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: VersionRange(2, 4),
     ApiKey.SASL_HANDSHAKE: VersionRange(0, 1),
     ApiKey.SASL_AUTHENTICATE: VersionRange(0, 2),
+    ApiKey.FIND_COORDINATOR: VersionRange(0, 4),
 }
