@@ -15,6 +15,9 @@ left (kio's native reader aborts the process on an allocation a hostile length a
 One special case sits before kio: an ApiVersions request above the versions served is answered in
 v0 format, UNSUPPORTED_VERSION with the ApiVersions range, without reading its body
 (``api_versions_unsupported``), so the client can retry with a version we speak.
+
+Produce and Fetch, the hot messages, skip kio's reader and writer: ``hot_codec`` decodes their
+requests into kio's own dataclasses and encodes their responses, byte for byte as kio would.
 """
 
 from __future__ import annotations
@@ -35,7 +38,10 @@ from kio.static.primitive import TZAware, i32Timedelta
 from node.kafka.bounds import check_bounds
 from node.kafka.errors import MalformedRequestError, UnsupportedRequestError
 from node.kafka.framing import frame, peek_header
+from node.kafka.hot_codec import decode_hot_request, encode_hot_response
 from node.kafka.versions import SUPPORTED, ApiKey
+
+HOT_KEYS = frozenset({ApiKey.PRODUCE, ApiKey.FETCH})
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +85,11 @@ def decode_request(data: bytes | memoryview) -> Request | ApiVersionsTooNew:
             f"API key {start.api_key} version {start.api_version} is outside the served "
             f"{served.min_version}-{served.max_version}", api_key=start.api_key,
             api_version=start.api_version)
-    cls = load_request_schema(start.api_key, start.api_version)
     buffer = bytes(data)
+    if start.api_key in HOT_KEYS:
+        client_id, body = decode_hot_request(buffer, start.api_key, start.api_version)
+        return Request(start.api_key, start.api_version, start.correlation_id, client_id, body)
+    cls = load_request_schema(start.api_key, start.api_version)
     try:
         check_bounds(cls, buffer, check_bounds(cls.__header_schema__, buffer, 0))
         header, used = entity_reader(cls.__header_schema__)(buffer, 0)
@@ -101,6 +110,9 @@ def response_class(api_key: int, api_version: int) -> type:
 
 def encode_response(request: Request | ApiVersionsTooNew, api_key: int, body: Any) -> bytes:
     """The framed response ``body`` (a kio response entity) to ``request``."""
+    if api_key in HOT_KEYS:
+        return frame(encode_hot_response(api_key, type(body).__version__,
+                                         request.correlation_id, body))
     header_cls = type(body).__header_schema__
     out = io.BytesIO()
     entity_writer(header_cls)(out, header_cls(correlation_id=request.correlation_id))
