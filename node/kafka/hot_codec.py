@@ -44,6 +44,7 @@ _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+_ACKS_TIMEOUT = struct.Struct(">hi")
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _MS = datetime.timedelta(milliseconds=1)
 
@@ -184,27 +185,36 @@ def _schema(api_key: int, api_version: int) -> tuple[type, ModuleType]:
 
 def _produce(reader: _Reader, cls: type, module: ModuleType, flexible: bool) -> Any:
     topic_cls, partition_cls = module.TopicProduceData, module.PartitionProduceData
+    data, end = reader.data, reader.end
+    tags = reader.tags
 
     def partition() -> Any:
-        index = reader.i32()
+        pos = reader.pos
+        if pos + 4 > end:
+            raise _Truncated(f"index: 4 bytes needed, {end - pos} left at byte {pos}")
+        index = _I32.unpack_from(data, pos)[0]
+        reader.pos = pos + 4
         records = reader.records(flexible)
         if flexible:
-            reader.tags()
+            tags()
         return partition_cls(index=index, records=records)
 
     def topic() -> Any:
         name = reader.string(flexible, False, "name")
         partitions = reader.array(flexible, partition, "partition_data")
         if flexible:
-            reader.tags()
+            tags()
         return topic_cls(name=name, partition_data=partitions)
 
     transactional_id = reader.string(flexible, True, "transactional_id")
-    acks = reader.i16()
-    timeout = reader.i32()
+    pos = reader.pos
+    if pos + _ACKS_TIMEOUT.size > end:
+        raise _Truncated(f"acks, timeout: 6 bytes needed, {end - pos} left at byte {pos}")
+    acks, timeout = _ACKS_TIMEOUT.unpack_from(data, pos)
+    reader.pos = pos + _ACKS_TIMEOUT.size
     topics = reader.array(flexible, topic, "topic_data")
     if flexible:
-        reader.tags()
+        tags()
     return cls(transactional_id=transactional_id, acks=acks,
                timeout=datetime.timedelta(milliseconds=timeout), topic_data=topics)
 
