@@ -1,6 +1,7 @@
 """The hot-message codec against kio: Produce (v3-11) and Fetch (v4-12) requests encoded by kio
 decode to the same values with ours as with kio; Produce and Fetch responses encoded by ours are
-byte-identical to kio's; hostile bytes raise only ``MalformedRequestError``."""
+byte-identical to kio's; hostile bytes raise only ``MalformedRequestError``, and a mutated frame
+is refused exactly when the bounds check and kio refuse it, else decodes to kio's values."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import Records
 
-from node.kafka.codec import decode_request, encode_response
+from node.kafka.bounds import check_bounds
+from node.kafka.codec import decode_request
 from node.kafka.errors import KafkaProtocolError, MalformedRequestError
 from node.kafka.hot_codec import decode_hot_request, encode_hot_response
 
@@ -144,3 +146,23 @@ def test_an_unknown_tag_in_a_fetch_request_is_malformed() -> None:
     assert frame.endswith(b"\x00")
     with pytest.raises(MalformedRequestError, match="unknown tagged field 5"):
         decode_hot_request(frame[:-1] + b"\x01\x05\x00", 1, 12)
+
+
+@pytest.mark.parametrize("api_key,version", HOT)
+@SETTINGS
+@given(data=st.data())
+def test_mutated_requests_decode_as_kio_decodes_them(api_key: int, version: int,
+                                                     data: st.DataObject) -> None:
+    body = data.draw(st.from_type(load_request_schema(api_key, version)))
+    frame = bytearray(kio_request_frame(api_key, version, body, "c"))
+    for _ in range(data.draw(st.integers(1, 3))):
+        frame[data.draw(st.integers(8, len(frame) - 1))] = data.draw(st.integers(0, 255))
+    cls = load_request_schema(api_key, version)
+    try:
+        check_bounds(cls, bytes(frame), check_bounds(cls.__header_schema__, bytes(frame), 0))
+        _, expected = kio_decode(bytes(frame), api_key, version)
+    except Exception:
+        with pytest.raises(MalformedRequestError):
+            decode_hot_request(bytes(frame), api_key, version)
+        return
+    assert decode_hot_request(bytes(frame), api_key, version)[1] == expected
