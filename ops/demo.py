@@ -53,12 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     import ray
 
     from cluster import Cluster
-    from cluster.head import head_resources
+    from cluster.head import head_resources, head_system_config
 
     with console.status("starting Ray and the Strata cluster"):
         context = ray.init(address="local", resources=head_resources(dirs),
                            include_dashboard=True, dashboard_host="127.0.0.1",
-                           logging_level="ERROR", log_to_driver=False)
+                           logging_level="ERROR", log_to_driver=False,
+                           _system_config=head_system_config())
         cluster = Cluster.start(log_dirs=dirs, cleaners=2, namespace="strata-demo",
                                 config={"log.cleaner.backoff.ms": 500})
     dashboard = f"http://{context.dashboard_url}" if context.dashboard_url else "(not running)"
