@@ -64,13 +64,13 @@ def _cluster_figures(root: Path, batches: list[bytes], rounds: int) -> list[Figu
     import ray
 
     from cluster import Cluster
-    from cluster.head import head_resources
+    from cluster.head import head_resources, head_system_config
     from cluster.naming import abs_dir
 
     dirs = [abs_dir(root / f"d{i}") for i in range(DIRS)]
     began = time.perf_counter()
     ray.init(address="local", resources=head_resources(dirs), include_dashboard=False,
-             logging_level="WARNING", log_to_driver=False)   # a new head, never a running one
+             logging_level="WARNING", log_to_driver=False, _system_config=head_system_config())   # a new head, never a running one
     head_s = time.perf_counter() - began
     try:
         began = time.perf_counter()

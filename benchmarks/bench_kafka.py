@@ -30,6 +30,7 @@ from storage.log import Log
 from storage.log_read import FetchData
 
 TOPIC = "bench"
+DIRS = 3
 VALUE_BYTES = 100
 LATENCY_GAP_S = 0.005
 PRODUCE_TARGET_RATIO = 0.5
@@ -43,32 +44,46 @@ def run(quick: bool = False) -> list[Figure]:
     samples = 300 if quick else 2000
     root = Path(tempfile.mkdtemp(prefix="strata-bench-kafka-"))
     try:
-        with _brokers(root) as (bootstrap, logs):
+        with _brokers(root) as bootstrap:
             produce_s = _produce(bootstrap, records)
-            figures = [_produce_figure(root, logs(), records, produce_s)]
-            figures.append(_fetch_figure(bootstrap, logs(), records))
-            figures.append(_latency_figure(bootstrap, samples))
+            fetch_s = _fetch(bootstrap, records)
+            latency = _latency_figure(bootstrap, samples)
+        logs = [Log.open(path, LogConfig(), recovery_point=0, had_clean_shutdown=True)
+                for path in sorted(root.glob(f"d*/{TOPIC}-*"))]
+        figures = [_produce_figure(root, logs, records, produce_s),
+                   _fetch_figure(logs, fetch_s), latency]
+        for log in logs:
+            log.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return figures
 
 
 @contextmanager
-def _brokers(root: Path) -> Iterator[tuple[str, object]]:
-    """A broker over one log directory with a one-partition topic: (bootstrap servers, a
-    function giving the topic's logs)."""
-    from node import LogDir
-    from node.kafka.config import KafkaServerConfig
-    from node.kafka.server import KafkaServer
+def _brokers(root: Path) -> Iterator[str]:
+    """A cluster of ``DIRS`` directories, each a Kafka broker on an ephemeral port, on a Ray
+    head started here, with a topic of one partition per directory: its bootstrap servers.
+    Stopped (cleanly) on exit."""
+    import ray
 
-    logdir = LogDir.open(root / "d0")
-    logdir.get_or_create_log(TOPIC, 0)
-    config = KafkaServerConfig.from_properties({"listeners": "PLAINTEXT://127.0.0.1:0"})
+    from cluster import Cluster
+    from cluster.head import head_resources, head_system_config
+    from cluster.naming import abs_dir
+
+    dirs = [abs_dir(root / f"d{i}") for i in range(DIRS)]
+    ray.init(address="local", resources=head_resources(dirs), include_dashboard=False,
+             logging_level="WARNING", log_to_driver=False, _system_config=head_system_config())
     try:
-        with KafkaServer(logdir, config) as server:
-            yield server.bootstrap_servers, lambda: [logdir.log(TOPIC, 0)]
+        cluster = Cluster.start(log_dirs=dirs, cleaners=1, namespace="bench-kafka",
+                                config={"listeners": "PLAINTEXT://127.0.0.1:0"})
+        try:
+            info = cluster.create_topic(TOPIC, partitions=DIRS)
+            assert sorted(info.partitions.values()) == sorted(dirs)
+            yield cluster.bootstrap_servers
+        finally:
+            cluster.stop()
     finally:
-        logdir.close()
+        ray.shutdown()
 
 
 def _producer(bootstrap: str, **config: object):
@@ -111,32 +126,33 @@ def _produce(bootstrap: str, records: int) -> float:
 
 def _produce_figure(root: Path, logs: list[Log], records: int, produce_s: float) -> Figure:
     """The producer's records/s beside the in-process append of the same batches."""
-    batches = [bytes(batch.buffer) for fetch in _stored(logs) for batch in fetch.batches()]
-    fresh = Log.open(root / "baseline-0", LogConfig(), recovery_point=0, had_clean_shutdown=True)
-    start = time.perf_counter()
-    for data in batches:
-        fresh.append_batch(data)
-    append_s = time.perf_counter() - start
-    fresh.close()
-    per_batch = records / max(1, len(batches))
-    return Figure(f"produce with librdkafka (acks=all, idempotent, lz4), {len(logs)} dir(s)",
+    append_s, count = 0.0, 0
+    for i, log in enumerate(logs):     # each partition's batches into a log of its own
+        batches = [bytes(batch.buffer) for fetch in _stored([log]) for batch in fetch.batches()]
+        fresh = Log.open(root / f"baseline-{i}", LogConfig(), recovery_point=0,
+                         had_clean_shutdown=True)
+        start = time.perf_counter()
+        for data in batches:
+            fresh.append_batch(data)
+        append_s += time.perf_counter() - start
+        fresh.close()
+        count += len(batches)
+    per_batch = records / max(1, count)
+    return Figure(f"produce with librdkafka (acks=all, idempotent, lz4), {len(logs)} dirs",
                   records / produce_s, "records/s", baseline=records / append_s,
                   baseline_name="Log.append_batch of the same batches in process",
-                  note=f"target ratio {PRODUCE_TARGET_RATIO}; {len(batches):,} batches of "
+                  note=f"target ratio {PRODUCE_TARGET_RATIO}; {count:,} batches of "
                        f"~{per_batch:.0f} x {VALUE_BYTES} B records")
 
 
-def _fetch_figure(bootstrap: str, logs: list[Log], records: int) -> Figure:
-    """A consumer from the beginning, MB/s beside ``read_raw`` of the same segments."""
+def _fetch(bootstrap: str, records: int) -> float:
+    """Seconds for a consumer to read the topic's ``records`` from the beginning."""
     import confluent_kafka as ck
 
-    start = time.perf_counter()
-    size = sum(len(fetch.data) for fetch in _stored(logs))
-    raw_s = time.perf_counter() - start
     consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
                             "enable.auto.commit": False, "fetch.max.bytes": 50 << 20,
                             "max.partition.fetch.bytes": 1 << 20})
-    consumer.assign([ck.TopicPartition(TOPIC, p, 0) for p in range(len(logs))])
+    consumer.assign([ck.TopicPartition(TOPIC, p, 0) for p in range(DIRS)])
     got = 0
     start = time.perf_counter()
     deadline = start + 120
@@ -147,7 +163,16 @@ def _fetch_figure(bootstrap: str, logs: list[Log], records: int) -> Figure:
     fetch_s = time.perf_counter() - start
     consumer.close()
     assert got == records, f"consumed {got} of {records}"
-    return Figure("fetch from the beginning with librdkafka", size / fetch_s / MB, "MB/s",
+    return fetch_s
+
+
+def _fetch_figure(logs: list[Log], fetch_s: float) -> Figure:
+    """The consumer's MB/s beside ``read_raw`` of the same segments."""
+    start = time.perf_counter()
+    size = sum(len(fetch.data) for fetch in _stored(logs))
+    raw_s = time.perf_counter() - start
+    return Figure(f"fetch from the beginning with librdkafka, {len(logs)} dirs",
+                  size / fetch_s / MB, "MB/s",
                   baseline=size / raw_s / MB, baseline_name="Log.read_raw of the same segments",
                   note=f"target ratio {FETCH_TARGET_RATIO}; bytes as stored (lz4)")
 

@@ -10,8 +10,10 @@
 6. a streaming query copies ``events`` into Parquet in micro-batches (``readStream``,
    ``maxOffsetsPerTrigger``, ``Trigger.AvailableNow``), then resumes from its checkpoint after
    more events arrive: every event exactly once;
-7. the per-actor statistics table from ``strata-stats``; the dashboard address;
-8. everything shut down cleanly.
+7. Kafka's own clients against the same cluster, each directory a broker: confluent-kafka
+   creates ``orders`` and produces to it (idempotent, lz4), kafka-python consumes it back;
+8. the per-actor statistics table from ``strata-stats``; the dashboard address;
+9. everything shut down cleanly.
 
 Run ``python -m ops.demo --help`` for the sizes.
 """
@@ -34,7 +36,9 @@ from ops.tools.output import WIDE
 
 ACCOUNTS = "accounts"
 EVENTS = "events"
+ORDERS = "orders"
 PARTITIONS = 6
+KAFKA_RECORDS = 10_000
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,17 +57,20 @@ def main(argv: list[str] | None = None) -> int:
     import ray
 
     from cluster import Cluster
-    from cluster.head import head_resources
+    from cluster.head import head_resources, head_system_config
 
     with console.status("starting Ray and the Strata cluster"):
         context = ray.init(address="local", resources=head_resources(dirs),
                            include_dashboard=True, dashboard_host="127.0.0.1",
-                           logging_level="ERROR", log_to_driver=False)
+                           logging_level="ERROR", log_to_driver=False,
+                           _system_config=head_system_config())
         cluster = Cluster.start(log_dirs=dirs, cleaners=2, namespace="strata-demo",
-                                config={"log.cleaner.backoff.ms": 500})
+                                config={"log.cleaner.backoff.ms": 500,
+                                        "listeners": "PLAINTEXT://127.0.0.1:0"})
     dashboard = f"http://{context.dashboard_url}" if context.dashboard_url else "(not running)"
     console.print(f"[bold]cluster[/] up: {len(dirs)} log directories under {root}, 2 cleaners; "
-                  f"Ray dashboard at {dashboard}")
+                  f"Ray dashboard at {dashboard}; Kafka bootstrap servers "
+                  f"{cluster.bootstrap_servers}")
     spark = None
     try:
         cluster.create_topic(ACCOUNTS, PARTITIONS, {
@@ -159,9 +166,51 @@ def run_job(console: Console, spark: Any, cluster: Any, records: int, keys: int)
         f"back through msgpack columns, amounts sum to {events_check.total:,} "
         f"(input {expected_total:,})")
     stream_ok = _stream_check(console, spark, cluster, records)
+    kafka_ok = _kafka_check(console, cluster)
     _stats_table(console, spark, ns)
-    if not ok or not events_ok or not stream_ok:
+    if not ok or not events_ok or not stream_ok or not kafka_ok:
         raise SystemExit("the check failed")
+
+
+def _kafka_check(console: Console, cluster: Any) -> bool:
+    """Kafka's clients against the cluster's brokers: confluent-kafka (librdkafka) creates
+    ``orders`` through a broker and produces ``KAFKA_RECORDS`` keyed records to it (idempotent,
+    lz4); kafka-python reads every partition back from the broker leading it."""
+    import confluent_kafka as ck
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kafka import KafkaConsumer, TopicPartition
+
+    bootstrap = cluster.bootstrap_servers
+    with console.status(f"Kafka clients: producing {ORDERS} with confluent-kafka"):
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for future in admin.create_topics([NewTopic(ORDERS, 3)]).values():
+            future.result(30)
+        producer = ck.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                                "compression.type": "lz4", "linger.ms": 5})
+        failed: list[Any] = []
+        started = time.monotonic()
+        for i in range(KAFKA_RECORDS):
+            producer.produce(ORDERS, key=b"customer-%d" % (i % 100), value=b"order-%d" % i,
+                             on_delivery=lambda err, _msg: failed.append(err) if err else None)
+            producer.poll(0)
+        left = producer.flush(60)
+        produce_s = time.monotonic() - started
+    with console.status(f"Kafka clients: consuming {ORDERS} with kafka-python"):
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                 consumer_timeout_ms=10_000)
+        try:
+            consumer.assign([TopicPartition(ORDERS, p) for p in range(3)])
+            consumer.seek_to_beginning()
+            values = {message.value for message in consumer}
+        finally:
+            consumer.close()
+    brokers = {cluster.partition_dir(ORDERS, p) for p in range(3)}
+    ok = not failed and left == 0 and values == {b"order-%d" % i for i in range(KAFKA_RECORDS)}
+    console.print(
+        f"[bold {'green' if ok else 'red'}]kafka[/]: confluent-kafka produced {KAFKA_RECORDS:,} "
+        f"records to {ORDERS} in {produce_s:.1f} s (idempotent, lz4) over {len(brokers)} "
+        f"brokers; kafka-python read back {len(values):,} distinct ones")
+    return ok
 
 
 def _stream_check(console: Console, spark: Any, cluster: Any, records: int) -> bool:

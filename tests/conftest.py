@@ -67,11 +67,13 @@ def ray_session():
     ``ray.init(address="auto")`` from executors). Yields the head's address."""
     import ray
 
+    from cluster.head import head_system_config
+
     if ray.is_initialized():
         pytest.fail("Ray is already initialised in this process")
     context = ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING",
                        log_to_driver=False, _metrics_export_port=RAY_METRICS_PORT,
-                       _system_config={"metrics_report_interval_ms": 1000})
+                       _system_config=head_system_config(metrics_report_interval_ms=1000))
     try:
         yield context.address_info["address"]
     finally:

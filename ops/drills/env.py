@@ -78,7 +78,7 @@ class DrillEnv:
         import ray
 
         from cluster import Cluster
-        from cluster.head import head_resources, init_ray
+        from cluster.head import head_resources, head_system_config, init_ray
 
         dirs = [os.path.abspath(d) for d in log_dirs]
         owns = False
@@ -90,7 +90,8 @@ class DrillEnv:
             else:
                 # a head of our own (never someone else's cluster found by "auto")
                 ray.init(num_cpus=2, include_dashboard=False, resources=head_resources(dirs),
-                         logging_level=logging.WARNING, log_to_driver=False)
+                         logging_level=logging.WARNING, log_to_driver=False,
+                         _system_config=head_system_config())
                 owns = True
         settings = {**FAST, **(config or {})}
         ns = namespace or f"strata-drill-{os.getpid()}-{next(_ids)}-{uuid.uuid4().hex[:6]}"
