@@ -31,6 +31,7 @@ SUITES = ("test/integration/test_producer_integration.py",
           "test/integration/test_consumer_integration.py",
           "test/integration/test_admin_integration.py")
 CLAIMED_KAFKA_VERSION = "4.0.0"   # the schemas the server's codec holds (Kafka 4.x)
+TEST_TIMEOUT_S = 60
 SERVICE_ADAPTER = '''"""What an external-broker run of the integration suite needs of its harness's services."""
 
 
@@ -109,9 +110,17 @@ def main(argv: list[str]) -> int:
                        "KAFKA_ROOT": tmp}
                 print(f"kafka-python's integration suite ({source.name}) against "
                       f"{server.bootstrap_servers}", flush=True)
-                subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-                                "--timeout=120", f"--junitxml={report}", *SUITES, *argv],
-                               cwd=source, env=env, stdout=subprocess.DEVNULL, check=False)
+                # a test that hangs (a consumer group waiting for a coordinator) fails by
+                # SIGALRM after TEST_TIMEOUT_S; the suite's own thread method would end the run
+                ran = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                                      "-q", f"--timeout={TEST_TIMEOUT_S}",
+                                      "--timeout-method=signal", f"--junitxml={report}",
+                                      *SUITES, *argv],
+                                     cwd=source, env=env, capture_output=True, text=True,
+                                     check=False)
+                if not report.exists():
+                    print(ran.stdout[-3000:], ran.stderr[-3000:], sep="\n")
+                    return 2
                 outcomes = read_outcomes(report)
         finally:
             logdir.close()
