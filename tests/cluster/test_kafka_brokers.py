@@ -35,7 +35,7 @@ from cluster.errors import ClusterNotRunningError, ListenerBindError
 from storage.errors import InvalidConfigError
 from storage.record_format import Record
 from tests.cluster.conftest import FAST, wait_for
-from tests.node.kafka.clients import producer, produce_all
+from tests.node.kafka.clients import consume, consumer, produce_all, producer
 from tests.node.kafka.wire import WireClient
 from node.kafka.versions import ApiKey
 from storage.record_builder import build_batch
@@ -437,20 +437,11 @@ def test_alter_replica_log_dirs_moves_a_partition_to_another_brokers_directory(
                        kafka_errors.LogDirNotFoundError}
     wait_for(lambda: _leader_of(brokers, "relocate", 0) == ids[target], timeout=60,
              what="the new leader in Metadata")
-    c = ck.Consumer({"bootstrap.servers": brokers.bootstrap_servers, "group.id": "unused",
-                     "enable.auto.commit": False, "enable.partition.eof": False})
+    c = consumer(brokers.bootstrap_servers)
     try:
-        c.assign([ck.TopicPartition("relocate", 0, 0)])
-        got: list[bytes] = []
-        deadline = time.monotonic() + TIMEOUT_S
-        while len(got) < len(sent) and time.monotonic() < deadline:
-            msg = c.poll(0.5)
-            if msg is not None:
-                assert msg.error() is None, msg.error()
-                got.append(msg.value())
+        assert [m.value() for m in consume(c, "relocate", len(sent))] == sent
     finally:
         c.close()
-    assert got == sent
 
 
 def _leader_of(cluster: Cluster, topic: str, partition: int) -> int | None:
