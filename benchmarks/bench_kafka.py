@@ -15,6 +15,7 @@ The client shares the machine's cores with the brokers.
 
 from __future__ import annotations
 
+import os
 import shutil
 import statistics
 import tempfile
@@ -99,7 +100,9 @@ def _producer(bootstrap: str, **config: object):
 def _produce(bootstrap: str, records: int) -> float:
     """Seconds to produce ``records`` records and have every delivery acknowledged."""
     producer = _producer(bootstrap)
-    value = b"v" * VALUE_BYTES
+    # values as incompressible as real payloads: the fetch figure then counts the bytes moved
+    values = [os.urandom(VALUE_BYTES) for _ in range(1024)]
+    value = values[0]
     failed: list[object] = []
 
     def report(err, _msg) -> None:
@@ -112,7 +115,7 @@ def _produce(bootstrap: str, records: int) -> float:
     for i in range(records - 1):
         while True:
             try:
-                producer.produce(TOPIC, value=value, on_delivery=report)
+                producer.produce(TOPIC, value=values[i % 1024], on_delivery=report)
                 break
             except BufferError:
                 producer.poll(0.01)
