@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -62,7 +61,6 @@ FORCED_REFRESH_S = 0.2
 CALL_TIMEOUT_S = 30.0
 NODE_ID_SHIFT = 40                   # a broker's producer ids: node.id << 40 | its own counter
 MAX_NODE_ID = (1 << (63 - NODE_ID_SHIFT)) - 1
-WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
 
 
 @dataclass(frozen=True)
@@ -457,13 +455,9 @@ class NodeBroker:
 
     @staticmethod
     def _advertised(server: KafkaServer) -> tuple[str, int]:
-        """The server's advertised address; a listener bound to every interface (host empty,
-        ``0.0.0.0`` or ``::``) without ``advertised.listeners`` advertises this machine's
-        name, as Kafka advertises its canonical host name for an empty host."""
-        host, port = server.advertised_address()
-        if host in WILDCARD_HOSTS:
-            return socket.getfqdn(), port
-        return host, port
+        """The server's advertised address (a listener on every interface advertises this
+        machine's name: ``KafkaServer.advertised_address``)."""
+        return server.advertised_address()
 
     def close(self) -> None:
         """Stop serving (the connections are closed); safe to call twice."""

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -46,6 +47,32 @@ from node.kafka.sasl import SaslAuthenticator
 from node.logdir import LogDir
 
 log = logging.getLogger(__name__)
+
+WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
+LISTEN_BACKLOG = 100
+
+
+def every_interface(port: int) -> socket.socket:
+    """A socket listening on ``port`` of every interface: one IPv6 socket that takes IPv4 too
+    (IPv4 alone where IPv6 is off), so a port 0 is one ephemeral port for both families
+    (asyncio's own binding for an empty host makes a socket per family, each on its own
+    ephemeral port)."""
+    try:
+        sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        address: tuple[str, int] = ("::", port)
+    except OSError:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        address = ("0.0.0.0", port)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(LISTEN_BACKLOG)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 class KafkaServer:
@@ -118,11 +145,16 @@ class KafkaServer:
         return self._bound
 
     def advertised_address(self) -> tuple[str, int]:
-        """What Metadata names as this broker: ``advertised.listeners``, else the bound address."""
+        """What Metadata names as this broker: ``advertised.listeners``, else the bound address;
+        a listener on every interface (host empty, ``0.0.0.0`` or ``::``) advertises this
+        machine's name, as Kafka advertises its canonical host name for an empty host."""
         advertised = self.config.advertised_listener()
         if advertised is not None:
             return advertised.host, advertised.port
-        return self.address
+        host, port = self.address
+        if host in WILDCARD_HOSTS:
+            return socket.getfqdn(), port
+        return host, port
 
     @property
     def bootstrap_servers(self) -> str:
@@ -136,7 +168,9 @@ class KafkaServer:
         listener = self.config.listener()
         try:
             server = loop.run_until_complete(
-                asyncio.start_server(self._accept, listener.host or None, listener.port))
+                asyncio.start_server(self._accept, sock=every_interface(listener.port))
+                if not listener.host else
+                asyncio.start_server(self._accept, listener.host, listener.port))
             host, port = server.sockets[0].getsockname()[:2]
             self._bound = (host, port)
         except BaseException as err:

@@ -8,10 +8,12 @@ import threading
 import time
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from node.kafka.broker_view import LogDirBrokerView
 from node.kafka.config import KafkaServerConfig
 from node.kafka.server import KafkaServer
+from node.kafka.versions import ApiKey
 from node.logdir import LogDir
 from storage.errors import InvalidConfigError
 from tests.node.kafka.conftest import Serve
@@ -131,3 +133,24 @@ def test_a_failing_request_closes_only_its_connection(logdir: LogDir) -> None:
             assert failing.is_closed_by_server()
             assert other.call(18, 3, {"client_software_name": "x",
                                       "client_software_version": "1"}).error_code == 0
+
+
+def test_a_listener_on_every_interface_takes_one_port_for_both_families(serve: Serve) -> None:
+    """``PLAINTEXT://:0``: one ephemeral port answers on IPv4 and (where the host has it) IPv6
+    alike, and the broker advertises this machine's name, as Kafka does for an empty host."""
+    server = serve(listeners="PLAINTEXT://:0")
+    host, port = server.advertised_address()
+    assert host == socket.getfqdn() and port == server.address[1]
+    families = [("127.0.0.1", port)]
+    if socket.has_ipv6:
+        try:
+            probe = socket.create_connection(("::1", port), timeout=5)
+            probe.close()
+            families.append(("::1", port))
+        except OSError:
+            pass    # no IPv6 loopback on this host
+    for address in families:
+        with WireClient(address) as client:
+            answer = client.call(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
+                                                          "client_software_version": "1"})
+        assert answer.error_code == ErrorCode.none
