@@ -51,6 +51,12 @@ def consume(c: ck.Consumer, topic: str, count: int, partition: int = 0,
     """``count`` messages of ``topic``-``partition`` from ``offset`` (fails after the
     deadline or on an error)."""
     c.assign([ck.TopicPartition(topic, partition, offset)])
+    return poll_messages(c, count)
+
+
+def poll_messages(c: ck.Consumer, count: int) -> list[Any]:
+    """The next ``count`` messages of what ``c`` is assigned (fails after the deadline or on
+    an error)."""
     got: list[Any] = []
     deadline = time.monotonic() + DEADLINE_S
     while len(got) < count and time.monotonic() < deadline:

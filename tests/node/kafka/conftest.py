@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 import pytest
 
@@ -27,11 +27,13 @@ def logdir(tmp_path: Path) -> Iterator[LogDir]:
 @pytest.fixture
 def serve(logdir: LogDir) -> Iterator[Serve]:
     """``serve(**properties)`` starts a server over ``logdir`` (``listeners`` on loopback port
-    0 unless given); every server started is closed at teardown."""
+    0 unless given; ``dotted``: keys with underscores of their own, taken as they are); every
+    server started is closed at teardown."""
     started: list[KafkaServer] = []
 
-    def start(directory: LogDir | None = None, **properties: Any) -> KafkaServer:
-        props = {"listeners": "PLAINTEXT://127.0.0.1:0"}
+    def start(directory: LogDir | None = None, dotted: Mapping[str, str] | None = None,
+              **properties: Any) -> KafkaServer:
+        props = {"listeners": "PLAINTEXT://127.0.0.1:0", **(dotted or {})}
         props.update({key.replace("_", "."): value for key, value in properties.items()})
         server = KafkaServer(directory or logdir, KafkaServerConfig.from_properties(props))
         started.append(server.start())

@@ -6,7 +6,6 @@ consumes on."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import confluent_kafka as ck
@@ -19,7 +18,7 @@ from node.kafka.server import KafkaServer
 from node.kafka.versions import SUPPORTED, ApiKey
 from node.logdir import LogDir
 from storage.record_format import Record
-from tests.node.kafka.clients import DEADLINE_S, consumer, produce_all, producer
+from tests.node.kafka.clients import consumer, poll_messages, produce_all, producer
 from tests.node.kafka.wire import WireClient
 
 
@@ -90,26 +89,13 @@ def test_a_librdkafka_consumer_validates_its_position_and_consumes_on(
     c = consumer(server.bootstrap_servers, **{"isolation.level": "read_uncommitted"})
     try:
         c.assign([ck.TopicPartition("t", 0, 3, leader_epoch=0)])
-        got = poll(c, 2)
+        got = poll_messages(c, 2)
         produce_all(p, "t", [b"b%d" % i for i in range(3)])
-        got += poll(c, 3)
+        got += poll_messages(c, 3)
     finally:
         c.close()
     assert [m.value() for m in got] == [b"a3", b"a4", b"b0", b"b1", b"b2"]
     assert asked and set(asked) <= {2, 3, 4}
-
-
-def poll(c: ck.Consumer, count: int) -> list[Any]:
-    got: list[Any] = []
-    deadline = time.monotonic() + DEADLINE_S
-    while len(got) < count and time.monotonic() < deadline:
-        msg = c.poll(0.2)
-        if msg is None:
-            continue
-        assert msg.error() is None, msg.error()
-        got.append(msg)
-    assert len(got) == count, f"consumed {len(got)} of {count}"
-    return got
 
 
 def test_list_offsets_answers_carry_the_leader_epoch(logdir: LogDir,

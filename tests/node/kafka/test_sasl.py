@@ -11,7 +11,7 @@ import os
 import struct
 import time
 import uuid
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pytest
 from hypothesis import given, settings
@@ -26,8 +26,8 @@ from node.kafka.scram import ScramMechanism
 from node.kafka.sasl import SaslAuthenticator, SaslState
 from node.kafka.server import KafkaServer
 from node.kafka.versions import SUPPORTED, ApiKey
-from node.logdir import LogDir
 from tests.node.kafka.test_scram import client_final
+from tests.node.kafka.conftest import Serve
 from tests.node.kafka.wire import WireClient, encode_request
 
 JAAS_KEY = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
@@ -44,20 +44,10 @@ SaslServe = Callable[..., KafkaServer]
 
 
 @pytest.fixture
-def serve_sasl(logdir: LogDir) -> Iterator[SaslServe]:
+def serve_sasl(serve: Serve) -> SaslServe:
     """``serve_sasl(**overrides)``: a SASL_PLAINTEXT server over ``logdir`` (PLAIN user alice,
     SCRAM user carol), closed at teardown."""
-    started: list[KafkaServer] = []
-
-    def start(**overrides: str) -> KafkaServer:
-        props = dict(PROPERTIES, **overrides)
-        server = KafkaServer(logdir, KafkaServerConfig.from_properties(props))
-        started.append(server.start())
-        return server
-
-    yield start
-    for server in started:
-        server.close()
+    return lambda **overrides: serve(dotted={**PROPERTIES, **overrides})
 
 
 @pytest.fixture
