@@ -91,6 +91,7 @@ COORDINATOR_METHODS: dict[str, tuple[str | None, int]] = {
     "create_topic": (None, NO_RETRY), "delete_topic": (None, NO_RETRY),
     "alter_topic_config": (None, NO_RETRY), "add_partitions": (None, NO_RETRY),
     "list_topics": (None, RETRY), "routes": (None, RETRY), "describe": (None, RETRY),
+    "topic_overrides": (None, RETRY),
     "trigger_clean": (None, NO_RETRY), "cleans_completed": (None, RETRY),
     "request_clean": (None, NO_RETRY), "clean_request_done": (None, RETRY),
     "status": (None, RETRY), "explain": (None, RETRY), "reset_uncleanable": (None, NO_RETRY),

@@ -121,6 +121,12 @@ class CoordinatorService:
         self._known(name)
         return self._meta().alter_topic_config(name, config, delete)
 
+    def topic_overrides(self, name: str) -> dict[str, Any]:
+        """``name``'s config overrides from the table (the nodes are asked again only when it
+        does not know the topic; ``list_topics`` asks them every time)."""
+        self._known(name)
+        return self._meta().overrides(name)
+
     def add_partitions(self, name: str, total: int) -> TopicInfo:
         self._known(name)
         return self._meta().add_partitions(name, total, self._rooms())

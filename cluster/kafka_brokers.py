@@ -180,8 +180,10 @@ class ClusterBrokerView:
             self.invalidate()
 
     def topic_config(self, topic: str) -> dict[str, tuple[str, bool]]:
-        infos = self._coordinator.call("list_topics", timeout=self._timeout)
-        overrides = next((t.config for t in infos if t.name == topic), {})
+        try:
+            overrides = self._coordinator.call("topic_overrides", topic, timeout=self._timeout)
+        except UnknownTopicError:
+            overrides = {}      # deleted since the handler found it: the defaults
         defaults = self._logdir.default_config.to_properties()
         values = self._logdir.default_config.with_overrides(overrides).to_properties()
         return {key: (value, defaults.get(key) != value) for key, value in values.items()}
@@ -190,10 +192,7 @@ class ClusterBrokerView:
         """Through the coordinator (``Cluster.alter_topic_config``: every directory holding the
         topic, durably): the keys of ``overrides`` set, every other override removed."""
         try:
-            infos = self._coordinator.call("list_topics", timeout=self._timeout)
-            current = next((t.config for t in infos if t.name == topic), None)
-            if current is None:
-                raise UnknownTopicError(f"the cluster has no topic {topic}", topic=topic)
+            current = self._coordinator.call("topic_overrides", topic, timeout=self._timeout)
             removed = [key for key in current if key not in overrides]
             self._coordinator.call("alter_topic_config", topic, dict(overrides), removed,
                                    timeout=120)

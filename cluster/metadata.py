@@ -171,6 +171,14 @@ class TopicMetadata:
                 raise UnknownTopicError(f"the cluster has no topic {topic}", topic=topic)
             return {topic: dict(self._routes[topic])}
 
+    def overrides(self, topic: str) -> dict[str, Any]:
+        """``topic``'s config overrides; ``UnknownTopicError`` when the cluster has no such
+        topic."""
+        with self._lock:
+            if topic not in self._routes:
+                raise UnknownTopicError(f"the cluster has no topic {topic}", topic=topic)
+            return dict(self._configs.get(topic, {}))
+
     def topics(self) -> list[TopicInfo]:
         with self._lock:
             return [TopicInfo(t, dict(sorted(r.items())), dict(self._configs.get(t, {})))

@@ -12,12 +12,11 @@ from typing import Iterator
 import pytest
 from kio.schema.errors import ErrorCode
 
-from cluster.errors import ListenerBindError, TopicExistsError
+from cluster.errors import ListenerBindError, TopicExistsError, UnknownTopicError
 from cluster.handles import LocalHandle
 from cluster.kafka_brokers import (MAX_NODE_ID, NODE_ID_SHIFT, ClusterBrokerView, NodeBroker,
                                    NodeProducerIds)
 from cluster.kafka_listeners import directory_properties, serves_kafka
-from cluster.metadata import TopicInfo
 from cluster.status import ClusterDescription
 from node import LogDir
 from node.errors import LogDirClosedError
@@ -95,8 +94,10 @@ class FakeCoordinator:
         self.created.append((name, partitions, config))
         self.table[name] = {p: self.description.log_dirs[p % 3] for p in range(partitions)}
 
-    def list_topics(self) -> list[TopicInfo]:
-        return [TopicInfo(t, p, self.overrides.get(t, {})) for t, p in self.table.items()]
+    def topic_overrides(self, name: str) -> dict[str, str]:
+        if name not in self.table:
+            raise UnknownTopicError(f"the cluster has no topic {name}", topic=name)
+        return dict(self.overrides.get(name, {}))
 
 
 class FakeNode:
