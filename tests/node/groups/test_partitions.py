@@ -301,3 +301,12 @@ def test_close_unloads_every_partition(groups: Harness) -> None:
     groups.coordinator.close()
     assert parked.result(0).error_code == ErrorCode.not_coordinator
     assert groups.heartbeat(leader.member_id, 1) == ErrorCode.not_coordinator
+
+
+def test_failed_write_of_a_static_member_new_id_answers_its_join_not_coordinator(
+        groups: Harness) -> None:
+    groups.join_static_member_and_sync("instance")
+    groups.logs[groups.partition].close()
+    rejoin = groups.join(join_request(group_instance_id="instance"))
+    assert rejoin.result(0).error_code == ErrorCode.not_coordinator
+    assert not groups.coordinator.is_loaded(groups.partition)
