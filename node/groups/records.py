@@ -51,8 +51,7 @@ from dataclasses import dataclass
 from node.errors import CoordinatorRecordError
 from storage.java_text import java_string
 
-INT16, INT32, INT64 = (struct.Struct(f">{c}") for c in "hiq")
-INT8 = struct.Struct(">b")
+INT8, INT16, INT32, INT64 = (struct.Struct(f">{c}") for c in "bhiq")
 MAX_STRING_LENGTH = 0x7FFF
 
 OFFSET_COMMIT_KEY_VERSIONS = (0, 1)

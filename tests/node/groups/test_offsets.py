@@ -5,6 +5,8 @@ and a load by replay that rebuilds what the operations built."""
 
 from __future__ import annotations
 
+import struct
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
@@ -21,6 +23,9 @@ from node.groups.records import (
     CoordinatorRecord, OffsetCommitKey, OffsetCommitValue, decode_key,
     decode_offset_commit_value, offset_commit_record)
 from storage.clock import FakeClock
+from storage.config import LogConfig
+from storage.log import Log
+from storage.records import ControlType, Record, iter_batches
 
 MINUTE = 60_000
 OK = ErrorCode.none
@@ -566,3 +571,67 @@ def test_replaying_the_written_records_and_markers_rebuilds_the_same_offsets(
         value = None if record.value is None else decode_offset_commit_value(record.value)
         loaded.replay(key, value, producer)
     assert state_of(loaded) == state_of(live)
+
+
+def test_records_appended_to_a_real_compacted_log_load_back_into_the_same_offsets(
+        tmp_path: Path, clock: FakeClock) -> None:
+    """Plain commits, a committed and an aborted transaction, a delete: appended as the
+    coordinator appends them (transactional batches, then the markers), read back from the
+    segment files and replayed batch by batch."""
+    live = manager(clock)
+    log = Log.open(tmp_path / "__consumer_offsets-7", LogConfig(cleanup_policy="compact"),
+                   clock=clock)
+    sequences: dict[int, int] = {}
+
+    def append(records: list[CoordinatorRecord], producer_id: int = -1) -> None:
+        batch = [Record(r.key, r.value, clock.milliseconds()) for r in records]
+        if producer_id < 0:
+            log.append(batch)
+            return
+        log.append(batch, producer_id=producer_id, producer_epoch=0,
+                   base_sequence=sequences.get(producer_id, 0), is_transactional=True)
+        sequences[producer_id] = sequences.get(producer_id, 0) + len(batch)
+
+    def end(producer_id: int, committed: bool) -> None:
+        live.complete_transaction(producer_id, committed)
+        log.append_end_txn_marker(ControlType.COMMIT if committed else ControlType.ABORT,
+                                  producer_id=producer_id, producer_epoch=0)
+
+    try:
+        append(commit(live, "g", "t", 0, 10) + commit(live, "g", "t", 1, 20))
+        append(commit_txn(live, 5, "g", "t", 0, 11), producer_id=5)
+        append(commit_txn(live, 6, "g", "t", 1, 21), producer_id=6)
+        append(commit(live, "h", "u", 0, 30, expire=clock.milliseconds() + 5))
+        append(commit_txn(live, 5, "h", "u", 1, 31), producer_id=5)
+        end(5, committed=True)
+        end(6, committed=False)
+        append(commit_txn(live, 7, "g", "t", 2, 40), producer_id=7)       # still open
+        append(live.delete(OffsetDelete("h", (("u", 0),)), frozenset())[1])
+        log.flush()
+
+        loaded = manager(FakeClock())
+        for path in sorted(log.dir.glob("*.log")):
+            for batch in iter_batches(path.read_bytes(), path=path):
+                if batch.is_control:
+                    for marker in batch.records():
+                        assert marker.key is not None
+                        control_type = struct.unpack(">hh", marker.key)[1]
+                        loaded.replay_end_transaction(batch.producer_id,
+                                                      control_type == ControlType.COMMIT)
+                    continue
+                producer = batch.producer_id if batch.is_transactional else None
+                for record in batch.records():
+                    assert record.key is not None
+                    key = decode_key(record.key)
+                    assert isinstance(key, OffsetCommitKey)
+                    loaded.replay(key, None if record.value is None
+                                  else decode_offset_commit_value(record.value), producer)
+    finally:
+        log.close()
+
+    assert state_of(loaded) == state_of(live)
+    assert fetched(loaded, "g", None) == (FetchedOffset("t", 0, 11, -1, "metadata"),
+                                          FetchedOffset("t", 1, 20, -1, "metadata"))
+    assert fetched(loaded, "h", None) == (FetchedOffset("u", 1, 31, -1, "metadata"),)
+    assert fetched(loaded, "g", [("t", 2)], require_stable=True) == (unstable("t", 2),)
+    assert loaded.has_pending_transactions("g") and not loaded.has_pending_transactions("h")
