@@ -268,10 +268,12 @@ class GroupCoordinator:
         return _done(listings)
 
     def describe_groups(self, group_ids: Sequence[str]) -> Future[list[GroupDescription]]:
-        described = [self._submit(group_id,
-                                  lambda state, g=group_id: describe_group(state.membership.groups, g),
-                                  lambda code, g=group_id: GroupDescription(g, code))
-                     for group_id in group_ids]
+        """DescribeGroups: each group as its partition sees it (an unknown one as Dead)."""
+        described = [
+            self._submit(group_id,
+                         lambda state, g=group_id: describe_group(state.membership.groups, g),
+                         lambda code, g=group_id: GroupDescription(g, code))
+            for group_id in group_ids]
         return _done([f.result() for f in described])
 
     def delete_groups(self, group_ids: Sequence[str]) -> Future[list[GroupDeletion]]:

@@ -20,7 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from node.groups.config import NEW_MEMBER_JOIN_TIMEOUT_MS
 from storage.clock import FakeClock
-from tests.node.groups.harness import GROUP, TEST_CONFIG, Harness, join_request
+from tests.node.groups.harness import TEST_CONFIG, Harness, join_request
 
 SESSION_MS = 5000
 REBALANCE_MS = 10000

@@ -1,5 +1,6 @@
 """group.initial.rebalance.delay.ms, ported from Kafka's GroupMetadataManagerTest
-(testDelayInitialRebalance..., testResetRebalanceDelay..., testDelayRebalanceUptoRebalanceTimeout)."""
+(testDelayInitialRebalance..., testResetRebalanceDelay...,
+testDelayRebalanceUptoRebalanceTimeout)."""
 
 from __future__ import annotations
 

@@ -36,6 +36,7 @@ from node.groups.records import (
 )
 from node.groups.subscription import encode_subscription
 from storage.clock import FakeClock
+from storage.log import Log
 from storage.records import ControlType, Record
 from tests.node.groups.harness import GROUP, Harness, join_request
 
@@ -204,7 +205,7 @@ def test_requests_while_loading_are_answered_load_in_progress(
     started, release = threading.Event(), threading.Event()
     replay = partition_module.CoordinatorPartition.replay_log
 
-    def slow_replay(self: partition_module.CoordinatorPartition, log):  # type: ignore[no-untyped-def]
+    def slow_replay(self: partition_module.CoordinatorPartition, log: Log) -> int:
         started.set()
         release.wait(10)
         return replay(self, log)
