@@ -53,6 +53,8 @@ class Model:
     timers: dict[str, tuple[int, int, Callable[[], None]]] = field(default_factory=dict)
     seq: int = 0
     answers: list[tuple[Future[Any], ErrorCode, int | None]] = field(default_factory=list)
+    # (replaced, retry): a parked request replaced by its retry gets the retry's answer
+    alike: list[tuple[Future[Any], Future[Any]]] = field(default_factory=list)
 
     # ---- timer ---------------------------------------------------------------------------------
     def schedule(self, key: str, delay: int, operation: Callable[[], None]) -> None:
@@ -222,7 +224,7 @@ class GroupMembershipModel(RuleBasedStateMachine):
         member = model.members[member_id]
         if model.state == "PreparingRebalance":
             if member.join is not None:
-                model.answers.append((member.join, None, None))   # replaced, never answered
+                model.alike.append((member.join, future))
             member.join = future
             model.maybe_rebalance_or_complete()
         elif model.state == "CompletingRebalance":
@@ -253,7 +255,7 @@ class GroupMembershipModel(RuleBasedStateMachine):
             model.answer(future, ErrorCode.rebalance_in_progress)
         elif model.state == "CompletingRebalance":
             if member.sync is not None:
-                model.answer(member.sync, ErrorCode.rebalance_in_progress)
+                model.alike.append((member.sync, future))
             member.sync = future
             model.pending_sync.discard(member_id)
             if not model.pending_sync:
@@ -323,14 +325,16 @@ class GroupMembershipModel(RuleBasedStateMachine):
     def answers_agree_with_the_model(self) -> None:
         expected = {id(f): (f, e, g) for f, e, g in self.model.answers}
         for future, error, generation in expected.values():
-            if error is None:
-                continue
             assert future.done(), (error, generation)
             result = future.result(0)
             code = result.error_code
             assert code == error, (code, error)
             if generation is not None:
                 assert result.generation_id == generation
+        for replaced, retry in self.model.alike:
+            assert replaced.done() == retry.done()
+            if retry.done():
+                assert replaced.result(0) == retry.result(0)
         for member in self.model.members.values():
             for parked in (member.join, member.sync):
                 if parked is not None and id(parked) not in expected:
