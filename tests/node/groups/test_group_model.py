@@ -1,5 +1,6 @@
 """A model-based test of classic group membership (hypothesis RuleBasedStateMachine): dynamic
-members join, rejoin, sync, heartbeat and leave while time passes, against a coordinator on a
+members join (at once, or first asking for a member id: KIP-394's pending members), rejoin,
+sync, heartbeat and leave while time passes, against a coordinator on a
 real log driven by a fake clock and timer. After every step the group must agree with a plain
 model of Kafka's rules: its state, generation, leader and members, and every JoinGroup and
 SyncGroup answer (when it came, its error and generation)."""
@@ -49,6 +50,7 @@ class Model:
     leader: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
     pending_sync: set[str] = field(default_factory=set)
+    pending: dict[str, None] = field(default_factory=dict)      # KIP-394, in arrival order
     new_member_added: bool = False
     timers: dict[str, tuple[int, int, Callable[[], None]]] = field(default_factory=dict)
     seq: int = 0
@@ -86,7 +88,7 @@ class Model:
             self.answers.append((future, error, generation))
 
     def all_joined(self) -> bool:
-        return all(m.join is not None for m in self.members.values())
+        return all(m.join is not None for m in self.members.values()) and not self.pending
 
     def heartbeat_timer(self, member_id: str, timeout: int = SESSION_MS) -> None:
         self.schedule(f"hb-{member_id}", timeout, lambda: self.expire(member_id))
@@ -168,6 +170,11 @@ class Model:
             self.prepare_rebalance()
 
     def expire(self, member_id: str) -> None:
+        if member_id in self.pending:
+            del self.pending[member_id]
+            if self.state == "PreparingRebalance" and self.all_joined():
+                self.complete_join()
+            return
         member = self.members.get(member_id)
         if member is None:
             return
@@ -202,10 +209,41 @@ class GroupMembershipModel(RuleBasedStateMachine):
     @rule()
     def new_member_joins(self) -> None:
         future = self.groups.join(REQUEST)
-        group = self.groups.group()
-        member_id = group.member_ids[-1]
-        model = self.model
         self.created = True
+        self.add_member(self.groups.group().member_ids[-1], future)
+
+    @rule()
+    def new_member_asks_for_an_id(self) -> None:
+        answer = self.groups.join(dataclasses.replace(REQUEST, require_known_member_id=True)
+                                  ).result(0)
+        self.created = True
+        assert answer.error_code == ErrorCode.member_id_required
+        self.model.pending[answer.member_id] = None
+        self.model.heartbeat_timer(answer.member_id)
+
+    @precondition(lambda self: bool(self.model.pending))
+    @rule(data=st.data())
+    def pending_member_joins(self, data: st.DataObject) -> None:
+        member_id = data.draw(st.sampled_from(list(self.model.pending)))
+        future = self.groups.join(dataclasses.replace(REQUEST, member_id=member_id,
+                                                      require_known_member_id=True))
+        del self.model.pending[member_id]
+        self.add_member(member_id, future)
+
+    @precondition(lambda self: bool(self.model.pending))
+    @rule(data=st.data())
+    def pending_member_leaves(self, data: st.DataObject) -> None:
+        model = self.model
+        member_id = data.draw(st.sampled_from(list(model.pending)))
+        answer = self.groups.leave((member_id, None))
+        assert answer.members[0].error_code == OK
+        del model.pending[member_id]
+        model.cancel(f"hb-{member_id}")
+        if model.state != "Empty":        # Kafka rebalances for a pending member's leave too
+            model.maybe_rebalance_or_complete()
+
+    def add_member(self, member_id: str, future: Future[Any]) -> None:
+        model = self.model
         assert member_id not in model.members
         model.members[member_id] = Member(join=future)
         if model.state == "PreparingRebalance" and model.previous == "Empty":
@@ -318,6 +356,7 @@ class GroupMembershipModel(RuleBasedStateMachine):
         assert str(group.state) == model.state
         assert group.generation_id == model.generation
         assert group.member_ids == list(model.members)
+        assert group.num_pending_join_members() == len(model.pending)
         assert (group.leader_id if group.member_ids else None) == \
             (model.leader if model.members else None)
 
