@@ -87,6 +87,10 @@ class Model:
         if future is not None:
             self.answers.append((future, error, generation))
 
+    def rebalance_timeout(self) -> int:
+        """The largest rebalance timeout of the members: 0 without members, as Kafka's."""
+        return REBALANCE_MS if self.members else 0
+
     def all_joined(self) -> bool:
         return all(m.join is not None for m in self.members.values()) and not self.pending
 
@@ -111,14 +115,14 @@ class Model:
         self.cancel("sync")
         initial = self.state == "Empty"
         if initial:
-            remaining = max(REBALANCE_MS - DELAY_MS, 0)
+            remaining = max(self.rebalance_timeout() - DELAY_MS, 0)
             self.schedule("join", DELAY_MS, lambda: self.initial_timeout(DELAY_MS, remaining))
         self.transition("PreparingRebalance")
         if not initial:
             if self.all_joined():
                 self.complete_join()
             else:
-                self.schedule("join", REBALANCE_MS, self.complete_join)
+                self.schedule("join", self.rebalance_timeout(), self.complete_join)
 
     def id_of(self, member: Member) -> str:
         return next(k for k, v in self.members.items() if v is member)
@@ -159,7 +163,7 @@ class Model:
             member.is_new = False
             self.pending_sync.add(member_id)
         generation = self.generation
-        self.schedule("sync", REBALANCE_MS, lambda: self.expire_sync(generation))
+        self.schedule("sync", self.rebalance_timeout(), lambda: self.expire_sync(generation))
 
     def expire_sync(self, generation: int) -> None:
         if generation == self.generation and self.state in ("CompletingRebalance", "Stable") \
