@@ -16,6 +16,7 @@ import threading
 from concurrent.futures import Future
 from typing import Any, Callable, TypeVar
 
+from node.errors import CoordinatorRecordError
 from node.groups.config import GroupCoordinatorConfig
 from node.groups.membership import ClassicMembership
 from node.groups.offset_rules import OffsetRules
@@ -174,6 +175,16 @@ class CoordinatorPartition:
         return applied
 
     def _replay(self, record: Record, producer_id: int | None) -> int:
+        """Apply one record; a record that does not decode raises ``CoordinatorRecordError``
+        naming the partition and the offset (Kafka's loader fails the load so too)."""
+        try:
+            return self._apply(record, producer_id)
+        except CoordinatorRecordError as err:
+            raise CoordinatorRecordError(
+                f"__consumer_offsets-{self.index} offset {record.offset}: {err.message}",
+                **err.fields, partition=self.index, offset=record.offset) from err
+
+    def _apply(self, record: Record, producer_id: int | None) -> int:
         if record.key is None:
             logger.warning("__consumer_offsets-%d: record at offset %d has no key; skipped",
                            self.index, record.offset)

@@ -36,6 +36,7 @@ class Member:
     join: Future[Any] | None = None        # the real future of a parked JoinGroup
     sync: Future[Any] | None = None        # the real future of a parked SyncGroup
     is_new: bool = True
+    instance: str | None = None             # a static member's group.instance.id
 
 
 @dataclass
@@ -98,7 +99,8 @@ class Model:
         self.schedule(f"hb-{member_id}", timeout, lambda: self.expire(member_id))
 
     def remove(self, member_id: str) -> None:
-        del self.members[member_id]
+        # an id replaced by its static member's new one may linger among those to sync
+        self.members.pop(member_id, None)
         self.pending_sync.discard(member_id)
         if self.leader == member_id:
             self.leader = next(iter(self.members), None)
@@ -145,11 +147,17 @@ class Model:
 
     def complete_join(self) -> None:
         self.cancel("join")
-        for member_id in [k for k, m in self.members.items() if m.join is None]:
+        for member_id in [k for k, m in self.members.items()
+                          if m.join is None and m.instance is None]:
             self.remove(member_id)
             self.cancel(f"hb-{member_id}")
         if self.members and (self.leader is None or self.members[self.leader].join is None):
-            self.leader = next((k for k, m in self.members.items() if m.join is not None), None)
+            rejoined = next((k for k, m in self.members.items() if m.join is not None), None)
+            if rejoined is None:
+                # no static member rejoined: wait for their sessions to run out
+                self.schedule("join", self.rebalance_timeout(), self.complete_join)
+                return
+            self.leader = rejoined
         self.generation += 1
         if not self.members:
             self.leader = None
@@ -246,10 +254,43 @@ class GroupMembershipModel(RuleBasedStateMachine):
         if model.state != "Empty":        # Kafka rebalances for a pending member's leave too
             model.maybe_rebalance_or_complete()
 
-    def add_member(self, member_id: str, future: Future[Any]) -> None:
+    def instance_of(self, member_id: str) -> str | None:
+        return self.model.members[member_id].instance
+
+    @rule(instance=st.sampled_from(["static-1", "static-2"]))
+    def static_member_joins(self, instance: str) -> None:
+        """A static member joins with no member id: a new member, or its instance's new id
+        replacing the old one (KIP-345)."""
+        model = self.model
+        future = self.groups.join(dataclasses.replace(REQUEST, group_instance_id=instance))
+        self.created = True
+        new_id = self.groups.group().static_member_id(instance)
+        old_id = next((k for k, m in model.members.items() if m.instance == instance), None)
+        if old_id is None:
+            self.add_member(new_id, future, instance)
+            return
+        current_leader = model.leader
+        old = model.members.pop(old_id)
+        model.answer(old.join, ErrorCode.fenced_instance_id)
+        model.answer(old.sync, ErrorCode.fenced_instance_id)
+        model.members[new_id] = Member(join=future, is_new=False, instance=instance)
+        if current_leader == old_id:
+            model.leader = new_id
+        model.cancel(f"hb-{old_id}")
+        model.heartbeat_timer(new_id)
+        if model.state == "Stable":      # the same protocols: no rebalance, the same generation
+            model.answer(future, OK, model.generation)
+            model.members[new_id].join = None
+        elif model.state == "CompletingRebalance":
+            model.prepare_rebalance()
+        elif model.previous != "Empty" and model.all_joined():
+            model.complete_join()
+
+    def add_member(self, member_id: str, future: Future[Any],
+                   instance: str | None = None) -> None:
         model = self.model
         assert member_id not in model.members
-        model.members[member_id] = Member(join=future)
+        model.members[member_id] = Member(join=future, instance=instance)
         if model.state == "PreparingRebalance" and model.previous == "Empty":
             model.new_member_added = True
         if model.leader is None:
@@ -262,7 +303,8 @@ class GroupMembershipModel(RuleBasedStateMachine):
     def member_rejoins(self, data: st.DataObject) -> None:
         model = self.model
         member_id = data.draw(st.sampled_from(self.member_ids()))
-        future = self.groups.join(dataclasses.replace(REQUEST, member_id=member_id))
+        future = self.groups.join(dataclasses.replace(
+            REQUEST, member_id=member_id, group_instance_id=self.instance_of(member_id)))
         member = model.members[member_id]
         if model.state == "PreparingRebalance":
             if member.join is not None:
@@ -287,6 +329,7 @@ class GroupMembershipModel(RuleBasedStateMachine):
         member_id = data.draw(st.sampled_from(self.member_ids()))
         generation = model.generation - 1 if stale else model.generation
         future = self.groups.sync(member_id, generation,
+                                  group_instance_id=self.instance_of(member_id),
                                   assignments=((member_id, b"x"),))
         member = model.members[member_id]
         if model.state == "Empty":
@@ -320,7 +363,8 @@ class GroupMembershipModel(RuleBasedStateMachine):
     def member_heartbeats(self, data: st.DataObject) -> None:
         model = self.model
         member_id = data.draw(st.sampled_from(self.member_ids()))
-        answer = self.groups.heartbeat(member_id, model.generation)
+        answer = self.groups.heartbeat(member_id, model.generation,
+                                       group_instance_id=self.instance_of(member_id))
         if model.state == "Empty":
             expected = ErrorCode.unknown_member_id
         else:
@@ -334,7 +378,7 @@ class GroupMembershipModel(RuleBasedStateMachine):
     def member_leaves(self, data: st.DataObject) -> None:
         model = self.model
         member_id = data.draw(st.sampled_from(self.member_ids()))
-        answer = self.groups.leave((member_id, None))
+        answer = self.groups.leave((member_id, self.instance_of(member_id)))
         assert answer.members[0].error_code == OK
         model.cancel(f"hb-{member_id}")
         model.answer(model.members[member_id].join, ErrorCode.unknown_member_id)
