@@ -67,6 +67,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from node.kafka.transactions import ProducerFencedError as KafkaProducerFencedError
+from node.kafka.transactions import java_string_hash, kafka_abs
 from node.kafka.transactions import TransactionStateError as KafkaTransactionStateError
 from storage.config import INT, check_integer, parse_integer
 from storage.errors import InvalidConfigError, StorageError
@@ -287,22 +288,6 @@ class TxnMetadata:
             raise StorageError(f"transaction state record {key!r} holds transaction "
                                f"{found.transactional_id!r}", key=key.decode(errors="replace"))
         return found
-
-
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode``: ``s[0]*31^(n-1) + ... + s[n-1]`` over the UTF-16 code units
-    (a character beyond U+FFFF counts as its two surrogates), in int32 arithmetic."""
-    data = text.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def kafka_abs(n: int) -> int:
-    """Kafka's ``Utils.abs``: the absolute value of an int32, 0 for ``Integer.MIN_VALUE``
-    (whose ``Math.abs`` is itself, negative)."""
-    return 0 if n == -(1 << 31) else abs(n)
 
 
 def partition_for(transactional_id: str, partitions: int) -> int:

@@ -90,6 +90,13 @@ class NodeStateStore:
             return self._nodes[self._meta.route(STATE_TOPIC, partition)]   # raises why not
         return self._nodes[routes[partition]]
 
+    def log_dir(self, partition: int) -> str:
+        """The directory holding ``partition`` of the state log, which is created first when
+        it does not exist (Kafka creates ``__transaction_state`` at the first FindCoordinator
+        of a transactional id). Raises the typed error of a partition not routed."""
+        self._node(partition, create=True)
+        return self._meta.route(STATE_TOPIC, partition)
+
     def append(self, partition: int, key: bytes, value: bytes | None) -> None:
         node = self._node(partition, create=True)
         assert node is not None

@@ -38,6 +38,11 @@ class ApiKey(IntEnum):
     SASL_HANDSHAKE = 17
     SASL_AUTHENTICATE = 36
     FIND_COORDINATOR = 10
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,4 +78,9 @@ SUPPORTED: dict[int, VersionRange] = {
     ApiKey.SASL_HANDSHAKE: VersionRange(0, 1),
     ApiKey.SASL_AUTHENTICATE: VersionRange(0, 2),
     ApiKey.FIND_COORDINATOR: VersionRange(0, 4),
+    ApiKey.ADD_PARTITIONS_TO_TXN: VersionRange(0, 3),     # v4+: KIP-890's broker verification
+    ApiKey.ADD_OFFSETS_TO_TXN: VersionRange(0, 3),
+    ApiKey.END_TXN: VersionRange(0, 3),                   # v5+: transaction version 2
+    ApiKey.DESCRIBE_TRANSACTIONS: VersionRange(0, 0),
+    ApiKey.LIST_TRANSACTIONS: VersionRange(0, 1),
 }
