@@ -23,7 +23,9 @@ OPERATION_NOT_ATTEMPTED, Kafka's ``KafkaApis.handleAddPartitionsToTxnRequest``).
 
 from __future__ import annotations
 
+import datetime
 import struct
+import time
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -190,7 +192,7 @@ def handle_describe_transactions(served: ServedDir, request: Request) -> Any:
     for tid, txn in zip(ids, found):
         if txn is None:
             states.append({"error_code": code, "transactional_id": tid, "transaction_state": "",
-                           "transaction_timeout": 0, "transaction_start_time": -1,
+                           "transaction_timeout": 0, "transaction_start_time": _instant(0),
                            "producer_id": -1, "producer_epoch": -1, "topics": []})
             continue
         topics: dict[str, list[int]] = {}
@@ -198,12 +200,17 @@ def handle_describe_transactions(served: ServedDir, request: Request) -> Any:
             topics.setdefault(topic, []).append(partition)
         states.append({"error_code": ErrorCode.none, "transactional_id": tid,
                        "transaction_state": txn.state, "transaction_timeout": txn.timeout_ms,
-                       "transaction_start_time": txn.start_ms, "producer_id": txn.producer_id,
+                       "transaction_start_time": _instant(txn.start_ms), "producer_id": txn.producer_id,
                        "producer_epoch": txn.producer_epoch,
                        "topics": [{"topic": t, "partitions": sorted(p)}
                                   for t, p in sorted(topics.items())]})
     return build(response_class(ApiKey.DESCRIBE_TRANSACTIONS, request.api_version),
                  {"throttle_time": 0, "transaction_states": states})
+
+
+def _instant(ms: int) -> datetime.datetime:
+    """A timestamp field in epoch milliseconds, -1 (Kafka's "none") included."""
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
 
 
 KAFKA_STATES = frozenset({"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
@@ -237,8 +244,6 @@ def handle_list_transactions(served: ServedDir, request: Request) -> Any:
 
 
 def _now_ms() -> int:
-    import time
-
     return int(time.time() * 1000)
 
 
