@@ -29,10 +29,11 @@ directory's ``LogDirOfflineError``, an unknown partition of a missing directory)
 tries it too; the other ids are served meanwhile (Kafka's coordinator answers
 COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR for the partitions it has not loaded).
 
-Markers carry producer epoch ``MARKER_EPOCH`` (members append with ``DATA_EPOCH``), so a member
-still appending when its transaction ended (a zombie Spark task attempt) is fenced by the log
-(``InvalidProducerEpochError``) and can never reopen a transaction on that partition; a member
-registering after the end is refused here (``TransactionStateError``/``ProducerFencedError``).
+A Strata transaction's markers carry producer epoch ``MARKER_EPOCH`` (members append with
+``DATA_EPOCH``), so a member still appending when its transaction ended (a zombie Spark task
+attempt) is fenced by the log (``InvalidProducerEpochError``) and can never reopen a transaction
+on that partition; a member registering after the end is refused here
+(``TransactionStateError``/``ProducerFencedError``).
 
 A Kafka client's transactional producer (over the protocol, ``node.kafka.txn_apis``) is served
 by the same coordinator as a transaction of the *Kafka kind* (``TxnKind.KAFKA``, its rules in

@@ -244,3 +244,31 @@ def test_describe_and_list_transactions_report_the_coordinators_state(
         (t.transactional_id, t.producer_id) for t in listed.transaction_states}
     assert all(t.transaction_state == "Ongoing" for t in listed.transaction_states)
     p.commit_transaction(TIMEOUT_S)
+
+
+def test_aiokafkas_transactional_producer_commits_and_aborts(cluster: Cluster) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    cluster.create_topic("txn-aiokafka", partitions=3)
+
+    async def run() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap_servers,
+                             transactional_id="aiokafka-1", request_timeout_ms=20000)
+        await p.start()
+        try:
+            async with p.transaction():
+                for i in range(3):
+                    await p.send_and_wait("txn-aiokafka", b"ak-%d" % i, partition=i)
+            await p.begin_transaction()
+            await p.send_and_wait("txn-aiokafka", b"ak-aborted", partition=1)
+            await p.abort_transaction()
+        finally:
+            await p.stop()
+
+    asyncio.run(asyncio.wait_for(run(), TIMEOUT_S * 2))
+    assert values_of(cluster, "txn-aiokafka", 3, "read_committed", 3) == [
+        b"ak-0", b"ak-1", b"ak-2"]
+    assert values_of(cluster, "txn-aiokafka", 3, "read_uncommitted", 4) == [
+        b"ak-0", b"ak-1", b"ak-2", b"ak-aborted"]
