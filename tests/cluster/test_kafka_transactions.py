@@ -94,7 +94,8 @@ def test_init_producer_id_refuses_a_timeout_above_the_maximum(world: _KafkaWorld
 
 def test_a_commit_writes_markers_with_the_producers_own_epoch(world: _KafkaWorld) -> None:
     tc = world.coordinator()
-    pid, epoch = tc.init_producer_id(TID, 60_000)
+    pid, _ = tc.init_producer_id(TID, 60_000)
+    tc.init_producer_id(TID, 60_000)
     epoch = tc.init_producer_id(TID, 60_000)[1]
     tc.add_kafka_partitions(TID, pid, epoch, [("t", 0), ("t", 1)])
     world.produce(pid, epoch, "t", 0, b"a")
@@ -104,7 +105,7 @@ def test_a_commit_writes_markers_with_the_producers_own_epoch(world: _KafkaWorld
     assert world.committed("t", 0) == [b"a"] and world.committed("t", 1) == [b"b"]
     assert world.stable("t", 0) and world.stable("t", 1)
     [state] = [p for p in world.log("t", 0).active_producers() if p.producer_id == pid]
-    assert state.epoch == epoch == 1      # the marker kept the producer's epoch
+    assert state.epoch == epoch == 2      # the marker kept the producer's epoch
     assert tc.describe(TID).state == TxnState.COMPLETE_COMMIT
 
 
@@ -316,3 +317,32 @@ def test_kafka_transaction_errors_survive_pickling() -> None:
                 InvalidTransactionTimeoutError("too long", timeout_ms=5)):
         again = pickle.loads(pickle.dumps(err))
         assert type(again) is type(err) and str(again) == str(err)
+
+
+def test_adding_partitions_already_in_the_transaction_writes_nothing(
+        world: _KafkaWorld) -> None:
+    """shouldReplyWithOkOnAddPartitionsWhenAllPartitionsAlreadyIncluded: no state record."""
+    tc = world.coordinator()
+    pid, epoch = tc.init_producer_id(TID, 60_000)
+    tc.add_kafka_partitions(TID, pid, epoch, [("t", 0), ("t", 1)])
+    assert world.state is not None
+    written = world.state.log_end_offset
+    tc.add_kafka_partitions(TID, pid, epoch, [("t", 1)])
+    assert world.state.log_end_offset == written
+    tc.add_kafka_partitions(TID, pid, epoch, [("t", 2)])
+    assert world.state.log_end_offset == written + 1
+    assert tc.describe(TID).members == {pid: frozenset({("t", 0), ("t", 1), ("t", 2)})}
+
+
+def test_a_commit_of_an_aborted_transaction_is_invalid_txn_state(world: _KafkaWorld) -> None:
+    """shouldReturnInvalidTxnRequestOnEndTxnRequestWhenStatusIsCompleteAbortAndResultIsNotAbort,
+    and the next transaction starts empty of the aborted one's partitions."""
+    tc = world.coordinator()
+    pid, epoch = tc.init_producer_id(TID, 60_000)
+    tc.add_kafka_partitions(TID, pid, epoch, [("t", 0)])
+    tc.end_kafka(TID, pid, epoch, commit=False)
+    tc.end_kafka(TID, pid, epoch, commit=False)
+    with pytest.raises(TransactionStateError, match="CompleteAbort"):
+        tc.end_kafka(TID, pid, epoch, commit=True)
+    tc.add_kafka_partitions(TID, pid, epoch, [("t", 1)])
+    assert tc.describe(TID).members == {pid: frozenset({("t", 1)})}
