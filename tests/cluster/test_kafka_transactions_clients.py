@@ -2,10 +2,13 @@
 each a broker), on the cluster's one transaction coordinator: confluent-kafka (librdkafka) commits
 and aborts, runs transactions in a row, is fenced by a second producer of its transactional id
 and by the coordinator after its timeout; kafka-python's transactional producer commits; a
-produce to a partition not added to the transaction is INVALID_TXN_STATE."""
+produce to a partition not added to the transaction is INVALID_TXN_STATE; a transaction
+survives a kill of the coordinator actor."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +24,7 @@ from node.kafka.versions import ApiKey
 from storage.record_builder import build_batch
 from storage.record_format import Record
 from tests.cluster.conftest import FAST
+from tests.cluster.test_cluster_faults import coordinator_pid
 from tests.node.kafka.clients import consumer
 from tests.node.kafka.wire import WireClient
 
@@ -272,3 +276,19 @@ def test_aiokafkas_transactional_producer_commits_and_aborts(cluster: Cluster) -
         b"ak-0", b"ak-1", b"ak-2"]
     assert values_of(cluster, "txn-aiokafka", 3, "read_uncommitted", 4) == [
         b"ak-0", b"ak-1", b"ak-2", b"ak-aborted"]
+
+
+@pytest.mark.slow     # a coordinator killed and restarted by Ray
+def test_a_kafka_transaction_survives_a_kill_of_the_coordinator(start_cluster: Any) -> None:
+    """kill -9 of the coordinator actor between the produce and the commit: the brokers answer
+    COORDINATOR_NOT_AVAILABLE meanwhile, librdkafka retries, and the restarted coordinator,
+    which loaded the transaction from the state log, commits it."""
+    c = start_cluster(dirs=2, cleaners=1, config=CONFIG)
+    c.create_topic("txn-kill", partitions=3)
+    p = txn_producer(c, "kill-1")
+    p.init_transactions(TIMEOUT_S)
+    p.begin_transaction()
+    produce_in_txn(p, "txn-kill", [b"a", b"b", b"c"])
+    os.kill(coordinator_pid(c), signal.SIGKILL)
+    p.commit_transaction(90)
+    assert values_of(c, "txn-kill", 3, "read_committed", 3) == [b"a", b"b", b"c"]
