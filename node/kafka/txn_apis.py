@@ -261,11 +261,11 @@ def check_transactional_batch(served: ServedDir, transactional_id: str | None, l
     if not _ATTRIBUTES.unpack_from(data, ATTRIBUTES_OFFSET)[0] & TRANSACTIONAL_FLAG:
         return
     pid, epoch = _PRODUCER.unpack_from(data, PRODUCER_ID_OFFSET)
-    for entry in log.active_producers():
-        if entry.producer_id == pid:
-            if entry.epoch == epoch and entry.current_txn_first_offset >= 0:
-                return
-            break
+    # one producer's entry, read without the log's lock (a dict lookup, not a copy of every
+    # producer): the batch's own append re-checks the epoch under the lock
+    entry = log.producer_state.producers.get(pid)
+    if entry is not None and entry.epoch == epoch and entry.current_txn_first_offset >= 0:
+        return
     where = f"{topic}-{partition}"
     if not transactional_id:
         raise TransactionStateError(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pickle
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -346,3 +347,52 @@ def test_a_commit_of_an_aborted_transaction_is_invalid_txn_state(world: _KafkaWo
         tc.end_kafka(TID, pid, epoch, commit=True)
     tc.add_kafka_partitions(TID, pid, epoch, [("t", 1)])
     assert tc.describe(TID).members == {pid: frozenset({("t", 1)})}
+
+
+class _CoordinatorActor:
+    """The coordinator actor's transaction methods the brokers call (``CoordinatorService``'s,
+    over a real coordinator)."""
+
+    def __init__(self, tc: TransactionCoordinator) -> None:
+        self.tc = tc
+
+    def kafka_txn_coordinator_dir(self, transactional_id: str) -> str:
+        return f"/dirs/{self.tc.partition_of(transactional_id) % 2}"
+
+    def kafka_init_producer_id(self, tid: str, timeout_ms: int, pid: int,
+                               epoch: int) -> tuple[int, int]:
+        return self.tc.init_producer_id(tid, timeout_ms, pid, epoch)
+
+    def describe_transaction(self, transactional_id: str) -> Any:
+        return self.tc.describe(transactional_id)
+
+    def list_transactions(self) -> Any:
+        return self.tc.transactions()
+
+
+def test_the_brokers_door_forwards_to_the_coordinator_and_reports_its_state(
+        world: _KafkaWorld) -> None:
+    from cluster.handles import LocalHandle
+    from cluster.kafka_txns import ClusterTransactions
+    from node.kafka.transactions import CoordinatorNotAvailableError
+
+    tc = world.coordinator()
+    handle = LocalHandle(_CoordinatorActor(tc), "coordinator")
+    door = ClusterTransactions(handle, {"/dirs/0": 10, "/dirs/1": 11}.get)
+    assert door.coordinator(TID) == 10 + tc.partition_of(TID) % 2
+    pid, epoch = door.init_producer_id(TID, 60_000, -1, -1)
+    tc.add_kafka_partitions(TID, pid, epoch, [("t", 1), ("t", 0)])
+    tc.begin("spark-job")
+    [kafka, unknown] = door.describe([TID, "nobody"])
+    assert unknown is None
+    assert kafka is not None
+    assert (kafka.state, kafka.producer_id, kafka.producer_epoch) == ("Ongoing", pid, epoch)
+    assert kafka.partitions == (("t", 0), ("t", 1))
+    assert [(t.transactional_id, t.state) for t in door.list_transactions()] == [
+        (TID, "Ongoing"), ("spark-job", "Empty")]
+    handle.dead = True
+    with pytest.raises(CoordinatorNotAvailableError, match="not available"):
+        door.init_producer_id(TID, 60_000, pid, epoch)
+    stranger = ClusterTransactions(LocalHandle(_CoordinatorActor(tc), "c"), {}.get)
+    with pytest.raises(CoordinatorNotAvailableError, match="no broker's"):
+        stranger.coordinator(TID)
