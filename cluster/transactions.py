@@ -474,6 +474,8 @@ class TransactionCoordinator:
                     transactional_id=transactional_id)
             else:
                 fresh = bumped(meta, producer_epoch, timeout_ms, now, self._new_producer_id)
+                if fresh is meta:
+                    return meta.producer_id, meta.epoch
             self._write(fresh)
             return fresh.producer_id, fresh.epoch
 
@@ -569,7 +571,7 @@ class TransactionCoordinator:
         else:
             prepared = meta.transition(TxnState.PREPARE_ABORT, now, commit=frozenset())
         if bump:
-            prepared = replace(prepared, epoch=meta.epoch + 1)
+            prepared = replace(prepared, epoch=meta.epoch + 1, last_epoch=-1)
         self._write(prepared)
         outcome = self._complete(prepared)
         return replace(outcome, replayed_batch=replayed) if replayed else outcome

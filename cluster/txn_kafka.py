@@ -84,18 +84,23 @@ def bumped(meta: TxnMetadata, producer_epoch: int, timeout_ms: int, now_ms: int,
            new_producer_id: Callable[[], int]) -> TxnMetadata:
     """``meta`` (Empty or Complete*) Empty again with the next epoch (Kafka's
     ``prepareIncrementProducerEpoch``), or with a ``new_producer_id()`` and epoch 0 once the epoch
-    is exhausted (``prepareProducerIdRotation``). A client's epoch that is not the current one
-    is PRODUCER_FENCED."""
-    if producer_epoch != NO_PRODUCER_EPOCH and producer_epoch != meta.epoch:
+    is exhausted (``prepareProducerIdRotation``). A client's epoch equal to the one before the
+    last bump it asked for is a retry of that call: ``meta`` itself is returned. Any other
+    epoch that is not the current one is PRODUCER_FENCED."""
+    asked = producer_epoch != NO_PRODUCER_EPOCH
+    if asked and producer_epoch != meta.epoch and producer_epoch == meta.last_epoch:
+        return meta
+    if asked and producer_epoch != meta.epoch:
         raise ProducerFencedError(
             f"transactional id {meta.transactional_id}: epoch {producer_epoch} is fenced, the "
             f"current epoch is {meta.epoch}", transactional_id=meta.transactional_id,
             epoch=producer_epoch, current_epoch=meta.epoch)
     if epoch_exhausted(meta.epoch):
         return meta.transition(TxnState.EMPTY, now_ms, producer_id=new_producer_id(), epoch=0,
-                               timeout_ms=timeout_ms, start_ms=-1, members={},
+                               last_epoch=-1, timeout_ms=timeout_ms, start_ms=-1, members={},
                                commit=frozenset())
-    return meta.transition(TxnState.EMPTY, now_ms, epoch=meta.epoch + 1, timeout_ms=timeout_ms,
+    return meta.transition(TxnState.EMPTY, now_ms, epoch=meta.epoch + 1,
+                           last_epoch=meta.epoch if asked else -1, timeout_ms=timeout_ms,
                            start_ms=-1, members={}, commit=frozenset())
 
 

@@ -45,7 +45,8 @@ compaction keeps exactly what a restart needs):
           "members": {str(producer id): [[topic, partition], ...]},
           "commit": [producer ids committed (Prepare/CompleteCommit only)],
           "sink_batch": int (the last micro-batch id committed under this id, -1 none),
-          "kind": "kafka" and "producer_id": int, only in a record of the Kafka kind}
+          "kind": "kafka", "producer_id": int, "last_epoch": int: only in a record of the
+          Kafka kind}
 
     key   b"coordinator-epoch"
     value JSON object {"v": 1, "epoch": int}: raised by every coordinator that loads the
@@ -216,6 +217,10 @@ class TxnMetadata:
     kind: TxnKind = TxnKind.STRATA
     producer_id: int = -1
     """The Kafka kind's one producer id (-1 for a Strata transaction)."""
+    last_epoch: int = -1
+    """The Kafka kind's epoch before a bump its producer asked for (Kafka's
+    ``lastProducerEpoch``: a retry of that InitProducerId gets the same epoch); -1 after any
+    other bump, so a fenced producer's retry stays fenced."""
 
     @property
     def marker_epoch(self) -> int:
@@ -253,7 +258,8 @@ class TxnMetadata:
         return TXN_KEY_PREFIX + self.transactional_id.encode()
 
     def value(self) -> bytes:
-        kafka = ({"kind": self.kind.value, "producer_id": self.producer_id}
+        kafka = ({"kind": self.kind.value, "producer_id": self.producer_id,
+                  "last_epoch": self.last_epoch}
                  if self.kind == TxnKind.KAFKA else {})
         return json.dumps({
             "v": RECORD_VERSION, "id": self.transactional_id, "epoch": self.epoch,
@@ -280,7 +286,8 @@ class TxnMetadata:
                 commit=frozenset(int(p) for p in raw["commit"]),
                 sink_batch=int(raw["sink_batch"]),
                 kind=TxnKind(raw.get("kind", TxnKind.STRATA.value)),
-                producer_id=int(raw.get("producer_id", -1)))
+                producer_id=int(raw.get("producer_id", -1)),
+                last_epoch=int(raw.get("last_epoch", -1)))
         except (ValueError, KeyError, TypeError) as err:
             raise StorageError(f"transaction state record {key!r} is unreadable: {err}",
                                key=key.decode(errors="replace")) from None

@@ -396,3 +396,28 @@ def test_the_brokers_door_forwards_to_the_coordinator_and_reports_its_state(
     stranger = ClusterTransactions(LocalHandle(_CoordinatorActor(tc), "c"), {}.get)
     with pytest.raises(CoordinatorNotAvailableError, match="no broker's"):
         stranger.coordinator(TID)
+
+
+def test_a_retried_init_producer_id_gets_the_same_epoch_unless_fenced_since(
+        world: _KafkaWorld) -> None:
+    """TransactionMetadataTest's epoch bump with an expected epoch: a retry naming the epoch
+    before its own bump (the answer was lost) gets the current epoch again, not a second bump;
+    after another producer's InitProducerId, or a fencing, it is PRODUCER_FENCED."""
+    tc = world.coordinator()
+    pid, epoch = tc.init_producer_id(TID, 60_000)
+    assert tc.init_producer_id(TID, 60_000, pid, epoch) == (pid, epoch + 1)
+    assert tc.init_producer_id(TID, 60_000, pid, epoch) == (pid, epoch + 1)
+    assert tc.describe(TID).epoch == epoch + 1
+    assert tc.init_producer_id(TID, 60_000) == (pid, epoch + 2)     # another producer
+    with pytest.raises(ProducerFencedError):
+        tc.init_producer_id(TID, 60_000, pid, epoch)
+    # the producer of epoch + 2 bumps itself, then another InitProducerId fences its transaction
+    assert tc.init_producer_id(TID, 60_000, pid, epoch + 2) == (pid, epoch + 3)
+    tc.add_kafka_partitions(TID, pid, epoch + 3, [("t", 0)])
+    with pytest.raises(ConcurrentTransactionsError):
+        tc.init_producer_id(TID, 60_000)
+    with pytest.raises(ProducerFencedError):
+        tc.init_producer_id(TID, 60_000, pid, epoch + 2)
+    world.restart()
+    tc = world.coordinator()
+    assert tc.describe(TID).last_epoch == -1
