@@ -15,7 +15,8 @@ first transactional batch on a partition (the log holds no open transaction of t
 epoch) is refused with INVALID_TXN_STATE unless the coordinator has the partition in the
 producer's open transaction (Kafka's KIP-890 verification, asked of the coordinator).
 
-Error codes per Kafka's ``TransactionCoordinator`` (``node.kafka.transactions.txn_error_code``);
+Error codes per Kafka's ``TransactionCoordinator`` (``node.kafka.transactions.txn_error_code``;
+PRODUCER_FENCED is INVALID_PRODUCER_EPOCH for the versions before it, ``FENCED_SINCE``);
 AddPartitionsToTxn answers one code for every partition of the request, as Kafka's coordinator
 does, after UNKNOWN_TOPIC_OR_PARTITION for a partition no broker holds (the others then
 OPERATION_NOT_ATTEMPTED, Kafka's ``KafkaApis.handleAddPartitionsToTxnRequest``).
@@ -78,6 +79,21 @@ def offsets_partitions(served: ServedDir) -> int:
     return count or GroupCoordinatorConfig().offsets_topic_num_partitions
 
 
+# below these versions a client does not know PRODUCER_FENCED: INVALID_PRODUCER_EPOCH instead
+# (Kafka's KafkaApis, KIP-588)
+FENCED_SINCE = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.ADD_PARTITIONS_TO_TXN: 2,
+                ApiKey.ADD_OFFSETS_TO_TXN: 2, ApiKey.END_TXN: 2}
+
+
+def _code(error: StorageError, request: Request) -> ErrorCode:
+    """``error``'s code for ``request``'s version (``FENCED_SINCE``)."""
+    code = txn_error_code(error)
+    if code == ErrorCode.producer_fenced and \
+            request.api_version < FENCED_SINCE.get(ApiKey(request.api_key), 0):
+        return ErrorCode.invalid_producer_epoch
+    return code
+
+
 # ---- FindCoordinator, key type 1 ----------------------------------------------------------------
 def find_transaction_coordinator(served: ServedDir, transactional_id: str
                                  ) -> tuple[ErrorCode, str | None, int, str, int]:
@@ -110,7 +126,7 @@ def init_transactional_producer_id(served: ServedDir, request: Request) -> Any:
             body.transactional_id, millis(body.transaction_timeout),
             int(getattr(body, "producer_id", -1)), int(getattr(body, "producer_epoch", -1)))
     except StorageError as err:
-        return build(cls, {**failed, "error_code": txn_error_code(err)})
+        return build(cls, {**failed, "error_code": _code(err, request)})
     return build(cls, {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": pid,
                        "producer_epoch": epoch})
 
@@ -131,7 +147,7 @@ def handle_add_partitions_to_txn(served: ServedDir, request: Request) -> Any:
                 int(body.v3_and_below_producer_epoch), wanted)
             code = ErrorCode.none
         except StorageError as err:
-            code = txn_error_code(err)
+            code = _code(err, request)
         codes = {tp: code for tp in wanted}
     topics: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), code in codes.items():
@@ -159,7 +175,7 @@ def handle_add_offsets_to_txn(served: ServedDir, request: Request) -> Any:
                                        int(body.producer_epoch), [(OFFSETS_TOPIC, partition)])
         code = ErrorCode.none
     except StorageError as err:
-        code = txn_error_code(err)
+        code = _code(err, request)
     return build(response_class(ApiKey.ADD_OFFSETS_TO_TXN, request.api_version),
                  {"throttle_time": 0, "error_code": code})
 
@@ -172,7 +188,7 @@ def handle_end_txn(served: ServedDir, request: Request) -> Any:
                                         int(body.producer_epoch), bool(body.committed))
         code = ErrorCode.none
     except StorageError as err:
-        code = txn_error_code(err)
+        code = _code(err, request)
     return build(response_class(ApiKey.END_TXN, request.api_version),
                  {"throttle_time": 0, "error_code": code})
 

@@ -26,6 +26,7 @@ from storage.record_format import Record
 from tests.cluster.conftest import FAST
 from tests.cluster.test_cluster_faults import coordinator_pid
 from tests.node.kafka.clients import consumer
+from node.kafka.txn_apis import offsets_partition
 from tests.node.kafka.wire import WireClient
 
 TIMEOUT_S = 30.0
@@ -292,3 +293,33 @@ def test_a_kafka_transaction_survives_a_kill_of_the_coordinator(start_cluster: A
     os.kill(coordinator_pid(c), signal.SIGKILL)
     p.commit_transaction(90)
     assert values_of(c, "txn-kill", 3, "read_committed", 3) == [b"a", b"b", b"c"]
+
+
+@pytest.mark.parametrize("version", [0, 3])
+def test_add_offsets_to_txn_adds_the_groups_offsets_partition(cluster: Cluster,
+                                                              version: int) -> None:
+    """AddOffsetsToTxn puts ``__consumer_offsets``-``partitionFor(group)`` in the transaction;
+    EndTxn then ends it (that partition's marker is skipped while the topic does not exist)."""
+    tid = f"offsets-{version}"
+    _, host, port = next(iter(cluster.kafka_brokers().values()))
+    with WireClient((host, port)) as wire:
+        init = wire.call(ApiKey.INIT_PRODUCER_ID, min(version, 4), {
+            "transactional_id": tid, "transaction_timeout": 60000, "producer_id": -1,
+            "producer_epoch": -1})
+        ids = {"transactional_id": tid, "producer_id": init.producer_id,
+               "producer_epoch": init.producer_epoch}
+        added = wire.call(ApiKey.ADD_OFFSETS_TO_TXN, version, {**ids, "group_id": "my-group"})
+        fenced = wire.call(ApiKey.ADD_OFFSETS_TO_TXN, version, {
+            **ids, "producer_epoch": init.producer_epoch + 1, "group_id": "my-group"})
+        described = wire.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [tid]})
+        ended = wire.call(ApiKey.END_TXN, version, {**ids, "committed": True})
+    assert added.error_code == ErrorCode.none
+    # KIP-588: a client before AddOffsetsToTxn v2 knows only INVALID_PRODUCER_EPOCH
+    assert fenced.error_code == (ErrorCode.producer_fenced if version >= 2
+                                 else ErrorCode.invalid_producer_epoch)
+    [state] = described.transaction_states
+    assert [(t.topic, list(t.partitions)) for t in state.topics] == [
+        ("__consumer_offsets", [offsets_partition("my-group", 50)])]
+    assert ended.error_code == ErrorCode.none
+    [txn] = [t for t in cluster.list_transactions() if t.transactional_id == tid]
+    assert txn.state.value == "CompleteCommit"
