@@ -27,8 +27,7 @@ from kio.schema.errors import ErrorCode
 
 from node.kafka.codec import Request, build, response_class
 from node.kafka.context import ServedDir
-from node.kafka.errors import UnsupportedCompressionTypeError
-from node.kafka.transactions import txn_error_code
+from node.kafka.errors import UnsupportedCompressionTypeError, error_code_for
 from node.kafka.txn_apis import check_transactional_batch
 from storage.batch_layout import ATTRIBUTES_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, SIZE_OFFSET
 from storage.errors import InvalidRecordError, StorageError
@@ -107,7 +106,7 @@ def handle_produce(served: ServedDir, request: Request) -> ProduceOutcome:
                     "record_errors": [], "error_message": None})
             except StorageError as err:
                 failed = True
-                partitions.append(_error(data.index, txn_error_code(err), str(err)))
+                partitions.append(_error(data.index, error_code_for(err), str(err)))
         topics.append({"name": topic.name, "partition_responses": partitions})
     return ProduceOutcome(build(cls, {"responses": topics, "throttle_time": 0}), failed, acks)
 

@@ -24,6 +24,7 @@ from kio.schema.errors import ErrorCode
 
 from node.kafka.errors import error_code_for
 from storage.errors import StorageError
+from storage.producer_state import InvalidTxnStateError
 
 __all__ = [
     "ConcurrentTransactionsError",
@@ -47,10 +48,11 @@ class ProducerFencedError(StorageError):
     ``ConcurrentTransactionsError``."""
 
 
-class TransactionStateError(StorageError):
+class TransactionStateError(InvalidTxnStateError):
     """An operation the transaction's state does not allow: committing one that was aborted,
-    ending one that has no partitions, adding to one that is ending (Kafka's INVALID_TXN_STATE).
-    """
+    ending one that has no partitions, a transactional batch produced to a partition not in its
+    producer's transaction (Kafka's INVALID_TXN_STATE). Unlike its parent, raised by the
+    transaction coordinator (or the produce's check with it), not by a log's producer state."""
 
 
 class ConcurrentTransactionsError(StorageError):
