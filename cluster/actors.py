@@ -99,6 +99,9 @@ COORDINATOR_METHODS: dict[str, tuple[str | None, int]] = {
     "begin_transaction": (None, NO_RETRY), "add_txn_partitions": (None, NO_RETRY),
     "end_transaction": (None, NO_RETRY), "describe_transaction": (None, RETRY),
     "list_transactions": (None, RETRY), "abort_expired_transactions": (None, NO_RETRY),
+    "kafka_txn_coordinator_dir": (None, RETRY), "kafka_init_producer_id": (None, NO_RETRY),
+    "kafka_add_txn_partitions": (None, NO_RETRY), "kafka_end_txn": (None, NO_RETRY),
+    "kafka_verify_txn": (None, RETRY),
 }
 
 

@@ -51,10 +51,11 @@ class CoordinatorService:
         self._metadata_loaded = False
         self._load_lock = threading.Lock()
         self._progress: dict[str, tuple[str, int, int]] = {}
+        self._txn_store = NodeStateStore(
+            self.metadata, nodes, self._rooms,
+            partitions=broker.transactions.transaction_state_log_num_partitions)
         self.transactions = TransactionCoordinator(
-            NodeStateStore(self.metadata, nodes, self._rooms,
-                           partitions=broker.transactions.transaction_state_log_num_partitions),
-            NodeMarkerWriter(nodes, self._route_or_none), broker.transactions)
+            self._txn_store, NodeMarkerWriter(nodes, self._route_or_none), broker.transactions)
         interval_s = broker.transactions.transaction_abort_timed_out_transaction_cleanup_interval_ms
         self.txn_loop = ControlLoop("strata-transactions",
                                     lambda: self._txn_round(interval_s / 1000.0))
@@ -309,6 +310,35 @@ class CoordinatorService:
 
     def abort_expired_transactions(self) -> list[TxnOutcome]:
         return self._txn().tick()
+
+    # ---- a Kafka client's transactions (the brokers' door: cluster.kafka_txns) ---------------
+    def kafka_txn_coordinator_dir(self, transactional_id: str) -> str:
+        """The directory holding ``transactional_id``'s partition of the state log (created
+        when it does not exist): its broker is the id's coordinator."""
+        txn = self._txn()
+        return self._txn_store.log_dir(txn.partition_of(transactional_id))
+
+    def kafka_init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int,
+                               producer_epoch: int) -> tuple[int, int]:
+        return self._txn().init_producer_id(transactional_id, timeout_ms, producer_id,
+                                            producer_epoch)
+
+    def kafka_add_txn_partitions(self, transactional_id: str, producer_id: int,
+                                 producer_epoch: int,
+                                 partitions: Sequence[tuple[str, int]]) -> bool:
+        self._txn().add_kafka_partitions(transactional_id, producer_id, producer_epoch,
+                                         partitions)
+        return True
+
+    def kafka_end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                      commit: bool) -> bool:
+        self._txn().end_kafka(transactional_id, producer_id, producer_epoch, commit)
+        return True
+
+    def kafka_verify_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                         topic: str, partition: int) -> bool:
+        return self._txn().verify_kafka(transactional_id, producer_id, producer_epoch, topic,
+                                        partition)
 
 
 def description_dict(description: ClusterDescription) -> dict[str, Any]:

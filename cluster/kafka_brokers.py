@@ -31,6 +31,7 @@ from pathlib import Path
 
 from cluster.errors import ListenerBindError, TopicExistsError, UnknownTopicError
 from cluster.handles import Handle
+from cluster.kafka_txns import ClusterTransactions
 from cluster.naming import is_internal
 from node.errors import (
     LogDirClosedError,
@@ -110,6 +111,8 @@ class ClusterBrokerView:
         self._table: ClusterTable | None = None
         self._forced_at = float("-inf")
         self._refreshing = threading.Lock()
+        self._transactions = ClusterTransactions(coordinator, self._node_of_dir,
+                                                 call_timeout_s)
 
     @property
     def node_id(self) -> int:
@@ -253,6 +256,16 @@ class ClusterBrokerView:
             with self._moving_lock:
                 self._moving.pop((topic, partition), None)
             self.invalidate()
+
+    def transactions(self) -> ClusterTransactions:
+        """The cluster's transaction coordinator (``cluster.kafka_txns``)."""
+        return self._transactions
+
+    def _node_of_dir(self, log_dir: str) -> int | None:
+        if log_dir == self._log_dir:
+            return self._node_id
+        self._other_nodes()
+        return self._node_ids.get(log_dir)
 
     # ---- the table ---------------------------------------------------------------------------
     def invalidate(self) -> None:

@@ -29,10 +29,21 @@ directory's ``LogDirOfflineError``, an unknown partition of a missing directory)
 tries it too; the other ids are served meanwhile (Kafka's coordinator answers
 COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR for the partitions it has not loaded).
 
-Markers carry producer epoch ``MARKER_EPOCH`` (members append with ``DATA_EPOCH``), so a member
-still appending when its transaction ended (a zombie Spark task attempt) is fenced by the log
-(``InvalidProducerEpochError``) and can never reopen a transaction on that partition; a member
-registering after the end is refused here (``TransactionStateError``/``ProducerFencedError``).
+A Strata transaction's markers carry producer epoch ``MARKER_EPOCH`` (members append with
+``DATA_EPOCH``), so a member still appending when its transaction ended (a zombie Spark task
+attempt) is fenced by the log (``InvalidProducerEpochError``) and can never reopen a transaction
+on that partition; a member registering after the end is refused here
+(``TransactionStateError``/``ProducerFencedError``).
+
+A Kafka client's transactional producer (over the protocol, ``node.kafka.txn_apis``) is served
+by the same coordinator as a transaction of the *Kafka kind* (``TxnKind.KAFKA``, its rules in
+``cluster.txn_kafka``): ``init_producer_id``, ``add_kafka_partitions``, ``end_kafka``,
+``verify_kafka``. Its one producer id keeps its epoch across transactions; the markers carry
+that epoch, and fencing (a new InitProducerId of an Ongoing transaction, a timeout) aborts with
+the epoch bumped, so the fenced producer's later appends fail at the log and its later calls
+here with ``ProducerFencedError``. The state log, the loading, the completion of decided
+transactions after a restart and the timeouts are the same for both kinds; a call of one kind
+on a transactional id of the other is ``TransactionStateError``.
 
 Thread-safe: one lock per transactional id, held across its durable writes (so two ends of one
 transaction serialize); the table has its own lock, never held across a write.
@@ -41,17 +52,30 @@ transaction serialize); the table has its own lock, never held across a write.
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from cluster.txn_kafka import (
+    InitStep,
+    bumped,
+    check_kind,
+    check_producer,
+    end_step,
+    init_step,
+    new_kafka_txn,
+    with_partitions,
+)
 from cluster.txn_state import (
     COORDINATOR_EPOCH_KEY,
+    MARKER_EPOCH,
     TXN_KEY_PREFIX,
     ProducerFencedError,
     TransactionConfig,
     TransactionStateError,
+    TxnKind,
     TxnMetadata,
     TxnState,
     UnknownTransactionError,
@@ -59,11 +83,18 @@ from cluster.txn_state import (
     parse_coordinator_epoch,
     partition_for,
 )
+from node.kafka.transactions import (
+    ConcurrentTransactionsError,
+    InvalidProducerIdMappingError,
+    InvalidTransactionTimeoutError,
+)
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.errors import InvalidConfigError, StorageError
 from storage.records import ControlType
 
 logger = logging.getLogger(__name__)
+
+PRODUCER_ID_BITS = 62
 
 
 class StateStore(Protocol):
@@ -93,11 +124,12 @@ class Marker:
     producer_id: int
     control_type: ControlType
     coordinator_epoch: int
+    producer_epoch: int = MARKER_EPOCH
 
 
 class MarkerWriter(Protocol):
     def write_markers(self, markers: Sequence[Marker]) -> None:
-        """Append every marker (producer epoch ``MARKER_EPOCH``) and flush the partitions; a
+        """Append every marker (with its ``producer_epoch``) and flush the partitions; a
         partition that no longer exists is skipped. Raises when one could not be written."""
         ...
 
@@ -294,6 +326,10 @@ class TransactionCoordinator:
         self._require(transactional_id)
         with self._id_lock(transactional_id):
             meta = self._txns.get(transactional_id)
+            if meta is not None and meta.kind != TxnKind.STRATA:
+                raise TransactionStateError(
+                    f"transactional id {transactional_id} belongs to a Kafka producer",
+                    transactional_id=transactional_id, kind=meta.kind.value)
             if meta is not None and meta.state.open:
                 if join and meta.tag == tag:
                     return _info(meta)
@@ -405,6 +441,101 @@ class TransactionCoordinator:
         with self._lock:
             return sorted(self._txns.values(), key=lambda t: t.transactional_id)
 
+    # ---- a Kafka client's transactions (TxnKind.KAFKA; the rules are cluster.txn_kafka's) ---
+    def init_producer_id(self, transactional_id: str, timeout_ms: int,
+                         producer_id: int = -1, producer_epoch: int = -1) -> tuple[int, int]:
+        """InitProducerId with a transactional id: (producer id, epoch). A new id gets a new
+        producer id and epoch 0; an Empty or ended one its next epoch; an Ongoing one is aborted
+        with its epoch bumped (fencing its producer) and ``ConcurrentTransactionsError`` raised,
+        so that the client asks again and gets the epoch after. ``InvalidTransactionTimeoutError``
+        for a timeout not in 1..``transaction.max.timeout.ms``; ``ProducerFencedError`` for a v3+
+        client's producer id or epoch that is not the current one."""
+        self._check_loaded()
+        if not transactional_id:
+            raise InvalidConfigError("a transactional id must not be empty",
+                                     key="transactional.id")
+        if not 0 < timeout_ms <= self.config.transaction_max_timeout_ms:
+            raise InvalidTransactionTimeoutError(
+                f"transaction timeout {timeout_ms} ms of {transactional_id} is not in 1.."
+                f"transaction.max.timeout.ms={self.config.transaction_max_timeout_ms}",
+                transactional_id=transactional_id, timeout_ms=timeout_ms)
+        self._require(transactional_id)
+        with self._id_lock(transactional_id):
+            meta = self._txns.get(transactional_id)
+            now = self._clock.milliseconds()
+            if meta is None:
+                fresh = new_kafka_txn(transactional_id, self._new_producer_id(), timeout_ms, now)
+            elif init_step(meta, producer_id, producer_epoch) == InitStep.FENCE:
+                logger.info("InitProducerId of %s: aborting its open transaction (epoch %d)",
+                            transactional_id, meta.epoch)
+                self._end(meta, commit=False, producer_ids=None, sink_batch=None, bump=True)
+                raise ConcurrentTransactionsError(
+                    f"transaction {transactional_id} was open: aborted, retry",
+                    transactional_id=transactional_id)
+            else:
+                fresh = bumped(meta, producer_epoch, timeout_ms, now, self._new_producer_id)
+                if fresh is meta:
+                    return meta.producer_id, meta.epoch
+            self._write(fresh)
+            return fresh.producer_id, fresh.epoch
+
+    def add_kafka_partitions(self, transactional_id: str, producer_id: int,
+                             producer_epoch: int, partitions: Iterable[tuple[str, int]]) -> None:
+        """AddPartitionsToTxn: durable when it returns. ``InvalidProducerIdMappingError`` for
+        an unknown id or another producer id, ``ProducerFencedError`` for another epoch,
+        ``ConcurrentTransactionsError`` while the transaction is ending."""
+        self._check_loaded()
+        self._require(transactional_id)
+        with self._id_lock(transactional_id):
+            meta = self._kafka_txn(transactional_id)
+            changed = with_partitions(meta, producer_id, producer_epoch, partitions,
+                                      self._clock.milliseconds())
+            if changed is not None:
+                self._write(changed)
+
+    def end_kafka(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                  commit: bool) -> None:
+        """EndTxn: the markers are written when it returns; a retry of an ended transaction
+        returns. Errors as ``add_kafka_partitions``, and ``TransactionStateError`` for an Empty
+        transaction or one that ended the other way."""
+        self._check_loaded()
+        self._require(transactional_id)
+        with self._id_lock(transactional_id):
+            meta = self._kafka_txn(transactional_id)
+            if end_step(meta, producer_id, producer_epoch, commit):
+                self._end(meta, commit, producer_ids=None, sink_batch=None, bump=False)
+
+    def verify_kafka(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     topic: str, partition: int) -> bool:
+        """Whether ``topic``-``partition`` is in the Ongoing transaction of
+        ``transactional_id`` with exactly that producer id and epoch."""
+        self._check_loaded()
+        self._require(transactional_id)
+        with self._lock:
+            meta = self._txns.get(transactional_id)
+        if meta is None or meta.state != TxnState.ONGOING:
+            return False
+        try:
+            check_producer(meta, producer_id, producer_epoch)
+        except StorageError:
+            return False
+        return (topic, partition) in meta.members.get(producer_id, frozenset())
+
+    def _kafka_txn(self, transactional_id: str) -> TxnMetadata:
+        with self._lock:
+            meta = self._txns.get(transactional_id)
+        if meta is None:
+            raise InvalidProducerIdMappingError(
+                f"transactional id {transactional_id} has no producer: InitProducerId first",
+                transactional_id=transactional_id)
+        check_kind(meta)
+        return meta
+
+    def _new_producer_id(self) -> int:
+        """A producer id for a Kafka transactional id: 62 random bits, as a Strata member's
+        (``txn_client.new_producer_id``), kept in the id's state record."""
+        return secrets.randbits(PRODUCER_ID_BITS)
+
     # ---- internals (the id's lock held) ------------------------------------------------------
     def _id_lock(self, transactional_id: str) -> threading.Lock:
         with self._lock:
@@ -416,6 +547,10 @@ class TransactionCoordinator:
         if meta is None:
             raise UnknownTransactionError(f"no transaction {transactional_id!r}; begin it first",
                                           transactional_id=transactional_id)
+        if meta.kind != TxnKind.STRATA:
+            raise TransactionStateError(
+                f"transactional id {transactional_id} belongs to a Kafka producer",
+                transactional_id=transactional_id, kind=meta.kind.value)
         if epoch != meta.epoch:
             raise ProducerFencedError(
                 f"transaction {transactional_id}: epoch {epoch} is fenced, the current epoch is "
@@ -436,7 +571,7 @@ class TransactionCoordinator:
         else:
             prepared = meta.transition(TxnState.PREPARE_ABORT, now, commit=frozenset())
         if bump:
-            prepared = replace(prepared, epoch=meta.epoch + 1)
+            prepared = replace(prepared, epoch=meta.epoch + 1, last_epoch=-1)
         self._write(prepared)
         outcome = self._complete(prepared)
         return replace(outcome, replayed_batch=replayed) if replayed else outcome
@@ -445,7 +580,7 @@ class TransactionCoordinator:
         epoch = self._epochs[self.partition_of(prepared.transactional_id)]
         self._markers.write_markers([
             Marker(topic, partition, pid, ControlType.COMMIT if commit else ControlType.ABORT,
-                   epoch)
+                   epoch, prepared.marker_epoch)
             for topic, partition, pid, commit in prepared.markers()])
         target = (TxnState.COMPLETE_COMMIT if prepared.state == TxnState.PREPARE_COMMIT
                   else TxnState.COMPLETE_ABORT)

@@ -18,6 +18,24 @@ commits):
     CompleteCommit  <- PrepareCommit                                 (every marker written)
     CompleteAbort   <- PrepareAbort
 
+A transaction of the *Kafka kind* (``TxnKind.KAFKA``: a Kafka client's transactional producer,
+over the protocol) is Kafka's own: one ``producer_id`` for the transactional id across its
+transactions, the only member; the epoch is bumped only by InitProducerId and by the
+coordinator fencing it (an Ongoing transaction aborted by a new InitProducerId or after its
+timeout); the markers carry the producer's epoch. Its states follow Kafka's
+``TransactionState`` exactly (no end of an Empty transaction; Ongoing straight after a Complete
+one, the client's next transaction):
+
+    Empty           <- Empty, CompleteCommit, CompleteAbort          (InitProducerId: epoch + 1)
+    Ongoing         <- Empty, Ongoing, CompleteCommit, CompleteAbort (AddPartitionsToTxn)
+    PrepareCommit   <- Ongoing                                       (EndTxn, commit)
+    PrepareAbort    <- Ongoing                                       (EndTxn, abort; fencing)
+    CompleteCommit  <- PrepareCommit
+    CompleteAbort   <- PrepareAbort
+
+Kafka's PrepareEpochFence is not a state here: fencing writes PrepareAbort with the bumped epoch
+in one record (the coordinator completes it before it answers).
+
 Record layout of the state log (a compacted log; each record is the whole state of one key, so
 compaction keeps exactly what a restart needs):
 
@@ -26,7 +44,9 @@ compaction keeps exactly what a restart needs):
           "timeout_ms": int, "start_ms": int (-1 while Empty), "update_ms": int, "tag": str,
           "members": {str(producer id): [[topic, partition], ...]},
           "commit": [producer ids committed (Prepare/CompleteCommit only)],
-          "sink_batch": int (the last micro-batch id committed under this id, -1 none)}
+          "sink_batch": int (the last micro-batch id committed under this id, -1 none),
+          "kind": "kafka", "producer_id": int, "last_epoch": int: only in a record of the
+          Kafka kind}
 
     key   b"coordinator-epoch"
     value JSON object {"v": 1, "epoch": int}: raised by every coordinator that loads the
@@ -47,6 +67,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from node.kafka.transactions import ProducerFencedError as KafkaProducerFencedError
+from node.kafka.transactions import java_string_hash, kafka_abs
+from node.kafka.transactions import TransactionStateError as KafkaTransactionStateError
 from storage.config import INT, check_integer, parse_integer
 from storage.errors import InvalidConfigError, StorageError
 
@@ -103,12 +126,32 @@ VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
 }
 
 
-class TransactionStateError(StorageError):
+class TxnKind(enum.Enum):
+    """Whose transaction: a Strata transaction (members, ``DATA_EPOCH``/``MARKER_EPOCH``) or a
+    Kafka client's (one producer id, markers with its own epoch)."""
+
+    STRATA = "strata"
+    KAFKA = "kafka"
+
+
+VALID_PREVIOUS_KAFKA: dict[TxnState, frozenset[TxnState]] = {
+    TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT,
+                               TxnState.COMPLETE_ABORT}),
+    TxnState.ONGOING: frozenset({TxnState.EMPTY, TxnState.ONGOING, TxnState.COMPLETE_COMMIT,
+                                 TxnState.COMPLETE_ABORT}),
+    TxnState.PREPARE_COMMIT: frozenset({TxnState.ONGOING}),
+    TxnState.PREPARE_ABORT: frozenset({TxnState.ONGOING}),
+    TxnState.COMPLETE_COMMIT: frozenset({TxnState.PREPARE_COMMIT}),
+    TxnState.COMPLETE_ABORT: frozenset({TxnState.PREPARE_ABORT}),
+}
+
+
+class TransactionStateError(KafkaTransactionStateError):
     """A transaction operation its state does not allow (Kafka's INVALID_TXN_STATE): adding
     partitions to a transaction that is ending or ended, committing one that was aborted."""
 
 
-class ProducerFencedError(StorageError):
+class ProducerFencedError(KafkaProducerFencedError):
     """The caller's epoch of ``transactional_id`` is not the current one: a later ``begin`` (or
     the coordinator, aborting it after ``transaction.timeout.ms``) took over (Kafka's
     PRODUCER_FENCED)."""
@@ -171,9 +214,23 @@ class TxnMetadata:
     members: Mapping[int, frozenset[Member]] = field(default_factory=dict)
     commit: frozenset[int] = frozenset()
     sink_batch: int = -1
+    kind: TxnKind = TxnKind.STRATA
+    producer_id: int = -1
+    """The Kafka kind's one producer id (-1 for a Strata transaction)."""
+    last_epoch: int = -1
+    """The Kafka kind's epoch before a bump its producer asked for (Kafka's
+    ``lastProducerEpoch``: a retry of that InitProducerId gets the same epoch); -1 after any
+    other bump, so a fenced producer's retry stays fenced."""
+
+    @property
+    def marker_epoch(self) -> int:
+        """The producer epoch of this transaction's markers: ``MARKER_EPOCH`` for a Strata
+        transaction, the producer's own epoch for the Kafka kind."""
+        return self.epoch if self.kind == TxnKind.KAFKA else MARKER_EPOCH
 
     def transition(self, state: TxnState, now_ms: int, **changes: Any) -> TxnMetadata:
-        if self.state not in VALID_PREVIOUS[state]:
+        valid = VALID_PREVIOUS_KAFKA if self.kind == TxnKind.KAFKA else VALID_PREVIOUS
+        if self.state not in valid[state]:
             raise TransactionStateError(
                 f"transaction {self.transactional_id} (epoch {self.epoch}) cannot go from "
                 f"{self.state.value} to {state.value}", transactional_id=self.transactional_id,
@@ -201,13 +258,16 @@ class TxnMetadata:
         return TXN_KEY_PREFIX + self.transactional_id.encode()
 
     def value(self) -> bytes:
+        kafka = ({"kind": self.kind.value, "producer_id": self.producer_id,
+                  "last_epoch": self.last_epoch}
+                 if self.kind == TxnKind.KAFKA else {})
         return json.dumps({
             "v": RECORD_VERSION, "id": self.transactional_id, "epoch": self.epoch,
             "state": self.state.value, "timeout_ms": self.timeout_ms,
             "start_ms": self.start_ms, "update_ms": self.update_ms, "tag": self.tag,
             "members": {str(pid): sorted([t, p] for t, p in parts)
                         for pid, parts in sorted(self.members.items())},
-            "commit": sorted(self.commit), "sink_batch": self.sink_batch,
+            "commit": sorted(self.commit), "sink_batch": self.sink_batch, **kafka,
         }, separators=(",", ":")).encode()
 
     @classmethod
@@ -224,7 +284,10 @@ class TxnMetadata:
                 members={int(pid): frozenset((str(t), int(p)) for t, p in parts)
                          for pid, parts in raw["members"].items()},
                 commit=frozenset(int(p) for p in raw["commit"]),
-                sink_batch=int(raw["sink_batch"]))
+                sink_batch=int(raw["sink_batch"]),
+                kind=TxnKind(raw.get("kind", TxnKind.STRATA.value)),
+                producer_id=int(raw.get("producer_id", -1)),
+                last_epoch=int(raw.get("last_epoch", -1)))
         except (ValueError, KeyError, TypeError) as err:
             raise StorageError(f"transaction state record {key!r} is unreadable: {err}",
                                key=key.decode(errors="replace")) from None
@@ -232,22 +295,6 @@ class TxnMetadata:
             raise StorageError(f"transaction state record {key!r} holds transaction "
                                f"{found.transactional_id!r}", key=key.decode(errors="replace"))
         return found
-
-
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode``: ``s[0]*31^(n-1) + ... + s[n-1]`` over the UTF-16 code units
-    (a character beyond U+FFFF counts as its two surrogates), in int32 arithmetic."""
-    data = text.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def kafka_abs(n: int) -> int:
-    """Kafka's ``Utils.abs``: the absolute value of an int32, 0 for ``Integer.MIN_VALUE``
-    (whose ``Math.abs`` is itself, negative)."""
-    return 0 if n == -(1 << 31) else abs(n)
 
 
 def partition_for(transactional_id: str, partitions: int) -> int:

@@ -27,7 +27,7 @@ from cluster.metadata import TopicMetadata
 from cluster.naming import TRANSACTION_STATE_TOPIC
 from cluster.placement import DirRoom
 from cluster.transactions import Marker
-from cluster.txn_state import DEFAULT_STATE_LOG_PARTITIONS, MARKER_EPOCH
+from cluster.txn_state import DEFAULT_STATE_LOG_PARTITIONS
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.errors import LogDirOfflineError
 from storage.log import Log
@@ -90,6 +90,13 @@ class NodeStateStore:
             return self._nodes[self._meta.route(STATE_TOPIC, partition)]   # raises why not
         return self._nodes[routes[partition]]
 
+    def log_dir(self, partition: int) -> str:
+        """The directory holding ``partition`` of the state log, which is created first when
+        it does not exist (Kafka creates ``__transaction_state`` at the first FindCoordinator
+        of a transactional id). Raises the typed error of a partition not routed."""
+        self._node(partition, create=True)
+        return self._meta.route(STATE_TOPIC, partition)
+
     def append(self, partition: int, key: bytes, value: bytes | None) -> None:
         node = self._node(partition, create=True)
         assert node is not None
@@ -130,7 +137,7 @@ class NodeMarkerWriter:
                 logger.info("partition %s-%d is gone: no marker for producer %d", m.topic,
                             m.partition, m.producer_id)
                 continue
-            by_dir[log_dir].append((m.topic, m.partition, m.producer_id, MARKER_EPOCH,
+            by_dir[log_dir].append((m.topic, m.partition, m.producer_id, m.producer_epoch,
                                     int(m.control_type), m.coordinator_epoch))
         pendings = [self._nodes[d].submit("write_txn_markers", items)
                     for d, items in by_dir.items()]
@@ -190,6 +197,6 @@ class LogMarkerWriter:
             if target is None:
                 continue
             target.append_end_txn_marker(marker.control_type, producer_id=marker.producer_id,
-                                         producer_epoch=MARKER_EPOCH,
+                                         producer_epoch=marker.producer_epoch,
                                          coordinator_epoch=marker.coordinator_epoch)
             target.flush()

@@ -43,6 +43,7 @@ from node.kafka.log_dirs import handle_alter_replica_log_dirs, handle_describe_l
 from node.kafka.metadata import handle_describe_cluster, handle_metadata
 from node.kafka.produce import handle_produce
 from node.kafka.sasl_handshake import handle_sasl_authenticate, handle_sasl_handshake
+from node.kafka import txn_apis
 from node.kafka.versions import ApiKey
 
 T = TypeVar("T")
@@ -68,6 +69,11 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
     ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
     ApiKey.FIND_COORDINATOR: handle_find_coordinator,
+    ApiKey.ADD_PARTITIONS_TO_TXN: txn_apis.handle_add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: txn_apis.handle_add_offsets_to_txn,
+    ApiKey.END_TXN: txn_apis.handle_end_txn,
+    ApiKey.DESCRIBE_TRANSACTIONS: txn_apis.handle_describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: txn_apis.handle_list_transactions,
 }
 
 

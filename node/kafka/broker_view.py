@@ -21,6 +21,7 @@ from typing import Callable, Mapping, Protocol, Sequence
 from node.errors import LogDirNotFoundError, LogDirOfflineError
 from node.logdir import LogDir
 from node.stats import disk_usage
+from node.kafka.transactions import TransactionService
 from node.topic_admin import TopicAdmin
 from storage import files
 
@@ -155,6 +156,11 @@ class BrokerView(Protocol):
         """
         ...
 
+    def transactions(self) -> TransactionService | None:
+        """The transaction coordinator this broker forwards the transaction APIs to, or None
+        when it has none (``node.kafka.transactions``)."""
+        ...
+
 
 class LogDirBrokerView:
     """A cluster of one broker (``node_id``) serving one ``LogDir``: it leads every partition
@@ -251,6 +257,11 @@ class LogDirBrokerView:
             raise LogDirNotFoundError(f"log directory {log_dir} is not a directory of broker "
                                       f"{self._node_id} (it has {path})", log_dir=log_dir)
         self._logdir.log(topic, partition)      # UnknownPartitionError, LogDirOfflineError
+
+    def transactions(self) -> TransactionService | None:
+        """None: a directory served without a cluster has no transaction coordinator (why:
+        ``node.kafka.transactions``)."""
+        return None
 
 
 def describe_log_dir(logdir: LogDir, futures: Sequence[ReplicaDescription] = ()

@@ -3,8 +3,8 @@
 Without a transactional id Kafka's ``TransactionCoordinator.handleInitProducerId`` hands out a
 new producer id with epoch 0, whatever producer id and epoch a v3+ request carries (an
 idempotent producer asks again after a fatal sequence error). Ids come from the directory's
-``ProducerIdAllocator``, never reused. A transactional id is answered INVALID_REQUEST until transactions are served
-(FindCoordinator is not advertised, so transactional clients stop before this).
+``ProducerIdAllocator``, never reused. With a transactional id the transaction coordinator
+answers (``txn_apis.init_transactional_producer_id``).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from node.kafka.codec import Request, build, response_class
 from node.kafka.context import ServedDir
+from node.kafka.txn_apis import init_transactional_producer_id
 from node.kafka.versions import ApiKey
 
 
@@ -22,7 +23,6 @@ def handle_init_producer_id(served: ServedDir, request: Request) -> Any:
     """The InitProducerId response to ``request``."""
     cls = response_class(ApiKey.INIT_PRODUCER_ID, request.api_version)
     if request.body.transactional_id is not None:
-        return build(cls, {"throttle_time": 0, "error_code": ErrorCode.invalid_request,
-                           "producer_id": -1, "producer_epoch": -1})
+        return init_transactional_producer_id(served, request)
     return build(cls, {"throttle_time": 0, "error_code": ErrorCode.none,
                        "producer_id": served.producer_ids.allocate(), "producer_epoch": 0})

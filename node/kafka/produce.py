@@ -4,8 +4,10 @@ Per partition, in Kafka's order (``KafkaApis.handleProduceRequest``, ``ProduceRe
 .validateRecords``): the partition must be held here (UNKNOWN_TOPIC_OR_PARTITION, or
 NOT_LEADER_OR_FOLLOWER when another broker of the cluster holds it or it moved away,
 ``ServedDir.leading``); the records must be exactly one magic-2 batch
-(INVALID_RECORD) and zstd needs v7+ (UNSUPPORTED_COMPRESSION_TYPE); then ``Log.append_batch``
-validates the batch (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_RECORD), checks the
+(INVALID_RECORD) and zstd needs v7+ (UNSUPPORTED_COMPRESSION_TYPE); a producer's first
+transactional batch on a partition must be in its open transaction, asked of its transaction
+coordinator (INVALID_TXN_STATE otherwise, ``txn_apis.check_transactional_batch``); then
+``Log.append_batch`` validates the batch (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_RECORD), checks the
 producer's sequence and epoch (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
 INVALID_TXN_STATE; a retry of an appended batch is answered with its original offset) and
 stamps the offsets. ``acks`` other than 0, 1 and -1 is INVALID_REQUIRED_ACKS for every
@@ -26,6 +28,7 @@ from kio.schema.errors import ErrorCode
 from node.kafka.codec import Request, build, response_class
 from node.kafka.context import ServedDir
 from node.kafka.errors import UnsupportedCompressionTypeError, error_code_for
+from node.kafka.txn_apis import check_transactional_batch
 from storage.batch_layout import ATTRIBUTES_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, SIZE_OFFSET
 from storage.errors import InvalidRecordError, StorageError
 
@@ -91,6 +94,8 @@ def handle_produce(served: ServedDir, request: Request) -> ProduceOutcome:
                     continue
                 with served.leading(topic.name, data.index) as log:
                     check_single_batch(data.records, version, where)
+                    check_transactional_batch(served, body.transactional_id, log, topic.name,
+                                              data.index, data.records)
                     served.signal.watch(log)
                     info = log.append_batch(data.records)
                 partitions.append({

@@ -34,6 +34,11 @@ class ApiKey(IntEnum):
     DESCRIBE_LOG_DIRS = 35
     ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_PRODUCERS = 61
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     OFFSET_FOR_LEADER_EPOCH = 23
     SASL_HANDSHAKE = 17
     SASL_AUTHENTICATE = 36
@@ -69,6 +74,11 @@ SUPPORTED: dict[int, VersionRange] = {
     ApiKey.DESCRIBE_LOG_DIRS: VersionRange(1, 4),
     ApiKey.ALTER_REPLICA_LOG_DIRS: VersionRange(1, 2),
     ApiKey.DESCRIBE_PRODUCERS: VersionRange(0, 0),
+    ApiKey.ADD_PARTITIONS_TO_TXN: VersionRange(0, 3),     # v4+: KIP-890's broker verification
+    ApiKey.ADD_OFFSETS_TO_TXN: VersionRange(0, 3),
+    ApiKey.END_TXN: VersionRange(0, 3),                   # v5+: transaction version 2
+    ApiKey.DESCRIBE_TRANSACTIONS: VersionRange(0, 0),
+    ApiKey.LIST_TRANSACTIONS: VersionRange(0, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: VersionRange(2, 4),
     ApiKey.SASL_HANDSHAKE: VersionRange(0, 1),
     ApiKey.SASL_AUTHENTICATE: VersionRange(0, 2),
