@@ -10,7 +10,7 @@ INVALID_TOPIC_EXCEPTION for a name Kafka refuses. A partition no broker holds is
 LEADER_NOT_AVAILABLE. A led partition reports the leader epoch of its one leader,
 ``leader_epoch.LEADER_EPOCH`` (v7+), which clients then check their positions against with
 OffsetForLeaderEpoch (KIP-320); topic ids are the zero UUID (v10+); a topic asked for by id alone
-is UNKNOWN_TOPIC_ID.
+is UNKNOWN_TOPIC_ID. ``__consumer_offsets`` and ``__transaction_state`` are reported internal.
 
 DescribeCluster (key 60, v0-1) answers the same brokers, cluster id and controller; a request
 for the controllers' endpoints (v1 ``endpoint_type`` 2) is UNSUPPORTED_ENDPOINT_TYPE, as a
@@ -27,6 +27,7 @@ from kio.schema.errors import ErrorCode
 from node.kafka.codec import Request, build, response_class
 from node.kafka.context import ServedDir
 from node.kafka.errors import TopicAlreadyExistsError
+from node.kafka.internal_topics import is_internal
 from node.kafka.leader_epoch import LEADER_EPOCH, UNDEFINED_EPOCH
 from node.kafka.versions import ApiKey
 from storage.errors import InvalidTopicError
@@ -78,7 +79,7 @@ def handle_metadata(served: ServedDir, request: Request) -> Any:
                 "replica_nodes": replicas, "isr_nodes": replicas,
                 "offline_replicas": []})
         topics.append({"error_code": error, "name": name, "topic_id": ZERO_UUID,
-                       "is_internal": False, "partitions": partitions})
+                       "is_internal": is_internal(name), "partitions": partitions})
     return build(response_class(ApiKey.METADATA, version), {
         "throttle_time": 0,
         "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
