@@ -10,6 +10,7 @@ from __future__ import annotations
 from storage.errors import LogDirOfflineError, StorageError
 
 __all__ = [
+    "CoordinatorRecordError",
     "InvalidLogDirError",
     "InvalidMetaPropertiesError",
     "InvalidTopicConfigError",
@@ -110,3 +111,15 @@ class LogDirNotFoundError(StorageError):
     not have (Kafka's ``LogDirNotFoundException``, LOG_DIR_NOT_FOUND): a replica move to a
     directory of no broker or of another broker. Unlike ``LogDirOfflineError`` the directory is
     not known at all; unlike ``MoveRefusedError`` nothing about the partition was looked at."""
+
+
+class CoordinatorRecordError(StorageError):
+    """The key or value bytes of one ``__consumer_offsets`` record do not read as Kafka's
+    ``GroupCoordinatorRecordSerde`` reads them, or a record cannot be written in its format
+    (``part``: ``"key"`` or ``"value"``; ``version``: the record type or value version, None
+    when not even the int16 prefix is there; ``reason``: what Kafka's generated reader or writer
+    says, e.g. ``"non-nullable field group was serialized as null"``). The message is Kafka's
+    ``Could not read record with version <v> from <part>'s buffer due to: <reason>.``
+
+    Raised by ``node.groups.records``. Unlike ``storage.errors.CorruptRecordError`` the batch
+    around the record is sound: only this record's key or value is not a coordinator record."""

@@ -1,0 +1,201 @@
+"""``CoordinatorPartition``: one ``__consumer_offsets`` partition the coordinator holds (Kafka's
+``GroupCoordinatorShard`` with its slice of the runtime): its lock, its log, its classic groups
+and committed offsets, how an operation's records reach the log before its answers are given,
+and how the partition is read back at load.
+
+Every operation runs under ``lock`` and through ``run``: the operation changes the state and
+fills ``out``; ``run`` then appends the records as one batch, flushes, runs the callbacks that
+waited for them, and only then completes the answers. When the append fails, the partition
+unloads itself (its parked answers: NOT_COORDINATOR) and so does every answer of the operation.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future
+from typing import Any, Callable, TypeVar
+
+from node.groups.config import GroupCoordinatorConfig
+from node.groups.membership import ClassicMembership
+from node.groups.offsets import OffsetManager
+from node.groups.operation import OperationOutput, not_coordinator
+from node.groups.records import (
+    CoordinatorRecord,
+    GroupMetadataKey,
+    OffsetCommitKey,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
+)
+from node.groups.timer import CoordinatorTimer, Operation
+from storage.clock import Clock
+from storage.log import Log
+from storage.records import ControlType, Record, parse_control_record
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class CoordinatorPartition:
+    """Created loading; ``loaded`` once its log is replayed; ``unloaded`` for good (a fresh
+    object serves a later load). ``on_failure`` hears of a failed append (after the partition
+    unloaded itself), so its owner forgets it."""
+
+    def __init__(self, index: int, config: GroupCoordinatorConfig, clock: Clock,
+                 timer: CoordinatorTimer,
+                 on_failure: Callable[[CoordinatorPartition], None]) -> None:
+        self.index = index
+        self.lock = threading.RLock()
+        self.loaded = False
+        self.unloaded = False
+        self.log: Log | None = None
+        self._clock = clock
+        self._on_failure = on_failure
+        self.out = OperationOutput()
+        self.timer = PartitionTimer(self, timer)
+        self.membership = ClassicMembership(config, clock, self.timer, self.out)
+        self.offsets = OffsetManager(config, clock)
+
+    # ---- operations --------------------------------------------------------------------------
+    def run(self, operation: Callable[[], T]) -> T:
+        """Run ``operation`` (the caller holds ``lock``) and give its outcome effect."""
+        try:
+            return operation()
+        finally:
+            self.drain()
+
+    def drain(self) -> bool:
+        """Append what the operations left, then answer; False when the append failed."""
+        while True:
+            records, callbacks, answers = self.out.take()
+            if not (records or callbacks or answers):
+                return True
+            if records:
+                try:
+                    self._append(records)
+                except Exception:  # noqa: BLE001 - any failed write unloads, as Kafka's does
+                    logger.exception("__consumer_offsets-%d: appending %d records failed; "
+                                     "unloading the partition", self.index, len(records))
+                    self._fail(answers)
+                    return False
+            for callback in callbacks:
+                callback()
+            for future, answer in answers:
+                _give(future, answer)
+
+    def _append(self, records: list[CoordinatorRecord]) -> None:
+        if self.log is None:
+            raise RuntimeError(f"__consumer_offsets-{self.index} has no log")
+        now = self._clock.milliseconds()
+        self.log.append([Record(key=r.key, value=r.value, timestamp=now) for r in records])
+        self.log.flush()
+
+    def _fail(self, answers: list[tuple[Future[Any], Any]]) -> None:
+        self.unload()
+        _, _, parked = self.out.take()
+        for future, answer in answers + parked:
+            _give(future, not_coordinator(answer))
+        self._on_failure(self)
+
+    def unload(self) -> None:
+        """Drop the state: groups Dead, parked answers NOT_COORDINATOR (left in ``out``),
+        timers cancelled (the caller holds ``lock``)."""
+        self.unloaded = True
+        self.loaded = False
+        self.membership.on_unloaded()
+        self.timer.cancel(self.retention_key)
+
+    @property
+    def retention_key(self) -> str:
+        return f"expire-offsets-{self.index}"
+
+    # ---- loading ------------------------------------------------------------------------------
+    def replay_log(self, log: Log) -> int:
+        """Apply the log's records in order (Kafka's ``CoordinatorLoaderImpl``): tombstones
+        delete; a transaction's records wait for its marker (COMMIT applies, ABORT drops).
+        Returns how many records were applied. Called while the partition is still loading
+        (requests are answered COORDINATOR_LOAD_IN_PROGRESS meanwhile), without ``lock``."""
+        offset, end = log.log_start_offset, log.log_end_offset
+        pending: dict[int, list[Record]] = {}
+        applied = 0
+        while offset < end:
+            fetch = log.read_raw(offset)
+            if fetch is None:
+                break
+            for batch in fetch.batches():
+                if batch.next_offset <= offset:
+                    continue
+                if batch.is_control:
+                    for record in batch.records():
+                        control_type, _ = parse_control_record(record)
+                        records = pending.pop(batch.producer_id, [])
+                        if control_type == ControlType.COMMIT:
+                            for buffered in records:
+                                applied += self._replay(buffered)
+                elif batch.is_transactional:
+                    pending.setdefault(batch.producer_id, []).extend(batch.records())
+                else:
+                    for record in batch.records():
+                        applied += self._replay(record)
+                offset = batch.next_offset
+        return applied
+
+    def _replay(self, record: Record) -> int:
+        if record.key is None:
+            logger.warning("__consumer_offsets-%d: record at offset %d has no key; skipped",
+                           self.index, record.offset)
+            return 0
+        key = decode_key(record.key)
+        if isinstance(key, GroupMetadataKey):
+            value = None if record.value is None else decode_group_metadata_value(record.value)
+            self.membership.replay(key.group, value)
+            if value is None:
+                self.offsets.delete_group(key.group)
+            return 1
+        if isinstance(key, OffsetCommitKey):
+            offset_value = (None if record.value is None
+                            else decode_offset_commit_value(record.value))
+            self.offsets.replay(key, offset_value)
+            return 1
+        logger.info("__consumer_offsets-%d: record type %d at offset %d is not a classic "
+                    "group's; skipped", self.index, key.version, record.offset)
+        return 0
+
+
+class PartitionTimer:
+    """The coordinator's timer as one partition's operations see it: an operation runs under
+    the partition's lock, only while the partition is loaded and its key still holds it, and
+    through ``run`` (its records reach the log before its answers are given)."""
+
+    def __init__(self, partition: CoordinatorPartition, timer: CoordinatorTimer) -> None:
+        self._partition = partition
+        self._timer = timer
+
+    def schedule(self, key: str, delay_ms: int, operation: Operation) -> None:
+        partition, timer = self._partition, self._timer
+
+        def timeout() -> None:
+            with partition.lock:
+                if partition.unloaded or not timer.claim(key, timeout):
+                    return
+                partition.run(operation)
+        timer.schedule(key, delay_ms, timeout)
+
+    def cancel(self, key: str) -> None:
+        self._timer.cancel(key)
+
+    def claim(self, key: str, operation: Operation) -> bool:
+        return self._timer.claim(key, operation)
+
+    def is_scheduled(self, key: str) -> bool:
+        return self._timer.is_scheduled(key)
+
+    def close(self) -> None:
+        """The coordinator owns the timer: a partition never stops it."""
+
+
+def _give(future: Future[Any], answer: Any) -> None:
+    if not future.done():
+        future.set_result(answer)
