@@ -1,8 +1,10 @@
 """Records of ``__consumer_offsets``: offset commits and classic group metadata, decoded as
 Kafka's ``DumpLogSegments --offsets-decoder`` prints them (``OffsetsMessageParser`` with
-``GroupCoordinatorRecordSerde`` at the commit of reference/kafka-storage.md).
+``GroupCoordinatorRecordSerde`` at the commit of reference/kafka-storage.md). The records are
+read by ``node.groups.records``, the group coordinator's own codec, so the dump shows what the
+coordinator loads; this module prints them.
 
-Layouts (wire rules of each type: ``ops.tools.kafka_messages``; ``?`` = nullable)::
+Layouts (wire rules: ``node.groups.records``; ``?`` = nullable)::
 
     key   => RecordType int16 | key message (read at version RecordType)
              0, 1  OffsetCommitKey    group: string | topic: string | partition: int32
@@ -40,46 +42,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from node.errors import CoordinatorRecordError
+from node.groups.records import (
+    GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey, OffsetCommitValue,
+    UnknownKey, decode_group_metadata_value, decode_key, decode_offset_commit_value,
+    record_version)
 from ops.tools.kafka_messages import (
     INT16, Field, MessageReadError, Reader, SkippedRecord, Struct, jackson_json, plain,
-    read_message, read_record_part, record_version)
+    read_message)
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 TOMBSTONE = "<DELETE>"
+NO_TIMESTAMP = -1
 
-OFFSET_COMMIT_KEY = Struct("OffsetCommitKey", "0-1", "none", (
-    Field("group", "string", "0-1"),
-    Field("topic", "string", "0-1"),
-    Field("partition", "int32", "0-1"),
-))
-GROUP_METADATA_KEY = Struct("GroupMetadataKey", "2", "none", (
-    Field("group", "string", "2"),
-))
-OFFSET_COMMIT_VALUE = Struct("OffsetCommitValue", "0-4", "4+", (
-    Field("offset", "int64"),
-    Field("leaderEpoch", "int32", "3+"),
-    Field("metadata", "string"),
-    Field("commitTimestamp", "int64"),
-    Field("expireTimestamp", "int64", "1"),
-))
-MEMBER_METADATA = Struct("MemberMetadata", "0-4", "4+", (
-    Field("memberId", "string"),
-    Field("groupInstanceId", "string", "3+", nullable="3+"),
-    Field("clientId", "string"),
-    Field("clientHost", "string"),
-    Field("rebalanceTimeout", "int32", "1+"),
-    Field("sessionTimeout", "int32"),
-    Field("subscription", "bytes"),
-    Field("assignment", "bytes"),
-))
-GROUP_METADATA_VALUE = Struct("GroupMetadataValue", "0-4", "4+", (
-    Field("protocolType", "string"),
-    Field("generation", "int32"),
-    Field("protocol", "string", nullable="0+"),
-    Field("leader", "string", nullable="0+"),
-    Field("currentStateTimestamp", "int64", "2+"),
-    Field("members", "[]struct", struct=MEMBER_METADATA),
-))
 OWNED_PARTITION = Struct("TopicPartition", "1-3", "none", (
     Field("topic", "string", "1+"),
     Field("partitions", "[]int32", "1+"),
@@ -100,10 +75,6 @@ ASSIGNMENT = Struct("ConsumerProtocolAssignment", "0-3", "none", (
     Field("userData", "bytes", nullable="0+"),
 ))
 
-# record type -> (key schema, value schema); Kafka's GroupCoordinatorRecordSerde
-RECORD_TYPES = {0: (OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE), 1: (OFFSET_COMMIT_KEY,
-                                                                 OFFSET_COMMIT_VALUE),
-                2: (GROUP_METADATA_KEY, GROUP_METADATA_VALUE)}
 NOT_DECODED = {3: "ConsumerGroupMetadata", 4: "ConsumerGroupPartitionMetadata",
                5: "ConsumerGroupMemberMetadata", 6: "ConsumerGroupTargetAssignmentMetadata",
                7: "ConsumerGroupTargetAssignmentMember", 8: "ConsumerGroupCurrentMemberAssignment",
@@ -120,23 +91,74 @@ def decode(key: bytes | None, value: bytes | None,
     if key is None:
         raise SkippedRecord(f"Failed to decode message at offset {offset} using offset topic "
                             f"decoder (message had a missing key)")
-    record_type = record_version(key, "key", offset)
-    if record_type in NOT_DECODED:
-        raise SkippedRecord(f"Record type {record_type} ({NOT_DECODED[record_type]}Key) at offset "
-                            f"{offset} is not decoded by strata, skipping.")
-    if record_type not in RECORD_TYPES:
-        raise SkippedRecord(f"Unknown record type {record_type} at offset {offset}, skipping.")
-    key_schema, value_schema = RECORD_TYPES[record_type]
-    key_data = read_record_part(key_schema, key, record_type, "key", offset)
-    decoded_key = {"type": str(record_type), "data": key_data}
-    if value is None:
-        return decoded_key, None
-    version = record_version(value, "value", offset)
-    value_data = read_record_part(value_schema, value, version, "value", offset)
-    if value_schema is GROUP_METADATA_VALUE:
-        _decode_consumer_protocol(value_data)
+    try:
+        decoded = decode_key(key)
+        record_type = record_version(key, "key")
+        if isinstance(decoded, UnknownKey):
+            if record_type in NOT_DECODED:
+                raise SkippedRecord(f"Record type {record_type} ({NOT_DECODED[record_type]}Key) "
+                                    f"at offset {offset} is not decoded by strata, skipping.")
+            raise SkippedRecord(f"Unknown record type {record_type} at offset {offset}, "
+                                f"skipping.")
+        decoded_key = {"type": str(record_type), "data": _key_fields(decoded)}
+        if value is None:
+            return decoded_key, None
+        version = record_version(value, "value")
+        if isinstance(decoded, OffsetCommitKey):
+            value_data = _offset_commit_fields(decode_offset_commit_value(value), version)
+        else:
+            value_data = _group_metadata_fields(decode_group_metadata_value(value), version)
+            _decode_consumer_protocol(value_data)
+    except CoordinatorRecordError as error:
+        raise SkippedRecord(f"Error at offset {offset}, skipping. {error.message}") from error
     return decoded_key, {"version": str(version), "data": value_data}
 
+
+def _key_fields(key: OffsetCommitKey | GroupMetadataKey) -> dict[str, Any]:
+    if isinstance(key, OffsetCommitKey):
+        return {"group": key.group, "topic": key.topic, "partition": key.partition}
+    return {"group": key.group}
+
+
+def _offset_commit_fields(value: OffsetCommitValue, version: int) -> dict[str, Any]:
+    """Kafka's ``OffsetCommitValueJsonConverter.write``: the fields ``version`` holds."""
+    fields: dict[str, Any] = {"offset": value.offset}
+    if version >= 3:
+        fields["leaderEpoch"] = value.leader_epoch
+    fields["metadata"] = value.metadata
+    fields["commitTimestamp"] = value.commit_timestamp_ms
+    if version == 1:
+        fields["expireTimestamp"] = _timestamp(value.expire_timestamp_ms)
+    return fields
+
+
+def _group_metadata_fields(value: GroupMetadataValue, version: int) -> dict[str, Any]:
+    """Kafka's ``GroupMetadataValueJsonConverter.write``: the fields ``version`` holds."""
+    fields: dict[str, Any] = {"protocolType": value.protocol_type,
+                              "generation": value.generation, "protocol": value.protocol,
+                              "leader": value.leader}
+    if version >= 2:
+        fields["currentStateTimestamp"] = _timestamp(value.current_state_timestamp_ms)
+    fields["members"] = [_member_fields(m, version) for m in value.members]
+    return fields
+
+
+def _member_fields(member: MemberMetadata, version: int) -> dict[str, Any]:
+    fields: dict[str, Any] = {"memberId": member.member_id}
+    if version >= 3:
+        fields["groupInstanceId"] = member.group_instance_id
+    fields["clientId"] = member.client_id
+    fields["clientHost"] = member.client_host
+    if version >= 1:
+        fields["rebalanceTimeout"] = member.rebalance_timeout_ms
+    fields["sessionTimeout"] = member.session_timeout_ms
+    fields["subscription"] = member.subscription
+    fields["assignment"] = member.assignment
+    return fields
+
+
+def _timestamp(value: int | None) -> int:
+    return NO_TIMESTAMP if value is None else value
 
 
 def _decode_consumer_protocol(group: dict[str, Any]) -> None:
@@ -178,6 +200,4 @@ def record_json(key: bytes | None, value: bytes | None, offset: int) -> dict[str
     return {"key": plain(decoded_key), "payload": plain(decoded_value)}
 
 
-__all__ = ["ASSIGNMENT", "GROUP_METADATA_KEY", "GROUP_METADATA_VALUE", "OFFSET_COMMIT_KEY",
-           "OFFSET_COMMIT_VALUE", "SUBSCRIPTION", "decode", "format_record",
-           "record_json"]
+__all__ = ["ASSIGNMENT", "SUBSCRIPTION", "decode", "format_record", "record_json"]
