@@ -162,6 +162,7 @@ SLOW_MODULES = frozenset({
     "tests/storage/test_crash.py",
     "tests/storage/test_transactions_model.py",
     "tests/storage/test_log_model.py",
+    "tests/node/groups/test_group_model.py",
     "tests/cleaner/test_compaction.py",
     # end to end through a Spark JVM and Strata clusters (minutes together)
     "tests/spark/test_sources.py",

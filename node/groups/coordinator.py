@@ -22,6 +22,7 @@ from typing import Any, Callable, TypeVar
 from kio.schema.errors import ErrorCode
 
 from node.groups.config import GroupCoordinatorConfig
+from node.groups.group_views import describe_group, list_groups
 from node.groups.messages import (
     GroupDeletion,
     GroupDescription,
@@ -263,14 +264,16 @@ class GroupCoordinator:
         for state in held:
             with state.lock:
                 if state.loaded:
-                    listings.extend(state.membership.list_groups(states))
+                    listings.extend(list_groups(state.membership.groups, states))
         return _done(listings)
 
     def describe_groups(self, group_ids: Sequence[str]) -> Future[list[GroupDescription]]:
-        described = [self._submit(group_id,
-                                  lambda state, g=group_id: state.membership.describe([g])[0],
-                                  lambda code, g=group_id: GroupDescription(g, code))
-                     for group_id in group_ids]
+        """DescribeGroups: each group as its partition sees it (an unknown one as Dead)."""
+        described = [
+            self._submit(group_id,
+                         lambda state, g=group_id: describe_group(state.membership.groups, g),
+                         lambda code, g=group_id: GroupDescription(g, code))
+            for group_id in group_ids]
         return _done([f.result() for f in described])
 
     def delete_groups(self, group_ids: Sequence[str]) -> Future[list[GroupDeletion]]:

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import Future
-from typing import Iterable
-
 from kio.schema.errors import ErrorCode
 
 from node.groups.classic_group import ClassicGroup, GroupState
@@ -29,8 +27,6 @@ from node.groups.config import NEW_MEMBER_JOIN_TIMEOUT_MS, GroupCoordinatorConfi
 from node.groups.group_records import group_from_record, group_record, group_tombstone
 from node.groups.member import EMPTY_ASSIGNMENT, ClassicGroupMember
 from node.groups.messages import (
-    GroupDescription,
-    GroupListing,
     Heartbeat,
     JoinGroup,
     JoinGroupResult,
@@ -563,42 +559,19 @@ class ClassicMembership:
         """The partition went away: every group Dead, its parked answers NOT_COORDINATOR, its
         timers cancelled."""
         for group in list(self.groups.values()):
-            previous = group.state
             group.transition_to(DEAD)
             for member in group.members:
-                if previous is PREPARING:
-                    group.complete_join(member, JoinGroupResult(ErrorCode.not_coordinator,
-                                                                member_id=member.member_id))
-                elif previous in (COMPLETING, STABLE):
-                    group.complete_sync(member, SyncGroupResult(ErrorCode.not_coordinator))
+                # Kafka answers the joins of a rebalancing group and the syncs of the others;
+                # a join parked behind its record (a static member's new id) is answered too
+                group.complete_join(member, JoinGroupResult(ErrorCode.not_coordinator,
+                                                            member_id=member.member_id))
+                group.complete_sync(member, SyncGroupResult(ErrorCode.not_coordinator))
                 self._timer.cancel(heartbeat_key(group.group_id, member.member_id))
             self._timer.cancel(join_key(group.group_id))
             self._timer.cancel(sync_key(group.group_id))
         self.groups.clear()
 
-    # ---- admin -------------------------------------------------------------------------------
-    def list_groups(self, states: frozenset[str] | None) -> list[GroupListing]:
-        wanted = None if not states else {s.strip().lower() for s in states}
-        return [GroupListing(g.group_id, g.protocol_type or "", str(g.state))
-                for g in self.groups.values()
-                if wanted is None or str(g.state).lower() in wanted]
-
-    def describe(self, group_ids: Iterable[str]) -> list[GroupDescription]:
-        described = []
-        for group_id in group_ids:
-            group = self.groups.get(group_id)
-            if group is None:
-                described.append(GroupDescription(group_id, ErrorCode.none))
-                continue
-            stable = group.is_in(STABLE)
-            described.append(GroupDescription(
-                group_id, ErrorCode.none, state=str(group.state),
-                protocol_type=group.protocol_type or "",
-                protocol=(group.protocol_name or "") if stable else "",
-                members=tuple(m.describe(group.protocol_name if stable else None)
-                              for m in group.members)))
-        return described
-
+    # ---- deletion ----------------------------------------------------------------------------
     def tombstone(self, group_id: str) -> None:
         """Write the group's tombstone and forget it."""
         self._out.append(group_tombstone(group_id))

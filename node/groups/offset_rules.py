@@ -1,9 +1,10 @@
-"""``OffsetRules``: the group's side of the offset requests of one partition (Kafka's
-``OffsetMetadataManager`` validation and ``GroupCoordinatorShard``'s composition): who may commit
-(``ClassicGroup.validate_offset_commit``; a simple commit to a missing group creates it Empty,
-without a record), which offsets may be deleted (not those of a topic the group consumes), which
-groups may be deleted (Empty ones), and the periodic expiry of offsets (KIP-211) that deletes an
-Empty group left without any. The offsets themselves are ``OffsetManager``'s.
+"""``OffsetRules``: the group's side of the offset requests of one partition (the checks of
+Kafka's ``OffsetMetadataManager`` and the composition of ``GroupCoordinatorShard``): who may
+commit (``ClassicGroup.validate_offset_commit``; a simple commit to a missing group creates it
+Empty, without a record), which offsets may be deleted (not those of a topic the group
+consumes), which groups may be deleted (Empty ones), and the periodic expiry of offsets
+(KIP-211) that deletes an Empty group left without any. The offsets themselves are
+``OffsetManager``'s.
 
 Runs under the partition's lock; records go to the partition's ``OperationOutput``.
 """
@@ -25,7 +26,9 @@ from node.groups.messages import (
     OffsetFetchResult,
     PartitionError,
 )
+from node.groups.offsets import OffsetExpirationCondition, expiration_condition
 from node.groups.partition import CoordinatorPartition
+from node.groups.records import CoordinatorRecord
 
 logger = logging.getLogger(__name__)
 
@@ -34,102 +37,78 @@ class OffsetRules:
     """The offset operations of one loaded partition (the caller holds its lock)."""
 
     def __init__(self, partition: CoordinatorPartition) -> None:
-        self._partition = partition
         self._membership = partition.membership
         self._offsets = partition.offsets
         self._out = partition.out
 
+    def _write(self, records: list[CoordinatorRecord]) -> None:
+        for record in records:
+            self._out.append(record)
+
     def commit(self, request: OffsetCommit) -> OffsetCommitResult:
+        """Kafka's ``commitOffset``: the group's checks, then the offsets. A member's commit
+        to a Stable or rebalancing group keeps its session, as a heartbeat does."""
         group = self._membership.group(request.group_id)
         if group is None:
-            if request.generation_id < 0:
-                group = self._membership.get_or_create(request.group_id)
-            else:
-                return self._commit_error(request, ErrorCode.illegal_generation)
+            if request.generation_id >= 0:
+                # OffsetCommit before v9 answers a missing group so (v9: GROUP_ID_NOT_FOUND)
+                return _commit_error(request, ErrorCode.illegal_generation)
+            group = self._membership.get_or_create(request.group_id)
         error = group.validate_offset_commit(request.member_id, request.group_instance_id,
                                              request.generation_id)
         if error is not ErrorCode.none:
-            return self._commit_error(request, error)
+            return _commit_error(request, error)
         if group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE) \
                 and group.has_member(request.member_id):
-            # a commit keeps the member's session, as a heartbeat does
-            member = group.member(request.member_id)
-            self._membership.reschedule_heartbeat(group, member)
-        records, answers = self._offsets.commit(request.group_id, request.offsets)
-        for record in records:
-            self._out.append(record)
-        return OffsetCommitResult(tuple(answers))
-
-    @staticmethod
-    def _commit_error(request: OffsetCommit, error: ErrorCode) -> OffsetCommitResult:
-        return OffsetCommitResult(tuple(PartitionError(o.topic, o.partition, error)
-                                        for o in request.offsets))
+            self._membership.reschedule_heartbeat(group, group.member(request.member_id))
+        result, records = self._offsets.commit(request)
+        self._write(records)
+        return result
 
     def fetch(self, request: OffsetFetch) -> OffsetFetchResult:
-        return OffsetFetchResult(request.group_id, ErrorCode.none, tuple(
-            self._offsets.fetch(request.group_id, request.partitions, request.require_stable)))
+        return self._offsets.fetch(request)
 
     def delete(self, request: OffsetDelete) -> OffsetDeleteResult:
+        """Kafka's ``deleteOffsets``: a group that is not Empty must use the consumer
+        protocol (NON_EMPTY_GROUP); offsets of the topics it consumes are kept."""
         group = self._membership.group(request.group_id)
-        if group is None or group.is_in(GroupState.DEAD):
+        if group is None:
             return OffsetDeleteResult(ErrorCode.group_id_not_found)
         if not group.is_empty and not group.uses_consumer_protocol():
             return OffsetDeleteResult(ErrorCode.non_empty_group)
-        answers = []
-        deletable = []
-        for topic, partition in request.partitions:
-            if group.is_subscribed_to_topic(topic):
-                answers.append(PartitionError(topic, partition,
-                                              ErrorCode.group_subscribed_to_topic))
-            else:
-                answers.append(PartitionError(topic, partition, ErrorCode.none))
-                deletable.append((topic, partition))
-        for record in self._offsets.delete(request.group_id, deletable):
-            self._out.append(record)
-        return OffsetDeleteResult(ErrorCode.none, tuple(answers))
+        subscribed = frozenset(topic for topic, _ in request.partitions
+                               if group.is_subscribed_to_topic(topic))
+        result, records = self._offsets.delete(request, subscribed)
+        self._write(records)
+        return result
 
     def delete_group(self, group_id: str) -> GroupDeletion:
+        """DeleteGroups for one group: Empty only; its offsets and its record tombstoned."""
         group = self._membership.group(group_id)
         if group is None:
             return GroupDeletion(group_id, ErrorCode.group_id_not_found)
         error = group.validate_delete()
         if error is not ErrorCode.none:
             return GroupDeletion(group_id, error)
-        for record in self._offsets.delete_all(group_id):
-            self._out.append(record)
+        self._write(self._offsets.delete_group(group_id))
         self._membership.tombstone(group_id)
         return GroupDeletion(group_id, ErrorCode.none)
 
     def expire(self) -> None:
         """Kafka's ``cleanupGroupMetadata``: expire each group's offsets; an Empty group left
-        without any is deleted (its tombstone written)."""
+        without any (and without an open transaction) is deleted, its tombstone written."""
         for group_id, group in list(self._membership.groups.items()):
-            if self._expire_group(group) and group.is_empty:
+            self._write(self._offsets.expire(group_id, _condition(group)))
+            if not self._offsets.has_offsets(group_id) and group.is_empty:
+                logger.info("group %s has no offsets left: deleting it", group_id)
                 self._membership.tombstone(group_id)
 
-    def _expire_group(self, group: ClassicGroup) -> bool:
-        """True when the group has no offsets left (or never had any)."""
-        base = _expiration_base(group)
-        if base is None:
-            return not self._offsets.has_offsets(group.group_id)
-        records, all_expired = self._offsets.expire(group.group_id, base,
-                                                    group.is_subscribed_to_topic)
-        for record in records:
-            self._out.append(record)
-        return all_expired
+
+def _condition(group: ClassicGroup) -> OffsetExpirationCondition | None:
+    return expiration_condition(group.protocol_type, str(group.state),
+                                group.current_state_timestamp_ms, group.subscribed_topics)
 
 
-def _expiration_base(group: ClassicGroup) -> str | int | None:
-    """What an offset's age counts from (KIP-211): the time the group became Empty (an int;
-    the commit time when the record had none), the commit time ("commit"), or None: the
-    group's offsets do not expire now."""
-    if group.protocol_type is None:
-        return "commit"                 # standalone consumers
-    if group.is_empty:
-        timestamp = group.current_state_timestamp_ms
-        return "commit" if timestamp is None else timestamp
-    if group.uses_consumer_protocol() and group.subscribed_topics is not None \
-            and group.is_in(GroupState.STABLE):
-        return "commit"
-    return None
-
+def _commit_error(request: OffsetCommit, error: ErrorCode) -> OffsetCommitResult:
+    return OffsetCommitResult(tuple(PartitionError(o.topic, o.partition, error)
+                                    for o in request.offsets))

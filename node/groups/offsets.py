@@ -251,7 +251,8 @@ class OffsetManager:
         """Kafka's ``deleteOffsets`` after validation: a partition of a topic in
         ``subscribed_topics`` (the group's ``isSubscribedToTopic``) is answered
         GROUP_SUBSCRIBED_TO_TOPIC and kept; any other is answered NONE and gets a tombstone when
-        it has a committed or pending offset."""
+        it has a committed or pending offset. A consumer group whose subscriptions are not known
+        counts as subscribed to every topic (pass the request's topics then)."""
         group = request.group_id
         answers: list[PartitionError] = []
         doomed: list[tuple[str, int]] = []

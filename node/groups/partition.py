@@ -114,11 +114,11 @@ class CoordinatorPartition:
     # ---- loading ------------------------------------------------------------------------------
     def replay_log(self, log: Log) -> int:
         """Apply the log's records in order (Kafka's ``CoordinatorLoaderImpl``): tombstones
-        delete; a transaction's records wait for its marker (COMMIT applies, ABORT drops).
-        Returns how many records were applied. Called while the partition is still loading
-        (requests are answered COORDINATOR_LOAD_IN_PROGRESS meanwhile), without ``lock``."""
+        delete; a transaction's offset commits stay pending until its marker (COMMIT applies
+        them, ABORT drops them). Returns how many records were applied. Called while the
+        partition is still loading (its requests are answered COORDINATOR_LOAD_IN_PROGRESS
+        meanwhile), without ``lock``."""
         offset, end = log.log_start_offset, log.log_end_offset
-        pending: dict[int, list[Record]] = {}
         applied = 0
         while offset < end:
             fetch = log.read_raw(offset)
@@ -130,19 +130,17 @@ class CoordinatorPartition:
                 if batch.is_control:
                     for record in batch.records():
                         control_type, _ = parse_control_record(record)
-                        records = pending.pop(batch.producer_id, [])
-                        if control_type == ControlType.COMMIT:
-                            for buffered in records:
-                                applied += self._replay(buffered)
-                elif batch.is_transactional:
-                    pending.setdefault(batch.producer_id, []).extend(batch.records())
+                        if control_type in (ControlType.COMMIT, ControlType.ABORT):
+                            self.offsets.replay_end_transaction(
+                                batch.producer_id, control_type == ControlType.COMMIT)
                 else:
+                    producer_id = batch.producer_id if batch.is_transactional else None
                     for record in batch.records():
-                        applied += self._replay(record)
+                        applied += self._replay(record, producer_id)
                 offset = batch.next_offset
         return applied
 
-    def _replay(self, record: Record) -> int:
+    def _replay(self, record: Record, producer_id: int | None) -> int:
         if record.key is None:
             logger.warning("__consumer_offsets-%d: record at offset %d has no key; skipped",
                            self.index, record.offset)
@@ -151,13 +149,14 @@ class CoordinatorPartition:
         if isinstance(key, GroupMetadataKey):
             value = None if record.value is None else decode_group_metadata_value(record.value)
             self.membership.replay(key.group, value)
-            if value is None:
-                self.offsets.delete_group(key.group)
             return 1
         if isinstance(key, OffsetCommitKey):
             offset_value = (None if record.value is None
                             else decode_offset_commit_value(record.value))
-            self.offsets.replay(key, offset_value)
+            if offset_value is not None:
+                # Kafka's replay: an offset of a group without metadata makes a standalone group
+                self.membership.get_or_create(key.group)
+            self.offsets.replay(key, offset_value, producer_id)
             return 1
         logger.info("__consumer_offsets-%d: record type %d at offset %d is not a classic "
                     "group's; skipped", self.index, key.version, record.offset)

@@ -44,13 +44,14 @@ An expire or current-state timestamp of -1 (Kafka's "none") is None.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from node.errors import CoordinatorRecordError
 from storage.java_text import java_string
 
-INT16, INT32, INT64 = (struct.Struct(f">{c}") for c in "hiq")
-INT8 = struct.Struct(">b")
+INT8, INT16, INT32, INT64 = (struct.Struct(f">{c}") for c in "bhiq")
 MAX_STRING_LENGTH = 0x7FFF
 
 OFFSET_COMMIT_KEY_VERSIONS = (0, 1)
@@ -379,23 +380,15 @@ def _read_member(r: _Reader, version: int) -> MemberMetadata:
                           session_timeout, subscription, assignment)
 
 
-class _reading:
+@contextmanager
+def _reading(part: str, version: int) -> Iterator[None]:
     """Turns what the reader throws into ``CoordinatorRecordError`` with Kafka's message."""
-
-    def __init__(self, part: str, version: int) -> None:
-        self.part, self.version = part, version
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 tb: object) -> bool:
-        if isinstance(error, _ReadError):
-            raise CoordinatorRecordError(
-                f"Could not read record with version {self.version} from {self.part}'s buffer "
-                f"due to: {error.reason}.", part=self.part, version=self.version,
-                reason=error.reason) from error
-        return False
+    try:
+        yield
+    except _ReadError as error:
+        raise CoordinatorRecordError(
+            f"Could not read record with version {version} from {part}'s buffer due to: "
+            f"{error.reason}.", part=part, version=version, reason=error.reason) from error
 
 
 def _int32(value: int) -> int:

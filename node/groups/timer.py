@@ -82,7 +82,7 @@ class _Timeouts:
         return True
 
     def next_due(self, now_ms: int) -> _Timeout | None:
-        """Pop the earliest live timeout due at ``now_ms`` (it stays in ``by_key`` until claimed)."""
+        """Pop the earliest live timeout due at ``now_ms`` (``by_key`` keeps it until claimed)."""
         while self.heap:
             head = self.heap[0]
             if self.by_key.get(head.key) is not head:
