@@ -21,7 +21,8 @@ def test_the_group_keys_build_the_coordinators_config() -> None:
 
 
 def test_a_bad_group_key_is_refused_naming_it() -> None:
-    with pytest.raises(InvalidConfigError, match="offsets.topic.num.partitions") as err:
+    with pytest.raises(InvalidConfigError,
+                       match="offsets.topic.num.partitions=0 is below the minimum 1") as err:
         KafkaServerConfig.from_properties({"offsets.topic.num.partitions": "0"})
     assert err.value.fields["key"] == "offsets.topic.num.partitions"
     with pytest.raises(InvalidConfigError, match="group.bogus"):
