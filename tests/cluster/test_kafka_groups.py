@@ -130,3 +130,37 @@ def test_a_consumer_group_reads_every_broker_commits_and_resumes(brokers: Cluste
     assert {(t.name, q.partition_index): q.committed_offset
             for t in fetched.topics for q in t.partitions} == {
         ("spread", q): 8 for q in range(3)}
+
+
+def test_a_groups_offsets_follow_its_partition_moved_to_another_directory(
+        brokers: Cluster) -> None:
+    """KIP-113: the broker that gets the partition loads its groups from the moved log; the one
+    that lost it answers NOT_COORDINATOR, and FindCoordinator names the new one."""
+    brokers.create_topic("followed", partitions=1)
+    found = endpoints(brokers)
+    group = "mover"
+    with WireClient(found[min(found)]) as wire:
+        wire.call(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+    before = coordinator_of(brokers, group)
+    with WireClient(found[before]) as wire:
+        committed = wire.call(ApiKey.OFFSET_COMMIT, 8, {
+            "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+            "group_instance_id": None, "topics": [{"name": "followed", "partitions": [
+                {"partition_index": 0, "committed_offset": 42, "committed_leader_epoch": -1,
+                 "committed_metadata": "here"}]}]})
+        assert committed.topics[0].partitions[0].error_code == ErrorCode.none
+    partition = partition_for(group, OFFSETS_PARTITIONS)
+    target = next(d for d, node_id in brokers.description.node_ids.items() if node_id != before)
+    brokers.move_partition(OFFSETS_TOPIC, partition, target)
+    after = coordinator_of(brokers, group)
+    assert after == brokers.description.node_ids[target]
+    fetch = {"group_id": group, "topics": None, "require_stable": False}
+    with WireClient(found[before]) as wire:
+        assert wire.call(ApiKey.OFFSET_FETCH, 7, fetch).error_code == ErrorCode.not_coordinator
+        named = wire.call(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+        assert (named.error_code, named.node_id) == (ErrorCode.none, after)
+    with WireClient(found[after]) as wire:
+        fetched = wire.call(ApiKey.OFFSET_FETCH, 7, fetch)
+    assert fetched.error_code == ErrorCode.none
+    assert [(t.name, q.partition_index, q.committed_offset, q.metadata)
+            for t in fetched.topics for q in t.partitions] == [("followed", 0, 42, "here")]
