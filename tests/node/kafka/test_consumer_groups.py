@@ -1,16 +1,19 @@
 """Consumer groups over the Kafka protocol with real clients against a served directory:
-confluent-kafka (librdkafka), kafka-python (consumer and admin) and aiokafka subscribe with a
-group id, split the partitions, commit, and resume from the committed offsets, across a restart
+confluent-kafka (librdkafka), kafka-python (consumer and admin), aiokafka and kcat subscribe with
+a group id, split the partitions, commit, and resume from the committed offsets, across a restart
 of the server too."""
 
 from __future__ import annotations
 
 import asyncio
+import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import confluent_kafka as ck
+import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from kafka import KafkaAdminClient, KafkaConsumer
@@ -240,3 +243,25 @@ def test_aiokafka_group_consumer_commits_and_a_new_member_sees_the_commit(
     got, committed = asyncio.run(asyncio.wait_for(run(), DEADLINE_S))
     assert sorted(got) == [(p, o) for p in range(2) for o in range(3)]
     assert committed == [3, 3]
+
+
+def test_kcat_balanced_consumer_reads_once_and_resumes_after_its_commit(
+        logdir: LogDir, serve: Serve) -> None:
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        pytest.fail("kcat is missing: run scripts/setup-kcat")
+    server = serve(dotted=GROUPS)
+    logdir.create_logs("lines", range(2))
+    fill(server, "lines", 2, 3)
+
+    def balanced() -> list[str]:
+        out = subprocess.run([kcat, "-b", server.bootstrap_servers, "-G", "kc", "-e", "-q",
+                              "-X", "auto.offset.reset=earliest",
+                              "-X", "session.timeout.ms=6000",
+                              "lines"], capture_output=True, text=True, timeout=DEADLINE_S,
+                             check=True).stdout
+        return sorted(out.splitlines())
+
+    assert balanced() == sorted(f"{p}-{i}" for p in range(2) for i in range(3))
+    fill(server, "lines", 2, 1, start=3)
+    assert balanced() == ["0-3", "1-3"]
