@@ -61,6 +61,14 @@ VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
 }
 
 
+def answer_alike(replaced: Future[Any], parked: Future[Any]) -> None:
+    """A retried JoinGroup or SyncGroup takes the place of the one parked before it (Kafka then
+    forgets the first); the first gets the same answer as its retry, so no caller waits on a
+    future nobody completes."""
+    parked.add_done_callback(
+        lambda done: replaced.done() or replaced.set_result(done.result()))
+
+
 class IllegalGroupTransition(RuntimeError):
     """The coordinator asked a group for a transition Kafka's state machine forbids."""
 
@@ -198,6 +206,8 @@ class ClassicGroup:
             self._awaiting_join_count += 1
         elif future is None and member.is_awaiting_join:
             self._awaiting_join_count -= 1
+        if future is not None and member.awaiting_join is not None:
+            answer_alike(member.awaiting_join, future)
         member.awaiting_join = future
 
     def replace_static_member(self, group_instance_id: str, old_member_id: str,

@@ -42,7 +42,6 @@ from node.groups.messages import (
     SyncGroup,
     SyncGroupResult,
 )
-from node.groups.offset_rules import OffsetRules
 from node.groups.partition import CoordinatorPartition
 from node.groups.placement import partition_for
 from node.groups.timer import CoordinatorTimer, ThreadTimer
@@ -96,20 +95,14 @@ class GroupCoordinator:
                 if self._partitions.get(partition) is state:
                     del self._partitions[partition]
             with state.lock:
-                state.unloaded = True
+                state.abandon()
             raise
         with state.lock:
             if state.unloaded:
                 return
-            state.log = log
-            state.loaded = True
-            state.run(lambda: self._on_loaded(state))
+            state.serve(log)
         logger.info("__consumer_offsets-%d loaded: %d records, %d groups", partition, applied,
                     len(state.membership.groups))
-
-    def _on_loaded(self, state: CoordinatorPartition) -> None:
-        state.membership.on_loaded()
-        self._schedule_retention(state)
 
     def unload(self, partition: int) -> None:
         """The partition left this directory: its groups are dropped, their parked JoinGroup
@@ -234,26 +227,19 @@ class GroupCoordinator:
             return OffsetCommitResult(tuple(PartitionError(o.topic, o.partition, code)
                                             for o in request.offsets))
         return self._submit(request.group_id,
-                            lambda state: OffsetRules(state).commit(request), error)
+                            lambda state: state.offset_rules.commit(request), error)
 
     def fetch_offsets(self, request: OffsetFetch) -> Future[OffsetFetchResult]:
         return self._submit(request.group_id,
-                            lambda state: OffsetRules(state).fetch(request),
+                            lambda state: state.offset_rules.fetch(request),
                             lambda code: OffsetFetchResult(request.group_id, code))
 
     def delete_offsets(self, request: OffsetDelete) -> Future[OffsetDeleteResult]:
         if not request.group_id:
             return _done(OffsetDeleteResult(ErrorCode.invalid_group_id))
         return self._submit(request.group_id,
-                            lambda state: OffsetRules(state).delete(request),
+                            lambda state: state.offset_rules.delete(request),
                             OffsetDeleteResult)
-
-    def _schedule_retention(self, state: CoordinatorPartition) -> None:
-        def expire() -> None:
-            OffsetRules(state).expire()
-            self._schedule_retention(state)
-        state.timer.schedule(state.retention_key,
-                             self.config.offsets_retention_check_interval_ms, expire)
 
     # ---- admin -------------------------------------------------------------------------------
     def list_groups(self, states: frozenset[str] | None = None) -> Future[list[GroupListing]]:
@@ -280,7 +266,7 @@ class GroupCoordinator:
         """DeleteGroups: only Empty groups (NON_EMPTY_GROUP; unknown: GROUP_ID_NOT_FOUND); a
         deleted group's offsets and record get tombstones."""
         deleted = [self._submit(group_id,
-                                lambda state, g=group_id: OffsetRules(state).delete_group(g),
+                                lambda state, g=group_id: state.offset_rules.delete_group(g),
                                 lambda code, g=group_id: GroupDeletion(g, code))
                    for group_id in group_ids]
         return _gather(deleted)

@@ -22,7 +22,7 @@ import logging
 from concurrent.futures import Future
 from kio.schema.errors import ErrorCode
 
-from node.groups.classic_group import ClassicGroup, GroupState
+from node.groups.classic_group import ClassicGroup, GroupState, answer_alike
 from node.groups.config import NEW_MEMBER_JOIN_TIMEOUT_MS, GroupCoordinatorConfig
 from node.groups.group_records import group_from_record, group_record, group_tombstone
 from node.groups.member import EMPTY_ASSIGNMENT, ClassicGroupMember
@@ -430,9 +430,7 @@ class ClassicMembership:
         elif group.is_in(COMPLETING):
             member = group.member(request.member_id)
             if member.awaiting_sync is not None:
-                # a retried SyncGroup replaces the parked one, which will never be answered
-                self._out.complete(member.awaiting_sync,
-                                   SyncGroupResult(ErrorCode.rebalance_in_progress))
+                answer_alike(member.awaiting_sync, future)
             member.awaiting_sync = future
             self._remove_pending_sync_member(group, request.member_id)
             if group.is_leader(request.member_id):

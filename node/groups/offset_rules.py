@@ -26,8 +26,9 @@ from node.groups.messages import (
     OffsetFetchResult,
     PartitionError,
 )
-from node.groups.offsets import OffsetExpirationCondition, expiration_condition
-from node.groups.partition import CoordinatorPartition
+from node.groups.membership import ClassicMembership
+from node.groups.offsets import OffsetExpirationCondition, OffsetManager, expiration_condition
+from node.groups.operation import OperationOutput
 from node.groups.records import CoordinatorRecord
 
 logger = logging.getLogger(__name__)
@@ -36,10 +37,11 @@ logger = logging.getLogger(__name__)
 class OffsetRules:
     """The offset operations of one loaded partition (the caller holds its lock)."""
 
-    def __init__(self, partition: CoordinatorPartition) -> None:
-        self._membership = partition.membership
-        self._offsets = partition.offsets
-        self._out = partition.out
+    def __init__(self, membership: ClassicMembership, offsets: OffsetManager,
+                 out: OperationOutput) -> None:
+        self._membership = membership
+        self._offsets = offsets
+        self._out = out
 
     def _write(self, records: list[CoordinatorRecord]) -> None:
         for record in records:

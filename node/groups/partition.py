@@ -16,8 +16,10 @@ import threading
 from concurrent.futures import Future
 from typing import Any, Callable, TypeVar
 
+from node.errors import CoordinatorRecordError
 from node.groups.config import GroupCoordinatorConfig
 from node.groups.membership import ClassicMembership
+from node.groups.offset_rules import OffsetRules
 from node.groups.offsets import OffsetManager
 from node.groups.operation import OperationOutput, not_coordinator
 from node.groups.records import (
@@ -39,24 +41,56 @@ T = TypeVar("T")
 
 
 class CoordinatorPartition:
-    """Created loading; ``loaded`` once its log is replayed; ``unloaded`` for good (a fresh
-    object serves a later load). ``on_failure`` hears of a failed append (after the partition
-    unloaded itself), so its owner forgets it."""
+    """Created loading; ``loaded`` once ``serve`` gave it its log; ``unloaded`` for good (a
+    fresh object serves a later load). ``on_failure`` hears of a failed append (after the
+    partition unloaded itself), so its owner forgets it. Its state changes under ``lock``."""
 
     def __init__(self, index: int, config: GroupCoordinatorConfig, clock: Clock,
                  timer: CoordinatorTimer,
                  on_failure: Callable[[CoordinatorPartition], None]) -> None:
         self.index = index
         self.lock = threading.RLock()
-        self.loaded = False
-        self.unloaded = False
-        self.log: Log | None = None
+        self._loaded = False
+        self._unloaded = False
+        self._log: Log | None = None
+        self._config = config
         self._clock = clock
         self._on_failure = on_failure
         self.out = OperationOutput()
         self.timer = PartitionTimer(self, timer)
         self.membership = ClassicMembership(config, clock, self.timer, self.out)
         self.offsets = OffsetManager(config, clock)
+        self.offset_rules = OffsetRules(self.membership, self.offsets, self.out)
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
+    @property
+    def unloaded(self) -> bool:
+        return self._unloaded
+
+    def serve(self, log: Log) -> None:
+        """The replay is done: append to ``log`` from now on, re-arm the loaded members'
+        heartbeats and start the offset-retention timer (the caller holds ``lock``)."""
+        self._log = log
+        self._loaded = True
+        self.run(self._on_loaded)
+
+    def _on_loaded(self) -> None:
+        self.membership.on_loaded()
+        self._schedule_retention()
+
+    def _schedule_retention(self) -> None:
+        def expire() -> None:
+            self.offset_rules.expire()
+            self._schedule_retention()
+        self.timer.schedule(self.retention_key,
+                            self._config.offsets_retention_check_interval_ms, expire)
+
+    def abandon(self) -> None:
+        """The load failed: the partition serves nothing (the caller holds ``lock``)."""
+        self._unloaded = True
 
     # ---- operations --------------------------------------------------------------------------
     def run(self, operation: Callable[[], T]) -> T:
@@ -86,11 +120,11 @@ class CoordinatorPartition:
                 _give(future, answer)
 
     def _append(self, records: list[CoordinatorRecord]) -> None:
-        if self.log is None:
+        if self._log is None:
             raise RuntimeError(f"__consumer_offsets-{self.index} has no log")
         now = self._clock.milliseconds()
-        self.log.append([Record(key=r.key, value=r.value, timestamp=now) for r in records])
-        self.log.flush()
+        self._log.append([Record(key=r.key, value=r.value, timestamp=now) for r in records])
+        self._log.flush()
 
     def _fail(self, answers: list[tuple[Future[Any], Any]]) -> None:
         self.unload()
@@ -102,8 +136,8 @@ class CoordinatorPartition:
     def unload(self) -> None:
         """Drop the state: groups Dead, parked answers NOT_COORDINATOR (left in ``out``),
         timers cancelled (the caller holds ``lock``)."""
-        self.unloaded = True
-        self.loaded = False
+        self._unloaded = True
+        self._loaded = False
         self.membership.on_unloaded()
         self.timer.cancel(self.retention_key)
 
@@ -141,6 +175,16 @@ class CoordinatorPartition:
         return applied
 
     def _replay(self, record: Record, producer_id: int | None) -> int:
+        """Apply one record; a record that does not decode raises ``CoordinatorRecordError``
+        naming the partition and the offset (Kafka's loader fails the load so too)."""
+        try:
+            return self._apply(record, producer_id)
+        except CoordinatorRecordError as err:
+            raise CoordinatorRecordError(
+                f"__consumer_offsets-{self.index} offset {record.offset}: {err.message}",
+                **err.fields, partition=self.index, offset=record.offset) from err
+
+    def _apply(self, record: Record, producer_id: int | None) -> int:
         if record.key is None:
             logger.warning("__consumer_offsets-%d: record at offset %d has no key; skipped",
                            self.index, record.offset)

@@ -8,6 +8,7 @@ import dataclasses
 from kio.schema.errors import ErrorCode
 
 from node.groups.classic_group import GroupState
+from node.groups.config import NEW_MEMBER_JOIN_TIMEOUT_MS
 from tests.node.groups.harness import GROUP, Harness, join_request
 
 REQUEST = join_request(rebalance_timeout_ms=10000, session_timeout_ms=5000)
@@ -113,3 +114,24 @@ def test_expired_member_is_removed_and_the_group_rebalances(groups: Harness) -> 
     rejoined = groups.join(dataclasses.replace(request, member_id=leader.member_id)).result(0)
     assert rejoined.generation_id == generation + 1
     assert not groups.timer.is_scheduled(f"heartbeat-{GROUP}-{follower.member_id}")
+
+
+def test_new_member_follows_its_session_once_its_join_completed(groups: Harness) -> None:
+    """Kafka's testNewMemberTimeoutCompletion: the new-member join timeout no longer applies
+    after the join phase; the session does, and the last member's expiry empties the group."""
+    request = join_request(session_timeout_ms=NEW_MEMBER_JOIN_TIMEOUT_MS + 5000,
+                           require_known_member_id=False)
+    future = groups.join(request)
+    groups.sleep(3000)
+    joined = future.result(0)
+    assert not any(m.is_new for m in groups.group().members)
+    groups.sync(joined.member_id, 1, assignments=()).result(0)
+    groups.sleep(NEW_MEMBER_JOIN_TIMEOUT_MS)
+    assert groups.group().num_members() == 1
+    assert groups.sleep(5000) == [f"heartbeat-{GROUP}-{joined.member_id}"]
+    assert groups.group().state is GroupState.EMPTY
+    stored = groups.group_records()[-1][1]
+    assert stored is not None
+    assert (stored.generation, stored.leader, stored.protocol_type, stored.protocol,
+            stored.members) == (2, None, "consumer", None, ())
+    assert stored.current_state_timestamp_ms == groups.clock.milliseconds()

@@ -297,3 +297,13 @@ def _two_member_stable_group(groups: Harness) -> tuple[str, str]:
     assert groups.sync(follower, generation).result(0).assignment == b"2"
     assert groups.group().state is GroupState.STABLE
     return leader, follower
+
+
+def test_retried_join_and_its_first_attempt_get_the_same_answer(groups: Harness) -> None:
+    leader, follower = _two_member_stable_group(groups)
+    first = groups.join(member_id=leader)
+    retry = groups.join(member_id=leader)
+    assert not first.done() and not retry.done()
+    groups.join(member_id=follower).result(0)
+    assert first.result(0) == retry.result(0)
+    assert retry.result(0).generation_id == 2

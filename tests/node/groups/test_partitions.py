@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from kio.schema.errors import ErrorCode
 
+from node.errors import CoordinatorRecordError
 from node.groups import partition as partition_module
 from node.groups.classic_group import GroupState
 from node.groups.coordinator import GroupCoordinator
@@ -311,3 +312,19 @@ def test_failed_write_of_a_static_member_new_id_answers_its_join_not_coordinator
     rejoin = groups.join(join_request(group_instance_id="instance"))
     assert rejoin.result(0).error_code == ErrorCode.not_coordinator
     assert not groups.coordinator.is_loaded(groups.partition)
+
+
+def test_a_record_that_does_not_decode_fails_the_load(tmp_path: Path, clock: FakeClock) -> None:
+    groups = Harness(tmp_path, clock)
+    groups.coordinator.unload(groups.partition)
+    key = group_metadata_record(GroupMetadataKey(GROUP), None).key
+    _append(groups, (key, b"\x00\x03\x00"))        # a version 3 value cut after two bytes
+    with pytest.raises(CoordinatorRecordError) as caught:
+        groups.load(groups.partition)
+    error = caught.value
+    assert (error.partition, error.offset, error.part, error.version) == (
+        groups.partition, 0, "value", 3)
+    assert str(error).startswith(f"__consumer_offsets-{groups.partition} offset 0: ")
+    assert not groups.coordinator.is_loaded(groups.partition)
+    assert groups.join().result(0).error_code == ErrorCode.not_coordinator
+    groups.coordinator.close()

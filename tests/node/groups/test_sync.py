@@ -161,3 +161,13 @@ def test_sync_timeout_is_cancelled_once_every_member_synced(groups: Harness) -> 
         assert groups.heartbeat(lead.member_id, 2) == ErrorCode.none
         assert groups.heartbeat(follow.member_id, 2) == ErrorCode.none
     assert groups.group().state is GroupState.STABLE
+
+
+def test_retried_sync_and_its_first_attempt_get_the_same_answer(groups: Harness) -> None:
+    lead, follow = _leader_and_new_follower(groups)
+    first = groups.sync(follow.member_id, 2)
+    retry = groups.sync(follow.member_id, 2)
+    assert not first.done() and not retry.done()
+    groups.sync(lead.member_id, 2, assignments=((follow.member_id, b"\x01"),)).result(0)
+    assert first.result(0) == retry.result(0)
+    assert retry.result(0).assignment == b"\x01"
