@@ -3,12 +3,14 @@ JoinGroup v0 joins without a known member id and v4+ asks for one (MEMBER_ID_REQ
 v5 needs the protocol type and name, LeaveGroup v0 answers one error, OffsetCommit answers an
 unknown partition itself, OffsetFetch v1 puts a group error on each partition and v8 answers
 several groups; a JoinGroup parked for a rebalance holds no thread of the pool; a group whose
-partition of ``__consumer_offsets`` left the directory is NOT_COORDINATOR."""
+partition of ``__consumer_offsets`` left the directory, or whose directory went offline, is
+NOT_COORDINATOR."""
 
 from __future__ import annotations
 
 import datetime
 import threading
+from pathlib import Path
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -17,7 +19,8 @@ from node.groups.config import OFFSETS_TOPIC
 from node.kafka.server import KafkaServer
 from node.kafka.versions import ApiKey
 from node.logdir import LogDir
-from tests.node.kafka.conftest import Serve
+from storage.record_format import Record
+from tests.node.kafka.conftest import Serve, take_offline
 from tests.node.kafka.wire import WireClient
 
 GROUPS = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3"}
@@ -163,3 +166,28 @@ def test_a_parked_join_holds_no_thread_of_the_pool(serve: Serve) -> None:
         assert rejoined.error_code == ErrorCode.none and rejoined.generation_id == 2
         assert [p.error_code for p in parked] == [ErrorCode.none]
         assert parked[0].generation_id == 2
+
+
+def test_a_directory_gone_offline_unloads_its_groups(logdir: LogDir, serve: Serve,
+                                                     tmp_path: Path) -> None:
+    server = serve(dotted=GROUPS)
+    logdir.create_logs("t", [0])
+    with WireClient(server.address) as client:
+        find(client, "g")
+        committed = client.call(ApiKey.OFFSET_COMMIT, 8, {
+            "group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "",
+            "group_instance_id": None, "topics": [{"name": "t", "partitions": [
+                {"partition_index": 0, "committed_offset": 3, "committed_leader_epoch": -1,
+                 "committed_metadata": ""}]}]})
+        assert committed.topics[0].partitions[0].error_code == ErrorCode.none
+        assert server.groups.loaded() == frozenset(range(3))
+        logdir.log("t", 0).append([Record(value=b"x", timestamp=1)])
+        aside = tmp_path / "aside"
+        aside.mkdir()
+        take_offline(logdir, "t", 0, aside)
+        fetched = client.call(ApiKey.OFFSET_FETCH, 7, {"group_id": "g", "topics": None,
+                                                       "require_stable": False})
+        assert fetched.error_code == ErrorCode.not_coordinator
+        listed = client.call(ApiKey.LIST_GROUPS, 4, {"states_filter": []})
+    assert listed.groups == ()
+    assert server.groups.loaded() == frozenset()
