@@ -17,8 +17,6 @@ INVALID_REQUEST, as Kafka answers. v0-3 ask for one key, v4 (KIP-699) for severa
 
 from __future__ import annotations
 
-import logging
-import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,16 +25,13 @@ from kio.schema.errors import ErrorCode
 from node.groups.config import OFFSETS_TOPIC
 from node.kafka.codec import Request, build, response_class
 from node.kafka.context import ServedDir
-from node.kafka.errors import TopicAlreadyExistsError
+from node.kafka.offsets_topic import create_offsets_topic
 from node.kafka.versions import ApiKey
-
-log = logging.getLogger(__name__)
 
 GROUP, TRANSACTION = 0, 1
 BATCHED_VERSION = 4
 TRANSACTIONS_NOT_SERVED = ("transactions are not served over the Kafka protocol yet: use the "
                            "idempotent producer")
-_CREATING = threading.Lock()     # one creation of the offsets topic at a time in this process
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,25 +93,3 @@ def group_coordinator(served: ServedDir, group_id: str) -> Coordinator:
     if leader == view.node_id:
         served.groups.ensure(group_id)
     return Coordinator(ErrorCode.none, None, endpoint.node_id, endpoint.host, endpoint.port)
-
-
-def create_offsets_topic(served: ServedDir) -> str | None:
-    """Create ``__consumer_offsets`` unless it exists, and load the partitions this directory
-    got; None when the topic exists now, else why not (logged)."""
-    config = served.config.group_coordinator
-    with _CREATING:
-        if served.view.partition_count(OFFSETS_TOPIC) is not None:
-            return None
-        try:
-            served.view.create_topic(OFFSETS_TOPIC, config.offsets_topic_num_partitions, {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(config.offsets_topic_segment_bytes)})
-        except TopicAlreadyExistsError:
-            pass                                # another broker's, just now
-        except Exception as err:  # noqa: BLE001 - any failure: no coordinator yet, clients retry
-            log.warning("cannot create %s", OFFSETS_TOPIC, exc_info=True)
-            return f"{OFFSETS_TOPIC} cannot be created: {err}"
-        log.info("created %s with %d partitions", OFFSETS_TOPIC,
-                 config.offsets_topic_num_partitions)
-    served.groups.sync()
-    return None

@@ -105,3 +105,19 @@ def test_only_the_admin_client_produces_to_the_offsets_topic(
     [partition] = answer.responses[0].partition_responses
     assert partition.error_code == expected
     assert logdir.log(OFFSETS_TOPIC, 0).log_end_offset == (expected == ErrorCode.none)
+
+
+def test_metadata_auto_creation_makes_the_offsets_topic_as_the_coordinator_needs_it(
+        logdir: LogDir, serve: Serve) -> None:
+    server = serve(dotted={**GROUPS, "auto.create.topics.enable": "true",
+                           "num.partitions": "1"})
+    with WireClient(server.address) as client:
+        answer = client.call(ApiKey.METADATA, 12, {
+            "topics": [{"name": OFFSETS_TOPIC, "topic_id": None}],
+            "allow_auto_topic_creation": True, "include_topic_authorized_operations": False})
+    [topic] = answer.topics
+    assert (topic.error_code, topic.is_internal, len(topic.partitions)) == (
+        ErrorCode.none, True, 5)
+    assert offsets_partitions(logdir) == [0, 1, 2, 3, 4]
+    assert logdir.config_for(OFFSETS_TOPIC).cleanup_policy == "compact"
+    assert server.groups.loaded() == frozenset(range(5))
