@@ -59,6 +59,8 @@ def test_a_groups_coordinator_is_the_broker_its_find_coordinator_names(
     assert sorted(brokers.partitions(OFFSETS_TOPIC)) == list(range(OFFSETS_PARTITIONS))
     holders = {brokers.partition_dir(OFFSETS_TOPIC, p) for p in range(OFFSETS_PARTITIONS)}
     assert len(holders) == 3                     # spread over the directories
+    assert [p.config.get("cleanup.policy") for p in brokers.describe_topic(OFFSETS_TOPIC)] == [
+        "compact"] * OFFSETS_PARTITIONS
     named = {c.key: c.node_id for c in answer.coordinators}
     assert all(c.error_code == ErrorCode.none for c in answer.coordinators)
     assert named == {f"g{i}": coordinator_of(brokers, f"g{i}") for i in range(12)}
