@@ -191,3 +191,50 @@ def test_a_directory_gone_offline_unloads_its_groups(logdir: LogDir, serve: Serv
         listed = client.call(ApiKey.LIST_GROUPS, 4, {"states_filter": []})
     assert listed.groups == ()
     assert server.groups.loaded() == frozenset()
+
+
+def test_group_admin_at_their_first_versions_and_offset_delete(logdir: LogDir,
+                                                               serve: Serve) -> None:
+    server = serve(dotted=GROUPS)
+    logdir.create_logs("t", [0])
+    with WireClient(server.address) as client:
+        find(client, "admin")
+        joined = join(client, 1, "admin")
+        client.call(ApiKey.SYNC_GROUP, 0, {
+            "group_id": "admin", "generation_id": joined.generation_id,
+            "member_id": joined.member_id,
+            "assignments": [{"member_id": joined.member_id, "assignment": b"a"}]})
+        commit = {"group_id": "admin", "generation_id_or_member_epoch": joined.generation_id,
+                  "member_id": joined.member_id, "retention_time": datetime.timedelta(-1),
+                  "topics": [{"name": "t", "partitions": [
+                      {"partition_index": 0, "committed_offset": 5,
+                       "committed_metadata": ""}]}]}
+        assert client.call(ApiKey.OFFSET_COMMIT, 2, commit).topics[0].partitions[0] \
+            .error_code == ErrorCode.none
+        listed = client.call(ApiKey.LIST_GROUPS, 0, {})
+        assert [(g.group_id, g.protocol_type) for g in listed.groups] == [("admin", "consumer")]
+        only_empty = client.call(ApiKey.LIST_GROUPS, 4, {"states_filter": ["Empty"]})
+        assert only_empty.groups == ()
+        described = client.call(ApiKey.DESCRIBE_GROUPS, 0, {"groups": ["admin", "nobody"]})
+        first, second = described.groups
+        assert (first.group_state, first.protocol_data) == ("Stable", "range")
+        assert [(m.member_id, m.client_id, m.member_assignment) for m in first.members] == [
+            (joined.member_id, "wire-test", b"a")]
+        assert (second.error_code, second.group_state, second.members) == (
+            ErrorCode.none, "Dead", ())
+        subscribed = client.call(ApiKey.OFFSET_DELETE, 0, {"group_id": "admin", "topics": [
+            {"name": "t", "partitions": [{"partition_index": 0}]},
+            {"name": "nowhere", "partitions": [{"partition_index": 0}]}]})
+        assert subscribed.error_code == ErrorCode.none
+        # its subscription is no ConsumerProtocol one: Kafka takes it as subscribed to every topic
+        assert [(t.name, [p.error_code for p in t.partitions]) for t in subscribed.topics] == [
+            ("t", [ErrorCode.group_subscribed_to_topic]),
+            ("nowhere", [ErrorCode.unknown_topic_or_partition])]
+        busy = client.call(ApiKey.DELETE_GROUPS, 0, {"groups_names": ["admin"]})
+        assert [(r.group_id, r.error_code) for r in busy.results] == [
+            ("admin", ErrorCode.non_empty_group)]
+        client.call(ApiKey.LEAVE_GROUP, 0, {"group_id": "admin", "member_id": joined.member_id})
+        deleted = client.call(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["admin", "admin"]})
+        assert [(r.group_id, r.error_code) for r in deleted.results] == [
+            ("admin", ErrorCode.none)]
+        assert client.call(ApiKey.LIST_GROUPS, 0, {}).groups == ()
