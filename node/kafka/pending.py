@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -23,14 +23,19 @@ def done(value: T) -> Future[T]:
 
 def then(future: Future[T], answer: Callable[[T], U]) -> Future[U]:
     """A future of ``answer(result of future)``; it fails with what ``future`` or ``answer``
-    raised. ``answer`` runs in the thread that completes ``future``: keep it cheap."""
+    raised. ``answer`` runs in the thread that completes ``future``: keep it cheap. Once its
+    awaiter cancelled it (the connection closed), the answer is dropped."""
     out: Future[U] = Future()
 
     def complete(source: Future[T]) -> None:
+        if out.cancelled():
+            return
         try:
-            out.set_result(answer(source.result()))
+            value = answer(source.result())
         except BaseException as err:  # noqa: BLE001 - handed to whoever awaits ``out``
-            out.set_exception(err)
+            _settle(out, exception=err)
+        else:
+            _settle(out, value)
 
     future.add_done_callback(complete)
     return out
@@ -52,10 +57,23 @@ def all_of(futures: Sequence[Future[Any]]) -> Future[list[Any]]:
             if remaining[0]:
                 return
         try:
-            out.set_result([f.result() for f in futures])
+            values = [f.result() for f in futures]
         except BaseException as err:  # noqa: BLE001 - handed to whoever awaits ``out``
-            out.set_exception(err)
+            _settle(out, exception=err)
+        else:
+            _settle(out, values)
 
     for future in futures:
         future.add_done_callback(complete)
     return out
+
+
+def _settle(out: Future[Any], value: Any = None, exception: BaseException | None = None) -> None:
+    """Complete ``out`` unless its awaiter cancelled it meanwhile."""
+    try:
+        if exception is not None:
+            out.set_exception(exception)
+        else:
+            out.set_result(value)
+    except InvalidStateError:
+        pass

@@ -47,3 +47,15 @@ def test_all_of_fails_with_the_first_failure_in_order() -> None:
     first.set_exception(KeyError("first"))
     with pytest.raises(KeyError):
         joined.result(1)
+
+
+def test_an_answer_cancelled_by_its_awaiter_is_dropped_quietly(
+        caplog: pytest.LogCaptureFixture) -> None:
+    source: Future[int] = Future()
+    answer = then(source, lambda n: n)
+    assert answer.cancel()
+    source.set_result(1)
+    assert answer.cancelled()
+    assert not [r for r in caplog.records if r.name == "concurrent.futures"]
+    joined = all_of([source])
+    assert joined.result(1) == [1]
