@@ -1,5 +1,5 @@
 """The group APIs' versions on the wire (Kafka's ``KafkaApis`` and request/response classes):
-JoinGroup v0 joins without a known member id and v4+ asks for one (MEMBER_ID_REQUIRED), SyncGroup
+every served version is answered; JoinGroup v0 joins without a known member id and v4+ asks for one (MEMBER_ID_REQUIRED), SyncGroup
 v5 needs the protocol type and name, LeaveGroup v0 answers one error, OffsetCommit answers an
 unknown partition itself, OffsetFetch v1 puts a group error on each partition and v8 answers
 several groups; a JoinGroup parked for a rebalance holds no thread of the pool; a group whose
@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from node.groups.config import OFFSETS_TOPIC
@@ -238,3 +239,67 @@ def test_group_admin_at_their_first_versions_and_offset_delete(logdir: LogDir,
         assert [(r.group_id, r.error_code) for r in deleted.results] == [
             ("admin", ErrorCode.none)]
         assert client.call(ApiKey.LIST_GROUPS, 0, {}).groups == ()
+
+
+@pytest.mark.parametrize("api,versions", [
+    (ApiKey.JOIN_GROUP, range(0, 10)), (ApiKey.SYNC_GROUP, range(0, 6)),
+    (ApiKey.HEARTBEAT, range(0, 5)), (ApiKey.LEAVE_GROUP, range(0, 6)),
+    (ApiKey.OFFSET_COMMIT, range(2, 10)), (ApiKey.OFFSET_FETCH, range(1, 10)),
+    (ApiKey.LIST_GROUPS, range(0, 6)), (ApiKey.DESCRIBE_GROUPS, range(0, 6)),
+    (ApiKey.DELETE_GROUPS, range(0, 3))])
+def test_every_served_version_is_answered(logdir: LogDir, serve: Serve, api: ApiKey,
+                                          versions: range) -> None:
+    """Each version's request decodes and its answer encodes: a member unknown to the group
+    (UNKNOWN_MEMBER_ID), a join that completes, a simple commit read back, admin answers."""
+    server = serve(dotted=GROUPS)
+    logdir.create_logs("t", [0])
+    with WireClient(server.address) as client:
+        for version in versions:
+            group = f"g{api}-{version}"
+            find(client, group)
+            member = {"group_id": group, "generation_id": 1, "member_id": "stranger",
+                      "group_instance_id": None, "protocol_type": "consumer",
+                      "protocol_name": "range", "assignments": [],
+                      "members": [{"member_id": "stranger", "group_instance_id": None,
+                                   "reason": None}]}
+            if api == ApiKey.JOIN_GROUP:
+                answer = join(client, version, group)
+                if answer.error_code == ErrorCode.member_id_required:
+                    answer = join(client, version, group, answer.member_id)
+                assert (answer.error_code, answer.generation_id) == (ErrorCode.none, 1)
+            elif api in (ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT):
+                answer = client.call(api, version, member)
+                assert answer.error_code == ErrorCode.unknown_member_id
+            elif api == ApiKey.LEAVE_GROUP:
+                answer = client.call(api, version, member)
+                codes = [answer.error_code, *(m.error_code for m in
+                                              getattr(answer, "members", ()))]
+                assert ErrorCode.unknown_member_id in codes
+            elif api == ApiKey.OFFSET_COMMIT:
+                answer = client.call(api, version, {
+                    "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+                    "group_instance_id": None, "retention_time": datetime.timedelta(-1),
+                    "topics": [{"name": "t", "partitions": [
+                        {"partition_index": 0, "committed_offset": version,
+                         "committed_leader_epoch": -1, "committed_metadata": None}]}]})
+                assert answer.topics[0].partitions[0].error_code == ErrorCode.none
+            elif api == ApiKey.OFFSET_FETCH:
+                topics = [{"name": "t", "partition_indexes": [0]}]
+                answer = client.call(api, version, {
+                    "group_id": group, "topics": topics, "require_stable": False,
+                    "groups": [{"group_id": group, "member_id": None, "member_epoch": -1,
+                                "topics": topics}]})
+                found = answer.groups[0].topics if version >= 8 else answer.topics
+                assert [(p.committed_offset, p.error_code)
+                        for t in found for p in t.partitions] == [(-1, ErrorCode.none)]
+            elif api == ApiKey.LIST_GROUPS:
+                answer = client.call(api, version, {"states_filter": [], "types_filter": []})
+                assert answer.error_code == ErrorCode.none
+            elif api == ApiKey.DESCRIBE_GROUPS:
+                answer = client.call(api, version, {"groups": [group],
+                                                    "include_authorized_operations": False})
+                assert [(g.group_id, g.group_state) for g in answer.groups] == [(group, "Dead")]
+            else:
+                answer = client.call(api, version, {"groups_names": [group]})
+                assert [(r.group_id, r.error_code) for r in answer.results] == [
+                    (group, ErrorCode.group_id_not_found)]
