@@ -2,7 +2,8 @@
 
 A cluster serves the Kafka protocol when its config has ``listeners``: every node actor then
 runs a ``KafkaServer`` over its directory, one broker per directory. A node takes the keys of
-``node.kafka.config.KEYS`` but ``node.id`` (each directory's ``meta.properties`` gives it), with
+``node.kafka.config.KEYS`` but ``node.id`` (each directory's ``meta.properties`` gives it), and
+the group coordinator's (``node.groups.config.KEYS``: ``group.*``, ``offsets.*``), with
 the port rule: the directory given i-th (from 0) listens on port P + i of ``listeners`` and
 advertises port Q + i of ``advertised.listeners``; a port 0 stays 0 (an ephemeral port each).
 An empty ``advertised.listeners`` is the same as none (the bound address is advertised).
@@ -32,12 +33,13 @@ def directory_properties(properties: Mapping[str, str], index: int) -> dict[str,
     """The ``KafkaServerConfig`` keys of the directory given ``index``-th (see the module
     docstring); empty when the cluster serves no Kafka listener. A malformed listener, or a
     port pushed above 65535 by the rule, raises ``InvalidConfigError`` naming the key."""
+    from node.groups.config import KEYS as GROUP_KEYS
     from node.kafka.config import KEYS, KafkaServerConfig
 
     if not serves_kafka(properties):
         return {}
     chosen = {key: str(value) for key, value in properties.items()
-              if key in KEYS and key != NODE_ID}
+              if (key in KEYS or key in GROUP_KEYS) and key != NODE_ID}
     if not chosen.get(ADVERTISED_LISTENERS, "").strip():
         chosen.pop(ADVERTISED_LISTENERS, None)
     for key in (LISTENERS, ADVERTISED_LISTENERS):

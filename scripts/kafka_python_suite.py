@@ -3,7 +3,8 @@
 kafka-python's integration tests take an external broker when ``KAFKA_URI`` is set. This fetches
 the source release of the installed kafka-python from the package index (once, into
 ``.cache/``), serves a fresh log directory over the Kafka protocol on an ephemeral port (topics
-created on first use with 4 partitions, as the suite's own broker fixture is configured), runs
+created on first use with 4 partitions, as the suite's own broker fixture is configured; session
+timeouts from 1 s, which the suite's group test uses), runs
 the producer, consumer and admin integration tests against it, and prints each test's outcome
 and the totals.
 
@@ -97,9 +98,12 @@ def main(argv: list[str]) -> int:
     source = suite_source()
     with tempfile.TemporaryDirectory(prefix="strata-kafka-python-") as tmp:
         logdir = LogDir.open(Path(tmp) / "logs")
+        # test_group asks for a 3 s session timeout, below Kafka's default
+        # group.min.session.timeout.ms (6 s), which a default broker answers
+        # INVALID_SESSION_TIMEOUT
         config = KafkaServerConfig.from_properties({
             "listeners": "PLAINTEXT://127.0.0.1:0", "auto.create.topics.enable": "true",
-            "num.partitions": "4"})
+            "num.partitions": "4", "group.min.session.timeout.ms": "1000"})
         try:
             with KafkaServer(logdir, config) as server:
                 report = Path(tmp) / "report.xml"

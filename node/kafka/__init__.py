@@ -1,6 +1,6 @@
 """The Kafka wire protocol in front of one log directory: Kafka's own clients (librdkafka,
-kafka-python, aiokafka, the Java client) produce to it, fetch from it, ask it for metadata and
-administer its topics.
+kafka-python, aiokafka, the Java client) produce to it, fetch from it, ask it for metadata,
+administer its topics, and consume in groups whose offsets it keeps.
 
 ``framing`` (sizes, the header's first fields), ``bounds`` (every length checked before
 decoding), ``codec`` (kio decode/encode), ``versions`` (what is advertised), ``errors`` (typed
@@ -10,6 +10,11 @@ as one broker sees it), ``context`` (what the handlers share), one module per AP
 ``leader_epoch`` (OffsetForLeaderEpoch), ``init_producer_id``, ``admin``, ``alter_configs``,
 ``log_dirs`` (DescribeLogDirs, AlterReplicaLogDirs), ``describe_producers``,
 ``delete_records``), ``producer_ids`` (durable id blocks),
+consumer groups: ``find_coordinator``, ``offsets_topic`` (``__consumer_offsets`` created as the
+coordinator needs it), ``served_groups`` (the directory's ``GroupCoordinator`` and the
+partitions it has loaded), ``groups`` (JoinGroup, SyncGroup, Heartbeat, LeaveGroup),
+``offset_commit``, ``offset_fetch``, ``offset_delete``, ``group_admin`` (ListGroups,
+DescribeGroups, DeleteGroups), ``pending`` (answers completed later), ``internal_topics``,
 ``append_signal`` (long-poll wake-ups), ``apis`` (the dispatcher) and ``server`` (the listener).
 SASL on a ``SASL_PLAINTEXT`` listener: ``sasl`` (a connection's authentication),
 ``sasl_handshake`` (SaslHandshake and SaslAuthenticate responses), ``plain`` and ``scram`` with

@@ -2,7 +2,10 @@
 directory.
 
 Disk work (produce, fetch reads, list offsets, metadata, producer ids) runs in the server's
-thread pool, so a slow disk or a parked fetch never holds the event loop. A Fetch is long-polled
+thread pool, so a slow disk or a parked fetch never holds the event loop. The group APIs
+(``GROUP_HANDLERS``) run in the pool too, and return a future of their answer, completed by
+the group coordinator (a JoinGroup parks for the whole rebalance): it is awaited on the event
+loop (``asyncio.wrap_future``), holding no thread. A Fetch is long-polled
 here: it is read, and while it gathered fewer than ``min_bytes`` (capped at ``max_bytes``) with
 no partition in error, it waits for an append to a log of the directory (``AppendSignal``) or
 for ``max_wait_ms`` to pass, and is read again.
@@ -11,7 +14,7 @@ for ``max_wait_ms`` to pass, and is read again.
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
@@ -36,11 +39,25 @@ from node.kafka.delete_records import handle_delete_records
 from node.kafka.describe_producers import handle_describe_producers
 from node.kafka.fetch import FetchRead, fetch_response, read_partitions, session_error
 from node.kafka.find_coordinator import handle_find_coordinator
+from node.kafka.group_admin import (
+    handle_delete_groups,
+    handle_describe_groups,
+    handle_list_groups,
+)
+from node.kafka.groups import (
+    handle_heartbeat,
+    handle_join_group,
+    handle_leave_group,
+    handle_sync_group,
+)
 from node.kafka.init_producer_id import handle_init_producer_id
 from node.kafka.leader_epoch import handle_offset_for_leader_epoch
 from node.kafka.list_offsets import handle_list_offsets
 from node.kafka.log_dirs import handle_alter_replica_log_dirs, handle_describe_log_dirs
 from node.kafka.metadata import handle_describe_cluster, handle_metadata
+from node.kafka.offset_commit import handle_offset_commit
+from node.kafka.offset_delete import handle_offset_delete
+from node.kafka.offset_fetch import handle_offset_fetch
 from node.kafka.produce import handle_produce
 from node.kafka.sasl_handshake import handle_sasl_authenticate, handle_sasl_handshake
 from node.kafka import txn_apis
@@ -48,6 +65,8 @@ from node.kafka.versions import ApiKey
 
 T = TypeVar("T")
 Handler = Callable[[ServedDir, Request], Any]
+# (served, request, the client's host as Kafka names it: "/127.0.0.1") -> future of the answer
+GroupHandler = Callable[[ServedDir, Request, str], "Future[Any]"]
 
 # the APIs answered by one call in the pool (ApiVersions, Produce and Fetch are special)
 HANDLERS: dict[ApiKey, Handler] = {
@@ -76,6 +95,20 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.LIST_TRANSACTIONS: txn_apis.handle_list_transactions,
 }
 
+# the APIs answered by the group coordinator, later
+GROUP_HANDLERS: dict[ApiKey, GroupHandler] = {
+    ApiKey.JOIN_GROUP: handle_join_group,
+    ApiKey.SYNC_GROUP: handle_sync_group,
+    ApiKey.HEARTBEAT: handle_heartbeat,
+    ApiKey.LEAVE_GROUP: handle_leave_group,
+    ApiKey.OFFSET_COMMIT: handle_offset_commit,
+    ApiKey.OFFSET_FETCH: handle_offset_fetch,
+    ApiKey.OFFSET_DELETE: handle_offset_delete,
+    ApiKey.LIST_GROUPS: handle_list_groups,
+    ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
+    ApiKey.DELETE_GROUPS: handle_delete_groups,
+}
+
 
 @dataclass(frozen=True, slots=True)
 class Reply:
@@ -94,9 +127,9 @@ class KafkaApis:
         self.served = served
         self._pool = pool
 
-    async def handle(self, frame: bytes) -> Reply:
-        """The reply to one request ``frame`` (without its size prefix). Raises
-        ``KafkaProtocolError`` when the connection must be closed without a reply."""
+    async def handle(self, frame: bytes, client_host: str = "") -> Reply:
+        """The reply to one request ``frame`` (without its size prefix) from ``client_host``.
+        Raises ``KafkaProtocolError`` when the connection must be closed without a reply."""
         decoded = decode_request(frame)
         if isinstance(decoded, ApiVersionsTooNew):
             return Reply(api_versions_unsupported(decoded))
@@ -110,6 +143,10 @@ class KafkaApis:
             if outcome.acks == 0:
                 return Reply(None, close=outcome.failed)
             body = outcome.response
+        elif key in GROUP_HANDLERS:
+            pending: Future[Any] = await self._run_group(GROUP_HANDLERS[ApiKey(key)], decoded,
+                                                         client_host)
+            body = await asyncio.wrap_future(pending)
         else:   # decode_request admits only the served keys
             body = await self._run(HANDLERS[ApiKey(key)], decoded)
         return Reply(encode_response(decoded, key, body))
@@ -117,6 +154,12 @@ class KafkaApis:
     async def _run(self, handler: Callable[[ServedDir, Request], T], request: Request) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, handler, self.served, request)
+
+    async def _run_group(self, handler: GroupHandler, request: Request,
+                         client_host: str) -> Future[Any]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, handler, self.served, request,
+                                          client_host)
 
     async def _fetch(self, request: Request) -> Any:
         error = session_error(request)

@@ -10,6 +10,9 @@ The fields holding passwords are left out of the config's repr.
 ``connection.failed.authentication.delay.ms`` bounds how long a connection whose authentication
 failed stays open after its answer (it closes sooner when the client closes it).
 
+The group coordinator's keys (``group.*``, ``offsets.*``: ``node.groups.config.KEYS``) are taken
+into ``group_coordinator``, a ``GroupCoordinatorConfig``.
+
 Unlike Kafka, the listener binds loopback unless told otherwise, and ``auto.create.topics.enable``
 is off by default (a typo in a producer's topic should not create a topic). Port 0 picks an
 ephemeral port; the server reports the bound one.
@@ -21,6 +24,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from node.groups.config import KEYS as GROUP_KEYS
+from node.groups.config import GroupCoordinatorConfig
 from node.kafka.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES
 from node.kafka.jaas import plain_users, scram_users
 from storage.dotted_keys import check_integer, convert, unknown_key
@@ -91,6 +96,7 @@ class KafkaServerConfig:
     strata_sasl_scram_users: str | None = field(default=None, repr=False)
     sasl_server_max_receive_size: int = DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE
     connection_failed_authentication_delay_ms: int = DEFAULT_FAILED_AUTHENTICATION_DELAY_MS
+    group_coordinator: GroupCoordinatorConfig = field(default_factory=GroupCoordinatorConfig)
 
     def __post_init__(self) -> None:
         listener = self.listener()
@@ -118,15 +124,19 @@ class KafkaServerConfig:
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, Any]) -> KafkaServerConfig:
-        """Build from Kafka's dotted keys; an unknown key raises ``InvalidConfigError``."""
+        """Build from Kafka's dotted keys (the group coordinator's among them); an unknown key
+        raises ``InvalidConfigError``."""
         # the annotations are strings here ("int", "str | None"): the kind is the first name
         kinds = {f.name: str(f.type).split("|")[0].strip() for f in dataclasses.fields(cls)}
-        values = {}
+        values: dict[str, Any] = {}
+        groups = {key: raw for key, raw in properties.items() if key in GROUP_KEYS}
         for key, raw in properties.items():
+            if key in GROUP_KEYS:
+                continue
             if key not in KEYS:
                 raise unknown_key("kafka server", key, raw)
             values[KEYS[key]] = convert(key, kinds[KEYS[key]], raw)
-        return cls(**values)
+        return cls(**values, group_coordinator=GroupCoordinatorConfig.from_properties(groups))
 
     def listener(self) -> Listener:
         """The one listener of ``listeners`` (several come with the cluster wiring)."""

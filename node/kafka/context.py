@@ -13,6 +13,7 @@ from node.kafka.broker_view import BrokerView
 from node.kafka.config import KafkaServerConfig
 from node.kafka.errors import NotLeaderOrFollowerError
 from node.kafka.producer_ids import ProducerIdAllocator
+from node.kafka.served_groups import ServedGroups
 from node.logdir import LogDir
 from storage.log import Log
 
@@ -20,14 +21,16 @@ from storage.log import Log
 @dataclass(frozen=True)
 class ServedDir:
     """The directory a server serves (``logdir``), the cluster as this broker sees it
-    (``view``), the settings, the producer id allocator and the append signal long-polling
-    fetches wait on."""
+    (``view``), the settings, the producer id allocator, the append signal long-polling
+    fetches wait on, and the group coordinator of the directory's ``__consumer_offsets``
+    partitions (``groups``)."""
 
     logdir: LogDir
     view: BrokerView
     config: KafkaServerConfig
     producer_ids: ProducerIdAllocator
     signal: AppendSignal
+    groups: ServedGroups
 
     @contextmanager
     def leading(self, topic: str, partition: int) -> Iterator[Log]:

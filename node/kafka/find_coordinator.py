@@ -1,53 +1,94 @@
 """FindCoordinator (key 10, v0-4): where a group's or a transactional id's coordinator is.
 
+A group's coordinator is the broker leading partition ``partition_for(group_id)`` of
+``__consumer_offsets`` (Kafka's ``KafkaApis.getCoordinator``). The topic is created on first
+need, as Kafka's ``AutoTopicCreationManager`` creates it: ``offsets.topic.num.partitions``
+partitions, ``cleanup.policy=compact``, ``segment.bytes=offsets.topic.segment.bytes``, through
+the ``BrokerView`` (in a cluster, placed over every directory). Kafka creates it asynchronously
+and answers COORDINATOR_NOT_AVAILABLE meanwhile; here the creation is done before the answer,
+so the first request already names the coordinator. COORDINATOR_NOT_AVAILABLE while the topic
+cannot be created, or the partition has no leader, or its leader is no live broker. When this
+broker is the coordinator, its partition is loaded before the answer (``ServedGroups.ensure``).
+
 A transactional id (key type 1) is answered by ``txn_apis.find_transaction_coordinator``: the
-broker leading the id's partition of the transaction state log. Consumer groups are not served
-over the protocol yet, so a group key is answered COORDINATOR_NOT_AVAILABLE, Kafka's answer
-while the partition of ``__consumer_offsets`` a coordinator lives on has no leader: clients
-retry it, and a consumer
-that ``assign``s its partitions and keeps its own offsets works on. The API is served at all
-because librdkafka takes it as the sign of a broker that decodes LZ4 (its ``FEATURE_LZ4``
-depends on FindCoordinator, a proxy for Kafka 0.8.2): without it a librdkafka producer asked for
-``compression.type=lz4`` sends its batches uncompressed. A key type other than group (0) or
-transaction (1) is INVALID_REQUEST, as Kafka answers. v0-3 ask for one key, v4 (KIP-699) for
-several.
+broker leading the id's partition of the transaction state log. A key type other than 0 or 1 is
+INVALID_REQUEST, as Kafka answers. v0-3 ask for one key, v4 (KIP-699) for several.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from node.groups.config import OFFSETS_TOPIC
 from node.kafka.codec import Request, build, response_class
 from node.kafka.context import ServedDir
+from node.kafka.offsets_topic import create_offsets_topic
 from node.kafka.txn_apis import find_transaction_coordinator
 from node.kafka.versions import ApiKey
 
 GROUP, TRANSACTION = 0, 1
 BATCHED_VERSION = 4
-NOT_SERVED = ("consumer groups are not served over the Kafka protocol yet: "
-              "assign partitions and keep offsets in the client")
+
+
+@dataclass(frozen=True, slots=True)
+class Coordinator:
+    """One key's answer: ``node_id``/``host``/``port`` when ``error_code`` is NONE."""
+
+    error_code: ErrorCode
+    message: str | None = None
+    node_id: int = -1
+    host: str = ""
+    port: int = -1
 
 
 def handle_find_coordinator(served: ServedDir, request: Request) -> Any:
-    """The FindCoordinator response to ``request``."""
+    """The FindCoordinator response to ``request``; may create ``__consumer_offsets``."""
     body, version = request.body, request.api_version
     key_type = int(getattr(body, "key_type", GROUP))
-    answer: tuple[ErrorCode, str | None, int, str, int] = (
-        ErrorCode.coordinator_not_available, NOT_SERVED, -1, "", -1)
-    if key_type not in (GROUP, TRANSACTION):
-        answer = (ErrorCode.invalid_request, f"unknown coordinator key type {key_type}", -1,
-                  "", -1)
-    cls = response_class(ApiKey.FIND_COORDINATOR, version)
     keys = list(body.coordinator_keys) if version >= BATCHED_VERSION else [body.key]
-    answers = [find_transaction_coordinator(served, key) if key_type == TRANSACTION else answer
-               for key in keys]
+    found = [find(served, key_type, key) for key in keys]
+    cls = response_class(ApiKey.FIND_COORDINATOR, version)
     if version >= BATCHED_VERSION:
         return build(cls, {"throttle_time": 0, "coordinators": [
-            {"key": key, "node_id": node, "host": host, "port": port, "error_code": code,
-             "error_message": message}
-            for key, (code, message, node, host, port) in zip(keys, answers)]})
-    code, message, node, host, port = answers[0]
-    return build(cls, {"throttle_time": 0, "error_code": code, "error_message": message,
-                       "node_id": node, "host": host, "port": port})
+            {"key": key, "node_id": c.node_id, "host": c.host, "port": c.port,
+             "error_code": c.error_code, "error_message": c.message}
+            for key, c in zip(keys, found)]})
+    c = found[0]
+    return build(cls, {"throttle_time": 0, "error_code": c.error_code,
+                       "error_message": c.message, "node_id": c.node_id, "host": c.host,
+                       "port": c.port})
+
+
+def find(served: ServedDir, key_type: int, key: str) -> Coordinator:
+    """The coordinator of ``key`` of ``key_type``."""
+    if key_type == GROUP:
+        return group_coordinator(served, key)
+    if key_type == TRANSACTION:
+        return transaction_coordinator(served, key)
+    return Coordinator(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
+
+
+def transaction_coordinator(served: ServedDir, transactional_id: str) -> Coordinator:
+    """The coordinator of ``transactional_id``: the transaction state log's leader."""
+    return Coordinator(*find_transaction_coordinator(served, transactional_id))
+
+
+def group_coordinator(served: ServedDir, group_id: str) -> Coordinator:
+    """The broker leading the ``__consumer_offsets`` partition of ``group_id``."""
+    view = served.view
+    partition = served.groups.partition_for(group_id)
+    if view.partition_count(OFFSETS_TOPIC) is None:
+        problem = create_offsets_topic(served)
+        if problem is not None:
+            return Coordinator(ErrorCode.coordinator_not_available, problem)
+    leader = view.leader(OFFSETS_TOPIC, partition)
+    endpoint = next((b for b in view.brokers() if b.node_id == leader), None)
+    if leader is None or endpoint is None:
+        return Coordinator(ErrorCode.coordinator_not_available,
+                           f"{OFFSETS_TOPIC}-{partition} (group {group_id!r}) has no leader")
+    if leader == view.node_id:
+        served.groups.ensure(group_id)
+    return Coordinator(ErrorCode.none, None, endpoint.node_id, endpoint.host, endpoint.port)

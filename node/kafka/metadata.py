@@ -6,11 +6,12 @@ topic and an empty list none (v0: empty means every topic). A requested topic th
 exist is created when the request allows it (v4+ ``allow_auto_topic_creation``, always before)
 and ``auto.create.topics.enable`` is on; it is created synchronously and answered at once with
 NONE (also when another client created it meanwhile). Otherwise UNKNOWN_TOPIC_OR_PARTITION, or
-INVALID_TOPIC_EXCEPTION for a name Kafka refuses. A partition no broker holds is
+INVALID_TOPIC_EXCEPTION for a name Kafka refuses. ``__consumer_offsets`` is created with the
+group coordinator's settings (``offsets_topic``), as Kafka's ``AutoTopicCreationManager`` does. A partition no broker holds is
 LEADER_NOT_AVAILABLE. A led partition reports the leader epoch of its one leader,
 ``leader_epoch.LEADER_EPOCH`` (v7+), which clients then check their positions against with
 OffsetForLeaderEpoch (KIP-320); topic ids are the zero UUID (v10+); a topic asked for by id alone
-is UNKNOWN_TOPIC_ID.
+is UNKNOWN_TOPIC_ID. ``__consumer_offsets`` and ``__transaction_state`` are reported internal.
 
 DescribeCluster (key 60, v0-1) answers the same brokers, cluster id and controller; a request
 for the controllers' endpoints (v1 ``endpoint_type`` 2) is UNSUPPORTED_ENDPOINT_TYPE, as a
@@ -24,9 +25,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from node.groups.config import OFFSETS_TOPIC
 from node.kafka.codec import Request, build, response_class
 from node.kafka.context import ServedDir
 from node.kafka.errors import TopicAlreadyExistsError
+from node.kafka.internal_topics import is_internal
+from node.kafka.offsets_topic import create_offsets_topic
 from node.kafka.leader_epoch import LEADER_EPOCH, UNDEFINED_EPOCH
 from node.kafka.versions import ApiKey
 from storage.errors import InvalidTopicError
@@ -58,9 +62,15 @@ def handle_metadata(served: ServedDir, request: Request) -> Any:
             error = ErrorCode.unknown_topic_or_partition
             if allow_create:
                 try:
-                    view.create_topic(name, served.config.num_partitions)
-                    known[name] = served.config.num_partitions
-                    error = ErrorCode.none
+                    if name == OFFSETS_TOPIC:    # with the coordinator's settings
+                        problem = create_offsets_topic(served)
+                        known = view.topics()
+                        error = (ErrorCode.none if problem is None and name in known
+                                 else ErrorCode.leader_not_available)
+                    else:
+                        view.create_topic(name, served.config.num_partitions)
+                        known[name] = served.config.num_partitions
+                        error = ErrorCode.none
                 except TopicAlreadyExistsError:      # another client's, just now
                     known = view.topics()
                     error = ErrorCode.none if name in known else error
@@ -78,7 +88,7 @@ def handle_metadata(served: ServedDir, request: Request) -> Any:
                 "replica_nodes": replicas, "isr_nodes": replicas,
                 "offline_replicas": []})
         topics.append({"error_code": error, "name": name, "topic_id": ZERO_UUID,
-                       "is_internal": False, "partitions": partitions})
+                       "is_internal": is_internal(name), "partitions": partitions})
     return build(response_class(ApiKey.METADATA, version), {
         "throttle_time": 0,
         "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}

@@ -1,7 +1,9 @@
 """Produce (key 0, v3-11): append each partition's batch as the producer encoded it.
 
 Per partition, in Kafka's order (``KafkaApis.handleProduceRequest``, ``ProduceRequest
-.validateRecords``): the partition must be held here (UNKNOWN_TOPIC_OR_PARTITION, or
+.validateRecords``): an internal topic (``__consumer_offsets``, ``__transaction_state``) takes no
+client's records but the admin's (INVALID_TOPIC_EXCEPTION, ``ReplicaManager.appendToLocalLog``:
+its coordinator writes it); the partition must be held here (UNKNOWN_TOPIC_OR_PARTITION, or
 NOT_LEADER_OR_FOLLOWER when another broker of the cluster holds it or it moved away,
 ``ServedDir.leading``); the records must be exactly one magic-2 batch
 (INVALID_RECORD) and zstd needs v7+ (UNSUPPORTED_COMPRESSION_TYPE); a producer's first
@@ -28,6 +30,7 @@ from kio.schema.errors import ErrorCode
 from node.kafka.codec import Request, build, response_class
 from node.kafka.context import ServedDir
 from node.kafka.errors import UnsupportedCompressionTypeError, error_code_for
+from node.kafka.internal_topics import ADMIN_CLIENT_ID, is_internal
 from node.kafka.txn_apis import check_transactional_batch
 from storage.batch_layout import ATTRIBUTES_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, SIZE_OFFSET
 from storage.errors import InvalidRecordError, StorageError
@@ -80,6 +83,7 @@ def handle_produce(served: ServedDir, request: Request) -> ProduceOutcome:
     body, version = request.body, request.api_version
     cls = response_class(0, version)
     acks = int(body.acks)
+    internal_allowed = request.client_id == ADMIN_CLIENT_ID
     failed = False
     topics = []
     for topic in body.topic_data:
@@ -90,6 +94,11 @@ def handle_produce(served: ServedDir, request: Request) -> ProduceOutcome:
                 if acks not in VALID_ACKS:
                     partitions.append(_error(data.index, ErrorCode.invalid_required_acks,
                                              f"acks={acks} is not -1, 0 or 1"))
+                    failed = True
+                    continue
+                if is_internal(topic.name) and not internal_allowed:
+                    partitions.append(_error(data.index, ErrorCode.invalid_topic_exception,
+                                             f"Cannot append to internal topic {topic.name}"))
                     failed = True
                     continue
                 with served.leading(topic.name, data.index) as log:

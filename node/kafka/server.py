@@ -22,8 +22,13 @@ by ``sasl.server.max.receive.size`` and no other request is served. After a fail
 authentication the answer is sent and the connection closed once the client closed it or
 ``connection.failed.authentication.delay.ms`` passed.
 
+The directory's group coordinator (``ServedGroups``, settings from ``group.*``/``offsets.*``)
+loads the ``__consumer_offsets`` partitions the directory holds in the pool as the server
+starts; requests for them wait for that.
+
 ``close`` stops accepting, closes every connection (a parked fetch ends unanswered), waits for
-the pool's running work and joins the thread: nothing is left running.
+the pool's running work, closes the group coordinator and joins the thread: nothing is left
+running.
 """
 
 from __future__ import annotations
@@ -41,9 +46,11 @@ from node.kafka.config import SASL_PLAINTEXT, KafkaServerConfig
 from node.kafka.context import ServedDir
 from node.kafka.credentials import CredentialCache
 from node.kafka.errors import KafkaProtocolError
+from node.groups.coordinator import GroupCoordinator
 from node.kafka.framing import SIZE, check_frame_size
 from node.kafka.producer_ids import ProducerIdAllocator
 from node.kafka.sasl import SaslAuthenticator
+from node.kafka.served_groups import ServedGroups
 from node.logdir import LogDir
 
 log = logging.getLogger(__name__)
@@ -90,8 +97,9 @@ class KafkaServer:
         self._producer_ids = producer_ids or ProducerIdAllocator(logdir.path)
         self._pool = ThreadPoolExecutor(self.config.num_io_threads,
                                         thread_name_prefix=f"kafka-io-{logdir.path.name}")
+        self._groups = ServedGroups(logdir, GroupCoordinator(self.config.group_coordinator))
         self._served = ServedDir(logdir, self._view, self.config, self._producer_ids,
-                                 AppendSignal())
+                                 AppendSignal(), self._groups)
         self._apis = KafkaApis(self._served, self._pool)
         self._credentials = (CredentialCache.from_config(self.config)
                              if self.config.listener().name == SASL_PLAINTEXT else None)
@@ -114,9 +122,17 @@ class KafkaServer:
         if self._start_error is not None:
             self._thread.join()
             self._pool.shutdown(wait=True)
+            self._groups.close()
             self._closed = True
             raise self._start_error
+        self._pool.submit(self._load_groups)
         return self
+
+    def _load_groups(self) -> None:
+        try:
+            self._groups.sync()
+        except Exception:  # noqa: BLE001 - each request loads its group's partition again
+            log.exception("%s: loading the groups failed", self.logdir.path)
 
     def close(self) -> None:
         """Stop serving and release the thread and the pool. Safe to call twice."""
@@ -129,12 +145,18 @@ class KafkaServer:
         else:
             self._loop.close()
         self._pool.shutdown(wait=True)
+        self._groups.close()
 
     def __enter__(self) -> KafkaServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def groups(self) -> ServedGroups:
+        """The directory's group coordinator and the partitions it has loaded."""
+        return self._groups
 
     # ---- addresses ---------------------------------------------------------------------------
     @property
@@ -244,7 +266,7 @@ class KafkaServer:
                     assert authenticator is not None
                     reply = authenticator.handle(frame)
                 else:
-                    reply = await self._apis.handle(frame)
+                    reply = await self._apis.handle(frame, client_host(peer))
             except KafkaProtocolError as err:
                 log.warning("closing the connection from %s: %s", peer, err)
                 return
@@ -256,6 +278,15 @@ class KafkaServer:
                     await _await_client_close(
                         reader, self.config.connection_failed_authentication_delay_ms / 1000)
                 return
+
+
+def client_host(peer: object) -> str:
+    """The client's address as Kafka names it in a group member (``InetAddress.toString``
+    without a host name: "/127.0.0.1")."""
+    if isinstance(peer, tuple) and peer:
+        host = str(peer[0])
+        return "/" + (host[7:] if host.startswith("::ffff:") else host)
+    return "/"
 
 
 async def _await_client_close(reader: asyncio.StreamReader, seconds: float) -> None:

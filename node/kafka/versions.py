@@ -5,7 +5,10 @@ never a version below kio's floor (kio holds Kafka 4.x's schemas: Produce from v
 ListOffsets from v1). Fetch stops at v12: v13+ names topics by id. ListOffsets stops at v7 (the
 max-timestamp query); Produce goes to v11, whose only change is a new error code we never send.
 DescribeLogDirs stops at v4: kafka-python takes v5 for a Kafka 4.3 broker and would switch on what
-such a broker offers. OffsetForLeaderEpoch starts at v2 (kio's floor, what librdkafka sends).
+such a broker offers. OffsetForLeaderEpoch starts at v2 (kio's floor, what librdkafka sends). The classic group APIs
+are served whole; OffsetCommit starts at v2 and OffsetFetch at v1 (kio's floors, Kafka's since
+v0 kept offsets in ZooKeeper) and stop at v9 (v10 names topics by id); OffsetCommit v9 is v8 for
+a classic group.
 """
 
 from __future__ import annotations
@@ -43,6 +46,16 @@ class ApiKey(IntEnum):
     SASL_HANDSHAKE = 17
     SASL_AUTHENTICATE = 36
     FIND_COORDINATOR = 10
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    DELETE_GROUPS = 42
+    OFFSET_DELETE = 47
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,4 +96,14 @@ SUPPORTED: dict[int, VersionRange] = {
     ApiKey.SASL_HANDSHAKE: VersionRange(0, 1),
     ApiKey.SASL_AUTHENTICATE: VersionRange(0, 2),
     ApiKey.FIND_COORDINATOR: VersionRange(0, 4),
+    ApiKey.OFFSET_COMMIT: VersionRange(2, 9),
+    ApiKey.OFFSET_FETCH: VersionRange(1, 9),
+    ApiKey.JOIN_GROUP: VersionRange(0, 9),
+    ApiKey.HEARTBEAT: VersionRange(0, 4),
+    ApiKey.LEAVE_GROUP: VersionRange(0, 5),
+    ApiKey.SYNC_GROUP: VersionRange(0, 5),
+    ApiKey.DESCRIBE_GROUPS: VersionRange(0, 5),
+    ApiKey.LIST_GROUPS: VersionRange(0, 5),
+    ApiKey.DELETE_GROUPS: VersionRange(0, 2),
+    ApiKey.OFFSET_DELETE: VersionRange(0, 0),
 }

@@ -20,8 +20,9 @@ HINTS: dict[str, dict[str, str]] = {
         "--command-config": CONNECTION,
     },
     "consume": {
-        "--group": "Strata has no consumer groups (no committed offsets): read a partition from "
-                   "an offset with --partition and --from-offset (or --from-timestamp)",
+        "--group": "strata consume joins no consumer group (Kafka clients get groups from the "
+                   "cluster's brokers): read a partition from an offset with --partition and "
+                   "--from-offset (or --from-timestamp)",
         "--consumer-property": "Strata has no consumer settings: see `strata consume --help`",
         "--consumer.config": "Strata has no consumer settings: see `strata consume --help`",
         "--from-beginning": "consume reads from the log start by default (--from-offset 0); "

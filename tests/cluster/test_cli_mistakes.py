@@ -151,7 +151,7 @@ def test_tables_written_to_a_file_keep_every_value_whole(
 def test_an_unknown_flag_shows_the_sub_commands_usage_and_what_to_use_for_a_kafka_flag() -> None:
     for args, usage, flag, instead in (
             (["consume", "orders", "--group", "g1"], "usage: strata consume", "--group",
-             "no consumer groups"),
+             "joins no consumer group"),
             (["consume", "orders", "--from-beginning"], "usage: strata consume",
              "--from-beginning", "--from-offset 0"),
             (["consume", "orders", "--bootstrap-server", "localhost:9092"],

@@ -46,6 +46,17 @@ def test_port_zero_stays_ephemeral_and_an_empty_advertised_listener_is_none() ->
     assert directory_properties(properties, 5) == {"listeners": "PLAINTEXT://127.0.0.1:0"}
 
 
+def test_each_directory_takes_the_group_coordinators_keys() -> None:
+    properties = {"listeners": "PLAINTEXT://127.0.0.1:0", "group.initial.rebalance.delay.ms": "0",
+                  "offsets.topic.num.partitions": "6", "group.consumer.heartbeat.interval.ms": "9"}
+    assert directory_properties(properties, 1) == {
+        "listeners": "PLAINTEXT://127.0.0.1:0", "group.initial.rebalance.delay.ms": "0",
+        "offsets.topic.num.partitions": "6"}
+    with pytest.raises(InvalidConfigError, match="group.min.session.timeout.ms"):
+        directory_properties({"listeners": "PLAINTEXT://127.0.0.1:0",
+                              "group.min.session.timeout.ms": "-1"}, 0)
+
+
 def test_without_listeners_no_directory_serves_kafka() -> None:
     assert not serves_kafka({"broker.id": "0"}) and not serves_kafka({"listeners": " "})
     assert directory_properties({"num.io.threads": "2"}, 0) == {}
