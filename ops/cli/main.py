@@ -39,6 +39,7 @@ COMMANDS: tuple[str, ...] = (
     "ops.cli.consume",
     "ops.cli.log_dirs",
     "ops.cli.cleaning",
+    "ops.cli.groups",
     "ops.drills.command",
     "ops.plot",
 )
@@ -49,7 +50,7 @@ COMMAND_MODULES: dict[str, str] = {
     "dump-log": "ops.tools.dump_log", "recover": "ops.tools.recover",
     "cluster": "ops.cli.lifecycle", "topic": "ops.cli.topics",
     "produce": "ops.cli.produce", "consume": "ops.cli.consume",
-    "log-dirs": "ops.cli.log_dirs", "cleaner": "ops.cli.cleaning",
+    "log-dirs": "ops.cli.log_dirs", "cleaner": "ops.cli.cleaning", "groups": "ops.cli.groups",
     "drill": "ops.drills.command", "stats": "ops.plot",
 }
 

@@ -42,6 +42,20 @@ def test_cluster_start_with_server_properties_listeners_serves_kafka_and_status_
                    text=True, timeout=TIMEOUT_S, check=True)
     consumed = strata("consume", "lines", "--partition=2", "--value-only").stdout
     assert consumed.splitlines() == ["one", "two"]
+
+    # a Kafka consumer group, seen by `strata groups` through the cluster's own listeners
+    subprocess.run([kcat(), "-b", expected, "-G", "readers", "-e", "-q",
+                    "-X", "auto.offset.reset=earliest", "lines"],
+                   capture_output=True, text=True, timeout=TIMEOUT_S, check=True)
+    assert strata("groups", "list").stdout.split() == ["readers"]
+    described = strata.json("groups", "describe", "readers")["groups"][0]
+    assert described["state"] == "Empty"
+    assert [(r["topic"], r["partition"], r["current_offset"], r["lag"])
+            for r in described["partitions"]] == [("lines", 2, 2, 0)]
+    strata("groups", "reset-offsets", "readers", "--topic", "lines:2", "--to-earliest",
+           "--execute")
+    described = strata.json("groups", "describe", "readers")["groups"][0]
+    assert [(r["current_offset"], r["lag"]) for r in described["partitions"]] == [(0, 2)]
     assert strata.json("cluster", "stop")["stopped"]
 
 
