@@ -55,8 +55,6 @@ KNOWN_CIRCLE_EDGES: frozenset[str] = frozenset({
     "storage.log_roll -> storage.log",
     "storage.log_swap -> storage.log",
     "storage.log_truncation -> storage.log",
-    "storage.record_format -> storage.record_reader",
-    "storage.record_reader -> storage.record_format",
     "storage.segment -> storage.segment_files",
     "storage.segment -> storage.segment_indexes",
     "storage.segment -> storage.segment_read",
