@@ -20,7 +20,6 @@ deleting the directory) and ``log_producers`` (the producer state after a load o
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections import deque
 from pathlib import Path
@@ -239,11 +238,7 @@ class Log:
         with self._lock:
             self._ensure_open()
             self.config = config
-            active = self._segments.active
-            made = active.config
-            active.config = dataclasses.replace(
-                config, preallocate=made.preallocate, segment_index_bytes=made.segment_index_bytes,
-                index_interval_bytes=made.index_interval_bytes)
+            self._segments.active.update_config(config)
 
     def _maybe_roll(self, params: RollParams) -> LogSegment:
         segment = self._segments.active
