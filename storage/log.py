@@ -260,7 +260,7 @@ class Log:
                 state.commit(info)
             for txn in assigned.completed:
                 complete_txn(state, segment, txn)
-            state.map_end_offset = max(state.map_end_offset, next_offset)
+            state.advance_map_end_offset(next_offset)
             result = LogAppendInfo(assigned.first_offset, last_offset, max_ts,
                                    assigned.offset_of_max_timestamp, assigned.records,
                                    len(assigned.pieces) // 2, assigned.size, log_append_time,

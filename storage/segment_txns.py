@@ -52,7 +52,7 @@ def replay_producer_state(segment: TxnSegment, state: ProducerStateManager,
                 update_txn_index(segment.txn_index, completed,
                                  state.last_stable_offset_after(completed))
             state.complete_txn(completed)
-    state.map_end_offset = max(state.map_end_offset, segment.read_next_offset())
+    state.advance_map_end_offset(segment.read_next_offset())
 
 
 def rebuild_txn_index(segment: TxnSegment, state: ProducerStateManager) -> None:

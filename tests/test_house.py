@@ -227,11 +227,24 @@ def private_writes() -> list[str]:
     return [write for path in project_modules().values() for write in private_writes_in(path)]
 
 
-def _in_strict(item: str) -> bool:
-    return item.split("::")[0].split("/")[0] in STRICT or item.split(".")[0] in STRICT
-
-
 # ---- the rules -----------------------------------------------------------------------------
+def _strict(module_or_path: str) -> bool:
+    return module_or_path.replace("/", ".").split(".")[0] in STRICT
+
+
+def test_storage_has_no_import_circle() -> None:
+    """No circle passes through a module of a strict package, and none may be recorded."""
+    edges = circle_edges(import_graph()) | KNOWN_CIRCLE_EDGES
+    assert sorted(e for e in edges if any(_strict(m) for m in e.split(" -> "))) == []
+
+
+def test_storage_writes_no_other_objects_private_attribute() -> None:
+    """No module of a strict package writes another object's private field, and none may be
+    recorded."""
+    writes = private_writes() + list(KNOWN_PRIVATE_WRITES)
+    assert sorted(w for w in writes if _strict(w.split("::")[0])) == []
+
+
 def test_no_new_import_circle() -> None:
     """An edge on a circle that is not in ``KNOWN_CIRCLE_EDGES`` is a new circle."""
     assert sorted(circle_edges(import_graph()) - KNOWN_CIRCLE_EDGES) == []
