@@ -44,17 +44,17 @@ class FileRecords:
         self._write_fd: int | None = None
         self._cuts = 0
 
-    @classmethod
-    def create(cls, path: Path, *, preallocate_bytes: int = 0) -> FileRecords:
-        """A new empty file at ``path``; an existing file of that name is an error
-        (``FileExistsError``). With ``preallocate_bytes`` the file is that long at once."""
+    @staticmethod
+    def create_file(path: Path, *, preallocate_bytes: int = 0) -> None:
+        """Create an empty file at ``path`` (open it with ``FileRecords(path, size=0)``); an
+        existing file of that name is an error (``FileExistsError``). With
+        ``preallocate_bytes`` the file is that long at once."""
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             if preallocate_bytes:
                 os.ftruncate(fd, preallocate_bytes)
         finally:
             os.close(fd)
-        return cls(path, size=0)
 
     # ---- state -------------------------------------------------------------------------------
     @property

@@ -117,9 +117,9 @@ class LogSegment:
                clock: Clock = SYSTEM_CLOCK, rolling_jitter_ms: int = 0) -> LogSegment:
         """A new empty writable segment; an existing ``.log`` of that name is an error. With
         ``preallocate`` (and no suffix) its ``.log`` is ``segment.bytes`` long at once."""
-        FileRecords.create(files.log_file(directory, base_offset, suffix),
-                           preallocate_bytes=config.segment_bytes
-                           if config.preallocate and not suffix else 0)
+        FileRecords.create_file(files.log_file(directory, base_offset, suffix),
+                                preallocate_bytes=config.segment_bytes
+                                if config.preallocate and not suffix else 0)
         return cls(directory, base_offset, config, suffix=suffix, writable=True, clock=clock,
                    rolling_jitter_ms=rolling_jitter_ms, empty=True)
 
