@@ -412,8 +412,9 @@ class Log:
         """Retention: the log-start-offset rule, then ``retention.bytes``, then ``retention.ms``
         (the last two only when ``cleanup.policy`` includes delete; ``storage.log_retention``).
         Returns segments deleted."""
-        deleted = self._delete_segments_while(below_log_start(self._log_start_offset),
-                                              "log start offset")
+        with self._lock:   # the log start offset as the deletion sees it
+            deleted = self._delete_segments_while(below_log_start(self._log_start_offset),
+                                                  "log start offset")
         config = self.config
         if config.delete:
             by_size = over_retention_bytes(self.size_in_bytes, config.retention_bytes)
