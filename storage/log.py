@@ -232,19 +232,20 @@ class Log:
         Validation runs outside the lock (``log_append.validate_append``); offsets are assigned,
         the active segment rolled when it must, the batches written and the producer state
         committed under it."""
+        name = self.name
         if origin not in (ORIGIN_CLIENT, ORIGIN_COORDINATOR):
-            raise InvalidRecordError(f"append to {self.name}: origin {origin!r} is not "
+            raise InvalidRecordError(f"append to {name}: origin {origin!r} is not "
                                      f"{ORIGIN_CLIENT!r} or {ORIGIN_COORDINATOR!r}",
-                                     partition=self.name, origin=origin)
+                                     partition=name, origin=origin)
         config, clock = self.config, self.clock
-        checks = validate_append(data, config, self.name, from_client=origin == ORIGIN_CLIENT)
+        checks = validate_append(data, config, name, from_client=origin == ORIGIN_CLIENT)
         log_append_time = (clock.milliseconds()
                            if config.message_timestamp_type == "LogAppendTime" else -1)
         with self._lock:
             local = self._local
             local.ensure_open()
             assigned = assign_offsets(checks, local.log_end_offset, log_append_time,
-                                      self.producer_state, origin, self.name)
+                                      self.producer_state, origin, name)
             if not assigned.pieces:
                 first = assigned.duplicates[0]
                 return LogAppendInfo(first.first_offset, assigned.duplicates[-1].last_offset,

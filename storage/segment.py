@@ -29,10 +29,9 @@ keeps of a ``.log`` is ``segment_recovery``, the producer-state replay ``segment
 from __future__ import annotations
 
 import logging
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Callable, ContextManager, Iterator, NamedTuple
 
 from storage import files, segment_read, segment_txns
 from storage.clock import SYSTEM_CLOCK, Clock
@@ -339,12 +338,10 @@ class LogSegment:
         reader holds it)."""
         return self._log.read_bytes(position, size)
 
-    @contextmanager
-    def reading(self) -> Iterator[None]:
+    def reading(self) -> ContextManager[None]:
         """Hold the segment's read descriptor for the body: every read inside reads the same
         file, even if the segment is renamed, deleted or swapped out meanwhile."""
-        with self._log.reading():
-            yield
+        return self._log.reading()
 
     @property
     def cuts(self) -> int:
