@@ -1,5 +1,5 @@
-"""The partition log (Kafka's UnifiedLog + LocalLog): an ordered set of segments with one active
-segment at the end.
+"""The partition log (Kafka's UnifiedLog): one partition's offsets and policies above its
+segments (``LocalLog``).
 
 Offsets: ``log_start_offset`` <= every readable offset < ``log_end_offset``. The ``recovery_point`` is
 the offset below which everything is flushed; after an unclean shutdown only data from there on is
@@ -10,30 +10,31 @@ Thread-safety: one lock serialises appends, rolls, flushes' bookkeeping, truncat
 segment swaps. Reads take a snapshot of the segment list and read without the lock; a read that races
 a swap retries on the new segments, so it never sees a half-swapped log.
 
-``Log`` owns the offsets, the lock and the lifecycle; it delegates to: ``log_segments`` (the
-segments by base offset, Kafka's LogSegments), ``log_append`` (validation, offset assignment and
-the write), ``log_roll`` (rolling and flushing), ``log_read`` (fetches and the record iterator),
-``log_retention`` (which old segments go, the log start offset), ``log_truncation``, ``log_swap``
-(cleaned segments in, crash-safely), ``log_files`` (closing, deleting segment files, renaming and
-deleting the directory) and ``log_producers`` (the producer state after a load or a cut).
+``Log`` owns the lock, the log start offset, the producer state (``ProducerStateManager``) and
+the policies: what an append may write (``log_append``: validation, offset assignment, producer
+checks) and when it flushes, which offsets a fetch may read (``log_read``), which old segments
+retention deletes (``log_retention``), and what truncations and swaps do to the producer state.
+``LocalLog`` owns the segments (``log_segments``, Kafka's LogSegments), the log end offset, the
+recovery point, rolling, flushing, truncation, the crash-safe swap (``log_swap``) and the
+directory's files (``log_files``); ``LogLoader`` (``loader``) builds what it starts from.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import logging
 import threading
-from collections import deque
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from storage import files, log_roll
+from storage import files
+from storage.append_info import LogAppendInfo
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
-from storage.errors import StorageError
+from storage.errors import InvalidRecordError, OffsetOutOfRangeError
 from storage.loader import LoadResult, LogLoader
-from storage.log_append import LogAppendInfo, append_batch
-from storage.log_files import close_log, delete_log, delete_segment_files, rename_partition_dir
-from storage.log_producers import rebuild_producer_state
+from storage.local_log import LocalLog
+from storage.log_append import assign_offsets, validate_append
+from storage.log_producers import complete_txn, rebuild_producer_state
 from storage.log_read import (
     DEFAULT_FETCH_BYTES,
     EARLIEST_TIMESTAMP,
@@ -43,13 +44,16 @@ from storage.log_read import (
     READ_UNCOMMITTED,
     FetchData,
     fetch_offset_by_timestamp,
-    read_raw,
     read_records,
 )
-from storage.log_retention import delete_old_segments, maybe_increment_log_start_offset
-from storage.log_segments import INDEXED_SEGMENTS_KEPT, LogSegments
-from storage.log_swap import replace_cleaned, replace_segments
-from storage.log_truncation import truncate_fully_and_start_at, truncate_to
+from storage.log_retention import (
+    Predicate,
+    below_log_start,
+    deletable_segments,
+    older_than_retention_ms,
+    over_retention_bytes,
+)
+from storage.log_segments import INDEXED_SEGMENTS_KEPT
 from storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ORIGIN_CLIENT,
@@ -58,9 +62,9 @@ from storage.producer_state import (
     ProducerStateManager,
 )
 from storage.records import Compression, ControlType, Record, build_batch, build_end_txn_marker
-from storage.scheduler import Scheduler, default_scheduler
+from storage.scheduler import Scheduler
 from storage.segment import LogSegment, RollParams, SegmentIdentity
-from storage.txn_index import AbortedTxn, collect_aborted_transactions
+from storage.txn_index import AbortedTxn
 
 __all__ = [   # the log's names, some defined in the modules it delegates to
     "DEFAULT_FETCH_BYTES", "EARLIEST_TIMESTAMP", "INDEXED_SEGMENTS_KEPT", "LATEST_TIMESTAMP",
@@ -68,7 +72,7 @@ __all__ = [   # the log's names, some defined in the modules it delegates to
     "FetchData", "Log", "LogAppendInfo",
 ]
 
-TRUNCATED_IDENTITIES_KEPT = 1024   # truncations are rare: this covers any clean in flight
+_log = logging.getLogger(__name__)
 
 
 class Log:
@@ -77,26 +81,18 @@ class Log:
     def __init__(self, directory: Path, config: LogConfig, load: LoadResult, *, clock: Clock,
                  scheduler: Scheduler | None,
                  producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
-        self.dir = directory
-        self.config = config
         self.clock = clock
-        self._scheduler = scheduler
         self.topic_partition = files.topic_partition_of(directory)
         self._lock = threading.RLock()
-        self._segments = LogSegments(load.segments)
-        self._log_end_offset = load.log_end_offset
-        self._recovery_point = load.recovery_point
+        self._local = LocalLog(directory, config, load.segments,
+                               log_end_offset=load.log_end_offset,
+                               recovery_point=load.recovery_point, lock=self._lock, clock=clock,
+                               scheduler=scheduler)
         self._log_start_offset = 0
         self._update_log_start_offset(load.log_start_offset)
-        self._unflushed_messages = 0
-        self._last_flush_ms = clock.milliseconds()
-        # what segments looked like before a truncation changed or removed them: a swap of
-        # segments cleaned from one of these is refused (``replace_segments``)
-        self._truncated: deque[SegmentIdentity] = deque(maxlen=TRUNCATED_IDENTITIES_KEPT)
         self.load_result = load
-        self._closed = False
         self.producer_state = ProducerStateManager(directory, producer_id_expiration_ms)
-        self.producer_state.remove_stray_snapshots(self._segments.bases())
+        self.producer_state.remove_stray_snapshots(self._local.segment_base_offsets())
         self._rebuild_producer_state()
         # called after every append that moved the log end (not under the log's lock, never
         # for a retry found to be a duplicate): a long-polling fetch waits on it
@@ -129,17 +125,25 @@ class Log:
 
     # ---- offsets and sizes -------------------------------------------------------------------
     @property
+    def dir(self) -> Path:
+        return self._local.dir
+
+    @property
+    def config(self) -> LogConfig:
+        return self._local.config
+
+    @property
     def log_start_offset(self) -> int:
         return self._log_start_offset
 
     @property
     def log_end_offset(self) -> int:
-        return self._log_end_offset
+        return self._local.log_end_offset
 
     @property
     def high_watermark(self) -> int:
         """No replication here: every appended record is committed."""
-        return self._log_end_offset
+        return self._local.log_end_offset
 
     @property
     def last_stable_offset(self) -> int:
@@ -148,55 +152,51 @@ class Log:
         ``read_committed`` reader sees nothing at or above it."""
         with self._lock:
             first = self.producer_state.first_undecided_offset()
+            end = self._local.log_end_offset
             if first is None:
-                return self._log_end_offset
-            return min(max(first, self._log_start_offset), self._log_end_offset)
+                return end
+            return min(max(first, self._log_start_offset), end)
 
     @property
     def recovery_point(self) -> int:
-        return self._recovery_point
+        return self._local.recovery_point
 
     @property
     def size_in_bytes(self) -> int:
-        return sum(s.size for s in self.segments())
+        return self._local.size_in_bytes
 
     @property
     def unflushed_messages(self) -> int:
-        return self._unflushed_messages
+        return self._local.unflushed_messages
 
     @property
     def last_flush_ms(self) -> int:
-        return self._last_flush_ms
+        return self._local.last_flush_ms
 
     @property
     def name(self) -> str:
-        return self.dir.name
+        return self._local.name
 
     def segments(self) -> list[LogSegment]:
         """A snapshot of the segments in offset order; the last one is the active segment."""
-        with self._lock:
-            return self._segments.all()
+        return self._local.segments()
 
     def segment_base_offsets(self) -> list[int]:
-        with self._lock:
-            return self._segments.bases()
+        return self._local.segment_base_offsets()
 
     @property
     def active_segment(self) -> LogSegment:
-        with self._lock:
-            return self._segments.active
+        return self._local.active_segment
 
     @property
     def number_of_segments(self) -> int:
-        with self._lock:
-            return len(self._segments)
+        return self._local.number_of_segments
 
     def segments_in_range(self, from_offset: int, to_offset: int,
                           limit: int | None = None) -> list[LogSegment]:
         """Segments that may hold offsets in [from_offset, to_offset) (Kafka's logSegments(from,
         to)); the first ``limit`` of them when given."""
-        with self._lock:
-            return self._segments.in_range(from_offset, to_offset, limit)
+        return self._local.segments_in_range(from_offset, to_offset, limit)
 
     # ---- append ------------------------------------------------------------------------------
     def append(self, records: Sequence[Record], *, compression: Compression = Compression.NONE,
@@ -227,8 +227,51 @@ class Log:
         with InvalidRecordError, sequences are checked) or ``"coordinator"`` (the transaction
         coordinator: may write commit/abort markers, whose producer and coordinator epochs are
         checked). The batches of one producer in one append are checked in order, each against
-        the state the earlier ones left; a retry of batches already appended is a duplicate."""
-        return append_batch(self, data, origin)
+        the state the earlier ones left; a retry of batches already appended is a duplicate.
+
+        Validation runs outside the lock (``log_append.validate_append``); offsets are assigned,
+        the active segment rolled when it must, the batches written and the producer state
+        committed under it."""
+        name = self.name
+        if origin not in (ORIGIN_CLIENT, ORIGIN_COORDINATOR):
+            raise InvalidRecordError(f"append to {name}: origin {origin!r} is not "
+                                     f"{ORIGIN_CLIENT!r} or {ORIGIN_COORDINATOR!r}",
+                                     partition=name, origin=origin)
+        config, clock = self.config, self.clock
+        checks = validate_append(data, config, name, from_client=origin == ORIGIN_CLIENT)
+        log_append_time = (clock.milliseconds()
+                           if config.message_timestamp_type == "LogAppendTime" else -1)
+        with self._lock:
+            local = self._local
+            local.ensure_open()
+            assigned = assign_offsets(checks, local.log_end_offset, log_append_time,
+                                      self.producer_state, origin, name)
+            if not assigned.pieces:
+                first = assigned.duplicates[0]
+                return LogAppendInfo(first.first_offset, assigned.duplicates[-1].last_offset,
+                                     -1, -1, 0, 0, 0, log_append_time, self._log_start_offset,
+                                     duplicate=True)
+            next_offset, max_ts = assigned.next_offset, assigned.max_timestamp
+            last_offset = next_offset - 1
+            self._maybe_roll(RollParams(max_ts, last_offset, assigned.size, clock.milliseconds()))
+            segment = local.append(last_offset, max_ts, assigned.offset_of_max_timestamp,
+                                   assigned.pieces, assigned.size, assigned.records)
+            state = self.producer_state
+            for info in assigned.producers.values():
+                state.commit(info)
+            for txn in assigned.completed:
+                complete_txn(state, segment, txn)
+            state.advance_map_end_offset(next_offset)
+            result = LogAppendInfo(assigned.first_offset, last_offset, max_ts,
+                                   assigned.offset_of_max_timestamp, assigned.records,
+                                   len(assigned.pieces) // 2, assigned.size, log_append_time,
+                                   self._log_start_offset)
+            if local.unflushed_messages >= self.config.flush_messages:
+                self.flush()
+        listener = self.on_offsets_changed
+        if listener is not None:
+            listener(self)   # outside the lock: a listener may read the log
+        return result
 
     def update_config(self, config: LogConfig) -> None:
         """Use ``config`` from now on (Kafka's ``UnifiedLog.updateConfig``, a dynamic topic
@@ -236,25 +279,26 @@ class Log:
         takes it for its roll decision (``segment.bytes``, ``segment.ms``) but keeps what its
         files were made with (``preallocate``, ``segment.index.bytes``,
         ``index.interval.bytes``), as a Kafka segment keeps its own index settings."""
-        with self._lock:
-            self._ensure_open()
-            self.config = config
-            active = self._segments.active
-            made = active.config
-            active.config = dataclasses.replace(
-                config, preallocate=made.preallocate, segment_index_bytes=made.segment_index_bytes,
-                index_interval_bytes=made.index_interval_bytes)
+        self._local.update_config(config)
 
     def _maybe_roll(self, params: RollParams) -> LogSegment:
-        segment = self._segments.active
+        segment = self._local.active_segment
         if segment.should_roll(params):
             segment = self.roll()
         return segment
 
     def roll(self) -> LogSegment:
         """Close the active segment and start a new one at the log end offset (an empty active
-        segment at that offset is reused). The old segment is flushed in the background."""
-        return log_roll.roll(self)
+        segment at that offset is reused). The producer state is snapshotted at the new base and
+        the old segment flushed in the background."""
+        with self._lock:
+            before = self._local.active_segment
+            segment = self._local.roll()
+            if segment is not before:
+                new_base = segment.base_offset
+                self.producer_state.take_snapshot(new_base)
+                self._local.schedule("flush-log", lambda: self.flush(new_base), 0)
+            return segment
 
     def last_sequence(self, producer_id: int) -> int:
         """The last sequence the log holds of ``producer_id`` (Kafka's DescribeProducers
@@ -273,7 +317,7 @@ class Log:
         """Forget the producers idle for ``producer.id.expiration.ms`` (Kafka's
         PeriodicProducerExpirationCheck); returns how many were removed."""
         with self._lock:
-            if self._closed:
+            if self._local.is_closed:
                 return 0
             now = self.clock.milliseconds() if now_ms is None else now_ms
             return self.producer_state.remove_expired_producers(now)
@@ -282,7 +326,7 @@ class Log:
     def flush(self, offset: int | None = None) -> None:
         """Make every batch below ``offset`` (default: the log end) durable and move the recovery
         point there."""
-        log_roll.flush(self, offset)
+        self._local.flush(offset)
 
     # ---- read --------------------------------------------------------------------------------
     def read_raw(self, start_offset: int, max_bytes: int = DEFAULT_FETCH_BYTES,
@@ -290,7 +334,10 @@ class Log:
         """Whole batches from the one holding ``start_offset`` (at least one if
         ``min_one_message``), from a single segment. None at the log end. An offset that is not
         an integer raises ``InvalidOffsetError``; one outside the log, ``OffsetOutOfRangeError``."""
-        return read_raw(self, start_offset, max_bytes, min_one_message)
+        start_offset = files.validate_offset(start_offset, "start_offset", partition=self.name,
+                                             minimum=None)
+        return self._local.read(start_offset, max_bytes, min_one_message,
+                                log_start_offset=lambda: self._log_start_offset)
 
     def read(self, start_offset: int | None = None, max_offset: int | None = None,
              fetch_bytes: int = DEFAULT_FETCH_BYTES,
@@ -311,26 +358,14 @@ class Log:
         """The aborted transactions overlapping ``[start_offset, upper_bound_offset)``, from the
         ``.txnindex`` of the segment holding ``start_offset`` and of the later ones until an entry
         shows no later one can add to the range (Kafka's collectAbortedTransactions)."""
-        for _ in range(3):
-            with self._lock:
-                removals = self._segments.removals
-                segments = self._segments.in_range(start_offset, self._log_end_offset + 1)
-            found = collect_aborted_transactions(segments, start_offset, upper_bound_offset)
-            with self._lock:
-                if self._segments.removals == removals:
-                    return found
-            # a segment left the log while its index was read (a swap renames the index it
-            # replaces: read in between, it looked empty): read the new segments
-        raise StorageError(f"{self.name}: segments kept changing while the aborted "
-                           f"transactions from {start_offset} were read",
-                           partition=self.name, offset=start_offset)
+        return self._local.collect_aborted_transactions(start_offset, upper_bound_offset)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record whose timestamp is >= ``timestamp``."""
-        for segment in self.segments():
+        for segment in self._local.segments():
             if segment.largest_timestamp >= timestamp:
                 found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
-                self._note_indexed(segment)
+                self._local.note_indexed(segment)
                 if found is not None:
                     return found
         return None
@@ -342,33 +377,91 @@ class Log:
         ms; ``(offset, timestamp)`` with -1 for none, or None (``storage.log_read``)."""
         return fetch_offset_by_timestamp(self, timestamp, isolation)
 
-    def _note_indexed(self, segment: LogSegment) -> None:
-        """Keep the indexes of at most INDEXED_SEGMENTS_KEPT closed segments loaded."""
-        with self._lock:
-            self._segments.note_indexed(segment)
-
     # ---- truncation --------------------------------------------------------------------------
     def truncate_to(self, target_offset: int) -> bool:
         """Remove every batch with offsets >= ``target_offset``. Returns whether anything changed.
-        A target that is not an integer >= 0 raises ``InvalidOffsetError`` and changes nothing."""
-        return truncate_to(self, target_offset)
+        A target that is not an integer >= 0 raises ``InvalidOffsetError`` and changes nothing.
+        The log start offset follows the target down; the producer state is rebuilt."""
+        target_offset = files.validate_offset(target_offset, "target_offset",
+                                              partition=self.name)
+        with self._lock:
+            local = self._local
+            local.ensure_open()
+            if target_offset >= local.log_end_offset:
+                return False
+            if local.first_segment_base_offset > target_offset:
+                self.truncate_fully_and_start_at(target_offset)
+                return True
+            local.truncate_to(target_offset)
+            self._log_start_offset = min(self._log_start_offset, target_offset)
+            self.producer_state.delete_snapshots_above(local.log_end_offset)
+            self._rebuild_producer_state()
+            return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart the log empty at ``offset`` (an integer >= 0, else
         ``InvalidOffsetError`` and nothing is deleted)."""
-        truncate_fully_and_start_at(self, offset)
+        offset = files.validate_offset(offset, "offset", partition=self.name)
+        with self._lock:
+            self._local.truncate_fully_and_start_at(offset)
+            self._log_start_offset = offset
+            self.producer_state.delete_snapshots_above(-1)
+            self._rebuild_producer_state()
 
     # ---- retention ---------------------------------------------------------------------------
     def delete_old_segments(self) -> int:
         """Retention: the log-start-offset rule, then ``retention.bytes``, then ``retention.ms``
         (the last two only when ``cleanup.policy`` includes delete; ``storage.log_retention``).
         Returns segments deleted."""
-        return delete_old_segments(self)
+        with self._lock:   # the log start offset as the deletion sees it
+            deleted = self._delete_segments_while(below_log_start(self._log_start_offset),
+                                                  "log start offset")
+        config = self.config
+        if config.delete:
+            by_size = over_retention_bytes(self.size_in_bytes, config.retention_bytes)
+            if by_size is not None:
+                deleted += self._delete_segments_while(by_size, "retention.bytes")
+            by_time = older_than_retention_ms(self.clock.milliseconds(), config.retention_ms)
+            if by_time is not None:
+                deleted += self._delete_segments_while(by_time, "retention.ms")
+        return deleted
+
+    def _delete_segments_while(self, predicate: Predicate, reason: str) -> int:
+        """Delete the oldest segments while ``predicate(segment, next segment or None)`` holds
+        (``deletable_segments``), rolling first when that is every segment, and raise the log
+        start offset to the first segment left. Returns how many went."""
+        with self._lock:
+            local = self._local
+            local.ensure_open()
+            segments = local.segments()
+            doomed = deletable_segments(segments, local.log_end_offset, self.high_watermark,
+                                        predicate)
+            if not doomed:
+                return 0
+            if len(doomed) == len(segments):
+                self.roll()
+            local.remove_and_delete_segments(doomed)
+            first_base = local.first_segment_base_offset
+            self._update_log_start_offset(max(self._log_start_offset, first_base))
+            self.producer_state.delete_snapshots_below(first_base)
+            _log.info("%s: deleted %d segments by %s; log start offset is now %d", self.name,
+                      len(doomed), reason, self._log_start_offset)
+            return len(doomed)
 
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
         """Raise the log start offset (DeleteRecords); segments below it go at the next retention.
         ``offset`` must be an integer >= 0 (``InvalidOffsetError``)."""
-        return maybe_increment_log_start_offset(self, offset)
+        offset = files.validate_offset(offset, "offset", partition=self.name)
+        with self._lock:
+            end = self._local.log_end_offset
+            if offset > end:
+                raise OffsetOutOfRangeError(
+                    f"{self.name}: log start offset {offset} is above the log end {end}",
+                    partition=self.name, offset=offset)
+            if offset <= self._log_start_offset:
+                return False
+            self._update_log_start_offset(offset)
+            return True
 
     # ---- compaction support ------------------------------------------------------------------
     def create_cleaned_segment(self, base_offset: int) -> LogSegment:
@@ -378,7 +471,7 @@ class Log:
     def replace_segments(self, new_segments: Sequence[LogSegment],
                          old_segments: Sequence[LogSegment],
                          expected: Sequence[SegmentIdentity] | None = None) -> None:
-        """Swap cleaned segments in, crash-safely (Kafka's order):
+        """Swap cleaned segments in, crash-safely (Kafka's order, ``storage.log_swap``):
 
         1. rename each new segment ``.cleaned`` -> ``.swap``, highest offset first, and add it;
         2. remove each old segment (unless the first new one replaced it at the same base) and rename
@@ -392,7 +485,12 @@ class Log:
         is no longer that segment, the swap is refused with ``SegmentsChangedError`` and the new
         segments' files are deleted.
         """
-        replace_segments(self, new_segments, old_segments, expected)
+        self._local.replace_segments(new_segments, old_segments, expected,
+                                     on_removed=self._delete_producer_snapshots)
+
+    def _delete_producer_snapshots(self, segments: list[LogSegment]) -> None:
+        for segment in segments:
+            self.producer_state.delete_snapshot(segment.base_offset)
 
     def replace_cleaned(self, cleaned_base: int,
                         old_segments: Sequence[int | SegmentIdentity]) -> None:
@@ -402,17 +500,28 @@ class Log:
         cleaned files deleted, when those segments are no longer exactly the log's: gone, active,
         or (for identities) truncated or otherwise changed since, even if regrown to the same size
         (``SegmentsChangedError``)."""
-        replace_cleaned(self, cleaned_base, old_segments)
+        cleaned = LogSegment(self.dir, cleaned_base, self.config, suffix=files.CLEANED_SUFFIX,
+                             clock=self.clock)
+        with self._lock:
+            old = self._local.segments_cleaned_into(cleaned, old_segments)
+            self.replace_segments([cleaned], old)
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
-        """Flush bookkeeping stays with the caller; close every segment's files."""
-        close_log(self)
+        """Snapshot the producer state at the log end, close every segment's files and mark the
+        log closed (even when the snapshot fails). A second close does nothing. Flush
+        bookkeeping stays with the caller."""
+        with self._lock:
+            if self._local.is_closed:
+                return
+            try:
+                self.producer_state.take_snapshot(self._local.log_end_offset)
+            finally:
+                self._local.close()
 
     def release_idle(self) -> None:
         """Drop descriptors and index maps of every closed segment."""
-        with self._lock:
-            self._segments.release_idle()
+        self._local.release_idle()
 
     def appends_held(self) -> threading.RLock:
         """The log's lock, for a caller that must see the log still (a directory move's switch):
@@ -423,32 +532,24 @@ class Log:
     def rename_dir(self, name: str, *, sync: bool = True) -> None:
         """Rename the partition directory (used for the ``-delete`` rename). ``sync=False``
         leaves the fsync of the parent directory to the caller (one for a batch of renames)."""
-        with self._lock:
-            self.dir = rename_partition_dir(self.dir, name, self.segments(), sync=sync)
-            self._closed = True
+        self._local.rename_dir(name, sync=sync)
 
     def delete(self) -> None:
         """Delete every file and the directory itself."""
-        delete_log(self)
+        self._local.delete()
 
     @property
     def is_closed(self) -> bool:
-        return self._closed
+        return self._local.is_closed
 
     # ---- internals ---------------------------------------------------------------------------
-    def _rebuild_producer_state(self, had_clean_shutdown: bool = False) -> None:
-        """Bring the producer state in line with the segments (``log_producers``). The same
-        after a clean shutdown as after any other (``had_clean_shutdown`` is accepted for the
-        callers that pass it): its snapshots are checked against the log, and without one the
-        log is replayed."""
-        del had_clean_shutdown
+    def _rebuild_producer_state(self) -> None:
+        """Bring the producer state in line with the segments (``log_producers``): its snapshots
+        are checked against the log, and without one the log is replayed, after a clean shutdown
+        as after any other."""
         rebuild_producer_state(self.producer_state, self._log_start_offset,
-                               self._log_end_offset, self.clock.milliseconds(),
-                               self.segments_in_range)
-
-    def _ensure_open(self) -> None:
-        if self._closed:
-            raise StorageError(f"log {self.dir} is closed", partition=self.name)
+                               self._local.log_end_offset, self.clock.milliseconds(),
+                               self._local.segments_in_range)
 
     def _update_log_start_offset(self, offset: int) -> None:
         """Set the log start offset, and raise the recovery point to it when below (Kafka's
@@ -456,19 +557,8 @@ class Log:
         a power loss after a recovery point checkpoint below it cannot take the segments that
         hold the log start (and the producer state only they hold) as unflushed."""
         self._log_start_offset = offset
-        if self._recovery_point < offset:
-            self._recovery_point = offset
-
-    def _delete_segment_files(self, segments: Sequence[LogSegment], sync: bool = False) -> None:
-        """Rename to ``.deleted`` now; remove after ``file.delete.delay.ms`` (``log_files``)."""
-        delete_segment_files(segments, self.config.file_delete_delay_ms, self._schedule,
-                             sync=sync)
-
-    def _schedule(self, name: str, fn: Callable[[], object], delay_ms: int) -> None:
-        scheduler = self._scheduler or default_scheduler()
-        scheduler.schedule(f"{name}:{self.name}", fn, delay_ms)
+        self._local.raise_recovery_point(offset)
 
     def __repr__(self) -> str:
-        return (f"Log({self.dir}, start={self._log_start_offset}, end={self._log_end_offset}, "
-                f"segments={len(self._segments)})")
-
+        return (f"Log({self.dir}, start={self._log_start_offset}, "
+                f"end={self._local.log_end_offset}, segments={self._local.number_of_segments})")

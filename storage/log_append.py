@@ -1,17 +1,17 @@
 """The append path of a log (Kafka's ``UnifiedLog.append`` with ``analyzeAndValidateRecords`` and
 the ``ProducerAppendInfo`` checks).
 
-``append_batch`` is the body of ``Log.append_batch``; it runs two steps before it writes an
-append to the active segment (rolling it first when it must):
+``Log.append_batch`` runs two steps before it writes an append to the active segment (rolling it
+first when it must):
 
 - ``validate_append`` (outside the log's lock): split producer-encoded bytes into v2 batches and
   validate each (``storage.validation``), with the sizes the topic allows;
 - ``assign_offsets`` (under the lock): give the batches their offsets from the log end, check each
   producer's sequences and epochs against the producer state (a retry of appended batches is a
   duplicate and is dropped), stamp ``LogAppendTime`` when the topic asks for it, and return the
-  byte pieces to write. Nothing is changed by this step: ``append_batch`` then writes the
-  pieces, moves the log end, commits the producer updates and the transactions the markers
-  close, and flushes when ``flush.messages`` are unflushed.
+  byte pieces to write. Nothing is changed by this step: the log then writes the pieces, moves
+  the log end, commits the producer updates and the transactions the markers close, and flushes
+  when ``flush.messages`` are unflushed.
 
 Assigning an offset rewrites the batch's first 8 bytes (``BaseOffset``), which lie outside the CRC;
 ``LogAppendTime`` rewrites the attributes and ``MaxTimestamp``, which lie inside it, so the CRC is
@@ -21,18 +21,14 @@ recomputed (``with_log_append_time``).
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import crc32c
 
 from storage.batch_layout import CRC_OFFSET, MAX_TIMESTAMP_OFFSET, SIZE_OFFSET
-from storage.append_info import LogAppendInfo
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
-from storage.log_producers import complete_txn
 from storage.producer_state import (
-    ORIGIN_CLIENT,
-    ORIGIN_COORDINATOR,
     CompletedTxn,
     ProducerAppendInfo,
     ProducerStateManager,
@@ -48,11 +44,7 @@ from storage.records import (
     parse_control_record,
     scan_batches,
 )
-from storage.segment_roll import RollParams
 from storage.validation import AppendValidation, validate_for_append
-
-if TYPE_CHECKING:
-    from storage.log import Log
 
 _OFFSET = struct.Struct(">q")
 _BATCH_LENGTH = struct.Struct(">i")
@@ -79,52 +71,6 @@ class AssignedAppend(NamedTuple):
     producers: dict[int, ProducerAppendInfo]
     completed: list[CompletedTxn]
     duplicates: list[SequenceCheck]
-
-
-def append_batch(log: Log, data: bytes | bytearray | memoryview, origin: str) -> LogAppendInfo:
-    """``Log.append_batch`` (see its contract): validate outside the log's lock, then assign
-    offsets, roll if the active segment must, write, and commit under it."""
-    if origin not in (ORIGIN_CLIENT, ORIGIN_COORDINATOR):
-        raise InvalidRecordError(f"append to {log.name}: origin {origin!r} is not "
-                                 f"{ORIGIN_CLIENT!r} or {ORIGIN_COORDINATOR!r}",
-                                 partition=log.name, origin=origin)
-    config, clock = log.config, log.clock
-    checks = validate_append(data, config, log.name, from_client=origin == ORIGIN_CLIENT)
-    log_append_time = (clock.milliseconds()
-                       if config.message_timestamp_type == "LogAppendTime" else -1)
-    with log.appends_held():
-        log._ensure_open()
-        assigned = assign_offsets(checks, log._log_end_offset, log_append_time,
-                                  log.producer_state, origin, log.name)
-        if not assigned.pieces:
-            first = assigned.duplicates[0]
-            return LogAppendInfo(first.first_offset, assigned.duplicates[-1].last_offset, -1,
-                                 -1, 0, 0, 0, log_append_time, log._log_start_offset,
-                                 duplicate=True)
-        next_offset, max_ts = assigned.next_offset, assigned.max_timestamp
-        last_offset = next_offset - 1
-        segment = log._maybe_roll(RollParams(max_ts, last_offset, assigned.size,
-                                             clock.milliseconds()))
-        segment.append(last_offset, max_ts, assigned.offset_of_max_timestamp,
-                       assigned.pieces, assigned.size)
-        log._log_end_offset = next_offset
-        state = log.producer_state
-        for info in assigned.producers.values():
-            state.commit(info)
-        for txn in assigned.completed:
-            complete_txn(state, segment, txn)
-        state.map_end_offset = max(state.map_end_offset, next_offset)
-        log._unflushed_messages += assigned.records
-        result = LogAppendInfo(assigned.first_offset, last_offset, max_ts,
-                               assigned.offset_of_max_timestamp, assigned.records,
-                               len(assigned.pieces) // 2, assigned.size, log_append_time,
-                               log._log_start_offset)
-        if log._unflushed_messages >= log.config.flush_messages:
-            log.flush()
-    listener = log.on_offsets_changed
-    if listener is not None:
-        listener(log)   # outside the lock: a listener may read the log
-    return result
 
 
 def validate_append(data: bytes | bytearray | memoryview, config: LogConfig, name: str, *,

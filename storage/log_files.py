@@ -1,6 +1,5 @@
-"""A log's files as a whole: closing them, deleting segment files, renaming and deleting the
-partition directory (Kafka's ``LocalLog.close``, ``deleteSegmentFiles``, ``renameDir`` and
-``deleteAllSegments``).
+"""A log's files as a whole: deleting segment files, renaming and deleting the partition directory
+(Kafka's ``LocalLog.deleteSegmentFiles``, ``renameDir`` and ``deleteEmptyDir``), for ``LocalLog``.
 
 A segment leaving the log (retention, truncation, a swap) is renamed ``.deleted`` at once, so a
 reader that opens it by name fails and retries, and a restart removes it (loader pass 1); its files
@@ -11,14 +10,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Sequence
 
 from storage import files
 from storage.durable import fsync_dir
 from storage.segment import LogSegment
-
-if TYPE_CHECKING:
-    from storage.log import Log
 
 Schedule = Callable[[str, Callable[[], object], int], None]   # (task name, task, delay ms)
 
@@ -69,26 +65,3 @@ def delete_partition_dir(directory: Path) -> None:
         else:
             path.unlink()
     directory.rmdir()
-
-
-def close_log(log: Log) -> None:
-    """``Log.close``: snapshot the producer state at the log end, close every segment's files and
-    mark the log closed (even when the snapshot fails). A second close does nothing."""
-    with log.appends_held():
-        if log._closed:
-            return
-        try:
-            log.producer_state.take_snapshot(log._log_end_offset)
-        finally:
-            for segment in log.segments():
-                segment.close()
-            log._closed = True
-
-
-def delete_log(log: Log) -> None:
-    """``Log.delete``: close every segment, mark the log closed, delete the directory."""
-    with log.appends_held():
-        for segment in log.segments():
-            segment.close()
-        log._closed = True
-        delete_partition_dir(log.dir)

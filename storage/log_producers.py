@@ -52,7 +52,7 @@ def rebuild_producer_state(state: ProducerStateManager, log_start_offset: int,
         snapshots = [at for at in snapshots if at < start]
     for segment in segments_in_range(start, end):
         segment.replay_producer_state(state, start)
-    state.map_end_offset = end
+    state.update_map_end_offset(end)
 
 
 def snapshot_contradiction(state: ProducerStateManager, snapshot_offset: int,

@@ -1,28 +1,28 @@
 """Reading records from a log: the fetch result and the record iterator above ``Log.read_raw``.
 
-Owns ``read_raw`` and ``FetchData`` (whole batches of one segment, ``Log.read_raw``), the
-isolation levels, ``read_records`` (``Log.read``: data records across segments, skipping control
-batches, and for ``read_committed`` stopping at the last stable offset and skipping aborted
-transactions) and ``AbortedFilter``, the consumer-side rule that skips an aborted transaction's
-batches (Kafka's ``CompletedFetch``).
+Owns ``FetchData`` (whole batches of one segment, what ``Log.read_raw`` returns), the isolation
+levels, ``read_records`` (``Log.read``: data records across segments, skipping control batches,
+and for ``read_committed`` stopping at the last stable offset and skipping aborted transactions),
+``fetch_offset_by_timestamp`` (ListOffsets) and ``AbortedFilter``, the consumer-side rule that
+skips an aborted transaction's batches (Kafka's ``CompletedFetch``).
 
-Uses the log's public methods (``read_raw`` also its lock and ``_note_indexed``).
+These read a log as a client does, through its public reads (``FetchableLog``); reading the
+segments themselves is ``LocalLog.read``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, Protocol
 
 from storage import files
 from storage.config import READ_COMMITTED, READ_UNCOMMITTED
-from storage.errors import CorruptRecordError, OffsetOutOfRangeError, StorageError
+from storage.errors import StorageError
 from storage.records import ControlType, Record, RecordBatch, parse_control_record
 from storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
-    from storage.log import Log
     from storage.segment import LogSegment
 
 DEFAULT_FETCH_BYTES = 1024 * 1024
@@ -51,79 +51,40 @@ class FetchData:
         return iter_batches(self.data, path=path, base_position=self.position)
 
 
-def read_raw(log: Log, start_offset: int, max_bytes: int,
-             min_one_message: bool) -> FetchData | None:
-    """``Log.read_raw`` (see its contract): the segments that may hold ``start_offset`` are taken
-    under the log's lock, ``READ_CANDIDATES`` at a time (a fetch costs O(log segments) whatever
-    the log's length), and read without it. Each segment holds its file open for the length of
-    its read, so a retention delete or a swap that removes it meanwhile costs nothing; a read
-    that finds the file gone before it began, or the segment truncated since it was taken,
-    retries on the new segment list (three times, then ``StorageError``)."""
-    start_offset = files.validate_offset(start_offset, "start_offset", partition=log.name,
-                                         minimum=None)
-    retries = 0
-    lookup = start_offset    # where the segments still to read begin
-    while retries < 3:
-        with log.appends_held():
-            end = log.log_end_offset
-            start = log.log_start_offset
-            if start_offset < start or start_offset > end:
-                raise OffsetOutOfRangeError(
-                    f"{log.name}: offset {start_offset} is outside [{start}, {end}]",
-                    partition=log.name, offset=start_offset, log_start_offset=start,
-                    log_end_offset=end)
-            if start_offset == end:
-                return None
-            # one more than read: its base bounds the offsets of the last one read
-            candidates = log.segments_in_range(lookup, end, limit=READ_CANDIDATES + 1)
-            cuts = [segment.cuts for segment in candidates]
-            active = log.active_segment
-            active_size = active.size
-        try:
-            result = _read_candidates(log, candidates, cuts, start_offset, end, max_bytes,
-                                      active, active_size, min_one_message)
-        except (FileNotFoundError, _SegmentCut):
-            retries += 1       # raced a truncation, or a delete before the read began: retry
-            lookup = start_offset
-            continue
-        if result is not None or len(candidates) <= READ_CANDIDATES:
-            return result
-        lookup = candidates[READ_CANDIDATES].base_offset   # nothing yet: the next segments
-    raise StorageError(f"{log.name}: segments kept changing under a read at {start_offset}",
-                       partition=log.name, offset=start_offset)
+class FetchableLog(Protocol):
+    """The reads of a partition log that ``read_records`` and ``fetch_offset_by_timestamp``
+    make (``Log`` is one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    @property
+    def high_watermark(self) -> int: ...
+
+    @property
+    def last_stable_offset(self) -> int: ...
+
+    def segments(self) -> list[LogSegment]: ...
+
+    def read_raw(self, start_offset: int, max_bytes: int = ...,
+                 min_one_message: bool = ...) -> FetchData | None: ...
+
+    def read(self, start_offset: int | None = ..., max_offset: int | None = ...,
+             fetch_bytes: int = ..., isolation: str = ...) -> Iterator[Record]: ...
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int
+                                     ) -> list[AbortedTxn]: ...
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None: ...
 
 
-class _SegmentCut(Exception):
-    """A segment read was truncated between the moment the read took it and the read (never
-    escapes ``read_raw``, which retries)."""
-
-
-def _read_candidates(log: Log, candidates: list[LogSegment], cuts: list[int],
-                     start_offset: int, end: int, max_bytes: int, active: LogSegment,
-                     active_size: int, min_one_message: bool) -> FetchData | None:
-    """Read the first of ``candidates`` (all but the last when they are more than
-    ``READ_CANDIDATES``) that holds a batch at or after ``start_offset``."""
-    for i, segment in enumerate(candidates[:READ_CANDIDATES]):
-        limit = active_size if segment is active else None
-        # offsets a batch may hold: below the next segment's base, and below the log end
-        # offset in the active (or last) segment
-        next_base = candidates[i + 1].base_offset if i + 1 < len(candidates) else end
-        try:
-            result = segment.read(start_offset, max_bytes, limit, min_one_message,
-                                  next_base_offset=next_base)
-        except CorruptRecordError:
-            if segment.cuts != cuts[i]:
-                raise _SegmentCut() from None
-            raise
-        if segment.cuts != cuts[i]:
-            raise _SegmentCut()
-        log._note_indexed(segment)
-        if result is not None:
-            return FetchData(segment.base_offset, result[0], result[1], str(segment.log_path))
-    return None
-
-
-def read_records(log: Log, start_offset: int | None, max_offset: int | None, fetch_bytes: int,
+def read_records(log: FetchableLog, start_offset: int | None, max_offset: int | None, fetch_bytes: int,
                  isolation: str) -> Iterator[Record]:
     """``Log.read`` (see its contract): a generator, so its arguments are checked at the first
     ``next``."""
@@ -190,7 +151,7 @@ class AbortedFilter:
         return batch.is_transactional
 
 
-def fetch_offset_by_timestamp(log: Log, timestamp: int, isolation: str
+def fetch_offset_by_timestamp(log: FetchableLog, timestamp: int, isolation: str
                               ) -> tuple[int, int] | None:
     """``Log.fetch_offset_by_timestamp`` (Kafka's ``Partition.fetchOffsetForTimestamp`` over
     ``UnifiedLog.fetchOffsetByTimestamp``): ``(offset, timestamp)``, the timestamp -1 where
@@ -219,7 +180,7 @@ def fetch_offset_by_timestamp(log: Log, timestamp: int, isolation: str
     return found
 
 
-def _max_timestamp_record(log: Log) -> tuple[int, int] | None:
+def _max_timestamp_record(log: FetchableLog) -> tuple[int, int] | None:
     """(offset, timestamp) of the first record holding the log's largest timestamp (Kafka:
     the segment with the largest ``maxTimestampSoFar``, then the batch with that timestamp, then
     its first record with it)."""

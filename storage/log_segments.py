@@ -4,7 +4,7 @@ Owns the ordered map base offset -> ``LogSegment`` (the last one is the active s
 short list of closed segments whose indexes are loaded, so that a log of many segments keeps only
 the ``INDEXED_SEGMENTS_KEPT`` most recently read ones mapped.
 
-Not thread-safe: the owning ``Log`` calls it under its lock.
+Not thread-safe: the owning ``LocalLog`` calls it under its lock.
 """
 
 from __future__ import annotations

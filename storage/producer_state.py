@@ -281,6 +281,16 @@ class ProducerStateManager:
         self._ongoing: dict[int, int] = {}   # first offset of an open transaction -> producer id
         self.map_end_offset = 0   # state covers batches below this offset
 
+    def update_map_end_offset(self, offset: int) -> None:
+        """The state now covers the batches below ``offset`` (Kafka's updateMapEndOffset): after
+        a load or a truncation, the log end it was brought in line with."""
+        self.map_end_offset = offset
+
+    def advance_map_end_offset(self, offset: int) -> None:
+        """The state covers the batches below ``offset`` too (an append, a segment replayed);
+        it never moves back."""
+        self.map_end_offset = max(self.map_end_offset, offset)
+
     @property
     def producers(self) -> dict[int, ProducerEntry]:
         return self._producers

@@ -195,11 +195,36 @@ class BatchHeader(NamedTuple):
                 raise CorruptRecordError(f"{len(view) - position} bytes at position {position} "
                                          f"are fewer than a v2 header", position=position)
             return cls(*BATCH_HEADER.unpack_from(view, position))
-        from storage.record_reader import RecordBatch    # legacy: read whole (no import cycle)
-
         (length,) = _INT32.unpack_from(view, position + SIZE_OFFSET)
-        return RecordBatch(view[position:position + LOG_OVERHEAD + max(length, 0)],
-                           position).header
+        if length < LEGACY_RECORD_OVERHEAD_V0:
+            raise CorruptRecordError(f"{batch_location(None, position)}: batch length {length} "
+                                     f"is below the minimum {LEGACY_RECORD_OVERHEAD_V0}",
+                                     path=None, position=position)
+        entry = view[position:position + LOG_OVERHEAD + length]
+        if len(entry) < LOG_OVERHEAD + length:
+            raise CorruptRecordError(f"{batch_location(None, position)}: batch of "
+                                     f"{LOG_OVERHEAD + length} bytes is truncated to "
+                                     f"{len(entry)}", path=None, position=position)
+        if magic not in (0, 1):
+            raise CorruptRecordError(f"{batch_location(None, position)}: unknown magic {magic}",
+                                     path=None, position=position)
+        message = legacy.read_message(entry, 0, base_position=position)
+        return cls.of_legacy(message, path=None, position=position)
+
+    @classmethod
+    def of_legacy(cls, message: legacy.LegacyMessage, *, path: Path | None,
+                  position: int) -> BatchHeader:
+        """The header synthesized for a magic 0/1 entry: a compressed wrapper is decompressed
+        for its base offset and record count, as Kafka's legacy batches do; ``path`` and
+        ``position`` name the entry in a ``CorruptRecordError``."""
+        base, count = legacy.span(message, max_decompressed_bytes=MAX_DECOMPRESSED_BYTES,
+                                  path=path, position=position)
+        attributes = message.attributes & (COMPRESSION_MASK | TIMESTAMP_TYPE_MASK
+                                           if message.magic > 0 else COMPRESSION_MASK)
+        return cls(base, message.size - LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH,
+                   message.magic, message.crc, attributes, message.offset - base,
+                   message.timestamp, message.timestamp, NO_PRODUCER_ID,
+                   NO_PRODUCER_EPOCH, NO_SEQUENCE, count)
 
     @property
     def size(self) -> int:

@@ -28,7 +28,6 @@ from storage.batch_layout import (
 from storage.record_format import (
     BatchHeader,
     Compression,
-    COMPRESSION_MASK,
     LEGACY_RECORD_OVERHEAD_V0,
     MAGIC,
     MAX_DECOMPRESSED_BYTES,
@@ -104,14 +103,7 @@ class RecordBatch:
     def _legacy_header(self) -> BatchHeader:
         message = self._message
         assert message is not None
-        base, count = legacy.span(message, max_decompressed_bytes=MAX_DECOMPRESSED_BYTES,
-                                  path=self._path, position=self._position)
-        attributes = message.attributes & (COMPRESSION_MASK | TIMESTAMP_TYPE_MASK
-                                           if message.magic > 0 else COMPRESSION_MASK)
-        return BatchHeader(base, message.size - LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH,
-                           message.magic, message.crc, attributes, message.offset - base,
-                           message.timestamp, message.timestamp, NO_PRODUCER_ID,
-                           NO_PRODUCER_EPOCH, NO_SEQUENCE, count)
+        return BatchHeader.of_legacy(message, path=self._path, position=self._position)
 
     @property
     def magic(self) -> int:

@@ -17,42 +17,42 @@ holds the segment's descriptor, which nothing closes under it (``segment_io.Hand
 segment stays readable while a reader holds it, even once deleted. A truncation waits for the reads
 in flight and counts itself in ``cuts``, so a reader that took the segment before it can tell.
 
-``LogSegment`` owns the segment's state (size, next offset, largest timestamp, roll time), its
-append and its writer; it delegates to ``segment_read`` (the verified batch walk, reads by offset
-and timestamp), ``segment_recovery`` (what recovery keeps of a ``.log``), ``segment_truncation``
-(cutting the file and resetting the state: recovery, truncation), ``segment_indexes`` (the index
-pair's lifecycle), ``segment_roll`` (``RollParams`` and the roll decision), ``segment_txns``
-(producer-state replay, ``.txnindex`` rebuild), ``segment_files`` (creating, renaming and deleting
-its files) and ``segment_io`` (the descriptor cache ``HANDLES``, the positional write, fsync).
+``LogSegment`` owns what it knows of its batches (next offset, largest timestamp, roll time, bytes
+since the last index entry), its append, its roll decision, its recovery and truncation, and its
+files' names. Its parts own theirs: ``FileRecords`` the ``.log`` (size, writer, reads, cuts),
+``SegmentIndexes`` the offset and time index, ``TransactionIndex`` the ``.txnindex``. Reads of
+batches are ``segment_read`` (the verified walk, reads by offset and timestamp), what recovery
+keeps of a ``.log`` is ``segment_recovery``, the producer-state replay ``segment_txns``, and
+``RollParams`` ``segment_roll``: each takes the segment through the narrow interface it needs.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
-import os
-from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Callable, ContextManager, Iterator, NamedTuple
 
-from storage import files, segment_files, segment_indexes, segment_read, segment_truncation
-from storage import segment_txns
+from storage import files, segment_read, segment_txns
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
 from storage.errors import InvalidOffsetError, StorageError
-from storage.index import OffsetPosition, TimestampOffset
+from storage.file_records import FileRecords
+from storage.index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
 from storage.records import INT32_MAX
-from storage.segment_io import HANDLES, HandleCache, fsync_file, truncate_to_size, write_fully
-from storage.segment_files import create_log_file, remove_segment_files
-from storage.segment_indexes import last_indexed_position
+from storage.segment_files import remove_segment_files, segment_paths
+from storage.segment_indexes import SegmentIndexes
+from storage.segment_io import HANDLES, HandleCache
 from storage.segment_read import SCAN_CHUNK_BYTES, BatchEntry, walk_batches
-from storage.segment_roll import RollParams, should_roll
+from storage.segment_roll import RollParams
 from storage.segment_recovery import (
     RECOVERY_CHUNK_BYTES,
     CheckedBatch,
+    RecoveryIndexer,
     RecoveryPlan,
     checked_batches,
     plan_recovery,
+    scan_file,
 )
 from storage.txn_index import TransactionIndex, TxnIndexSearchResult
 
@@ -66,7 +66,6 @@ __all__ = [   # the segment's names, some defined in the modules it delegates to
 ]
 
 log = logging.getLogger(__name__)
-_FILE_KEYS = itertools.count()   # one key per segment object for its cached read descriptor
 
 
 class SegmentIdentity(NamedTuple):
@@ -81,48 +80,47 @@ class SegmentIdentity(NamedTuple):
 
 
 class LogSegment:
-    """One segment's files. See the module docstring for ownership and handle rules."""
+    """One segment's files. See the module docstring for ownership and handle rules.
+
+    ``empty``: the segment was just created, so its size is 0 whatever its file's length (a
+    preallocated ``.log``) and its offsets and timestamps are known without a read."""
 
     def __init__(self, directory: Path, base_offset: int, config: LogConfig, *,
                  suffix: str = "", created_ms: int | None = None, rolling_jitter_ms: int = 0,
-                 writable: bool = False, clock: Clock = SYSTEM_CLOCK) -> None:
-        self.dir = directory
+                 writable: bool = False, clock: Clock = SYSTEM_CLOCK,
+                 empty: bool = False) -> None:
+        self._dir = directory
         self.base_offset = base_offset
-        self.config = config
-        self.suffix = suffix
+        self._config = config
+        self._suffix = suffix
         self.clock = clock
         self.rolling_jitter_ms = rolling_jitter_ms
-        self.log_path = files.log_file(directory, base_offset, suffix)
-        self._open_indexes(writable)
-        self.txn_index = TransactionIndex(files.txn_index_file(directory, base_offset, suffix),
-                                          base_offset)
-        self._write_fd: int | None = None
-        self.file_key = next(_FILE_KEYS)
-        try:
-            stat = os.stat(self.log_path)
-            self._size, self._inode = stat.st_size, stat.st_ino
-        except FileNotFoundError:
-            self._size, self._inode = 0, None
-        self._cuts = 0   # truncations so far: a reader compares it before and after a read
+        path = files.log_file(directory, base_offset, suffix)
+        self._log = FileRecords(path, size=0 if empty else None)
+        self._indexes = SegmentIndexes(directory, base_offset, suffix,
+                                       config.segment_index_bytes, writable=writable)
+        self._txn_index = TransactionIndex(files.txn_index_file(directory, base_offset, suffix),
+                                           base_offset)
         self._created_ms = created_ms if created_ms is not None else clock.milliseconds()
         self._bytes_since_last_index_entry = 0
-        self._max_timestamp_and_offset: TimestampOffset | None = None   # loaded lazily
+        # loaded lazily from the time index, but known at once for a new segment
+        self._max_timestamp_and_offset: TimestampOffset | None = (
+            TimestampOffset(-1, base_offset) if empty else None)
         self._rolling_based_timestamp: int | None = None
-        self._next_offset: int | None = None
+        self._next_offset: int | None = base_offset if empty else None
         self._indexes_sized = True
 
     # ---- creation ----------------------------------------------------------------------------
     @classmethod
     def create(cls, directory: Path, base_offset: int, config: LogConfig, *, suffix: str = "",
                clock: Clock = SYSTEM_CLOCK, rolling_jitter_ms: int = 0) -> LogSegment:
-        """A new empty writable segment; an existing ``.log`` of that name is an error."""
-        create_log_file(directory, base_offset, config, suffix)
-        segment = cls(directory, base_offset, config, suffix=suffix, writable=True, clock=clock,
-                      rolling_jitter_ms=rolling_jitter_ms)
-        segment._size = 0
-        segment._max_timestamp_and_offset = TimestampOffset(-1, base_offset)
-        segment._next_offset = base_offset
-        return segment
+        """A new empty writable segment; an existing ``.log`` of that name is an error. With
+        ``preallocate`` (and no suffix) its ``.log`` is ``segment.bytes`` long at once."""
+        FileRecords.create_file(files.log_file(directory, base_offset, suffix),
+                                preallocate_bytes=config.segment_bytes
+                                if config.preallocate and not suffix else 0)
+        return cls(directory, base_offset, config, suffix=suffix, writable=True, clock=clock,
+                   rolling_jitter_ms=rolling_jitter_ms, empty=True)
 
     @classmethod
     def create_cleaned(cls, directory: Path, base_offset: int, config: LogConfig, *,
@@ -132,31 +130,77 @@ class LogSegment:
         return cls.create(directory, base_offset, config, suffix=files.CLEANED_SUFFIX,
                           clock=clock)
 
+    # ---- parts -------------------------------------------------------------------------------
+    @property
+    def dir(self) -> Path:
+        return self._dir
+
+    @property
+    def suffix(self) -> str:
+        """The files' temporary suffix (``.cleaned``, ``.swap``, ``.deleted``), or ``""``."""
+        return self._suffix
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @property
+    def log_path(self) -> Path:
+        return self._log.path
+
+    @property
+    def file_key(self) -> int:
+        """The key of the ``.log``'s cached read descriptor in ``HANDLES``."""
+        return self._log.file_key
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        return self._indexes.offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        return self._indexes.time_index
+
+    @property
+    def txn_index(self) -> TransactionIndex:
+        return self._txn_index
+
+    def update_config(self, config: LogConfig) -> None:
+        """Take ``config`` for the roll decision (``segment.bytes``, ``segment.ms``) and what
+        follows from it, keeping what the files were made with (``preallocate``,
+        ``segment.index.bytes``, ``index.interval.bytes``), as a Kafka segment keeps its own
+        index settings."""
+        made = self._config
+        self._config = replace(config, preallocate=made.preallocate,
+                               segment_index_bytes=made.segment_index_bytes,
+                               index_interval_bytes=made.index_interval_bytes)
+
     # ---- sizes and offsets -------------------------------------------------------------------
     @property
     def size(self) -> int:
         """Bytes of batches in the ``.log`` (excluding preallocated space)."""
-        return self._size
+        return self._log.size
 
     @property
     def identity(self) -> SegmentIdentity:
         """Base offset, size and the ``.log`` file's mtime (one ``stat``)."""
-        return SegmentIdentity(self.base_offset, self._size, self.log_path.stat().st_mtime_ns)
+        return SegmentIdentity(self.base_offset, self._log.size, self._log.mtime_ns())
 
     def size_to_written_batches(self) -> int:
         """Take ``size`` as the end of the last whole batch instead of the file's length, for a
         read-only view of an active segment that its owner preallocated (``preallocate=true``:
         ``segment.bytes`` long, zeros after the batches). Walks the batch headers from the last
         offset index entry; stops at the first bytes that are no batch. Returns the new size."""
-        self._size = segment_read.written_size(self)
-        return self._size
+        self._log.size_to(segment_read.written_size(self,
+                                                    self._indexes.last_indexed_position()))
+        return self._log.size
 
     @property
     def last_modified_ms(self) -> int:
-        return self.log_path.stat().st_mtime_ns // 1_000_000
+        return self._log.mtime_ns() // 1_000_000
 
     def set_last_modified_ms(self, ms: int) -> None:
-        os.utime(self.log_path, ns=(ms * 1_000_000, ms * 1_000_000))
+        self._log.set_last_modified_ms(ms)
 
     @property
     def max_timestamp_so_far(self) -> int:
@@ -187,17 +231,38 @@ class LogSegment:
         """The offset after the last batch: scan from the last offset index entry to the end."""
         if self._next_offset is None:
             next_offset = self.base_offset
-            for entry in self.batches(last_indexed_position(self)):
+            for entry in self.batches(self._indexes.last_indexed_position()):
                 next_offset = entry.last_offset + 1
             self._next_offset = next_offset
         return self._next_offset
 
     # ---- append ------------------------------------------------------------------------------
     def should_roll(self, params: RollParams) -> bool:
-        """Kafka's shouldRoll: size, time (with jitter), full index, or relative offset overflow."""
+        """Kafka's shouldRoll: the append would take the segment past ``segment.bytes``; it has
+        waited ``segment.ms`` (less its jitter) since its first batch's timestamp, or since its
+        creation when it has none; either index is full; or the append's last offset does not
+        fit the segment's 32-bit relative offsets."""
         if not self._indexes_sized:
             self.size_indexes_for_appends()
-        return should_roll(self, params)
+        size, config = self._log.size, self._config
+        return (
+            size > config.segment_bytes - params.bytes_in_append
+            or (size > 0
+                and self._time_waited_for_roll(params.now_ms, params.max_timestamp_in_append)
+                > config.max_segment_ms - self.rolling_jitter_ms)
+            or self._indexes.is_full()
+            or not 0 <= params.max_offset_in_append - self.base_offset <= INT32_MAX
+        )
+
+    def _time_waited_for_roll(self, now_ms: int, max_timestamp_in_append: int) -> int:
+        """How long the segment has waited: from its first batch's timestamp to the append's
+        largest, or from its creation to ``now_ms`` when it has no timestamp (Kafka's
+        timeWaitedForRoll)."""
+        if self._rolling_based_timestamp is None:
+            self._rolling_based_timestamp = self.first_batch_timestamp() if self.size else -1
+        if self._rolling_based_timestamp >= 0:
+            return max_timestamp_in_append - self._rolling_based_timestamp
+        return now_ms - self._created_ms
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= INT32_MAX
@@ -220,26 +285,19 @@ class LogSegment:
             return
         if not self._indexes_sized:
             self.size_indexes_for_appends()
-        position = self._size
-        if self._size == 0:
+        position = self._log.size
+        if position == 0:
             self._rolling_based_timestamp = largest_timestamp
         max_ts = self._max_ts()
         if largest_timestamp > max_ts.timestamp:
             self._max_timestamp_and_offset = max_ts = TimestampOffset(largest_timestamp,
                                                                       offset_of_max_timestamp)
-        if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
-            self.offset_index.append(largest_offset, position)
-            self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
+        if self._bytes_since_last_index_entry > self._config.index_interval_bytes:
+            self._indexes.append(largest_offset, position, max_ts)
             self._bytes_since_last_index_entry = 0
-        write_fully(self._writer(), pieces, position, size)
-        self._size += size
+        self._log.append(pieces, size)
         self._bytes_since_last_index_entry += size
         self._next_offset = largest_offset + 1
-
-    def _writer(self) -> int:
-        if self._write_fd is None:
-            self._write_fd = os.open(self.log_path, os.O_RDWR)
-        return self._write_fd
 
     def flush(self) -> None:
         """fsync the ``.log`` and flush the indexes.
@@ -247,34 +305,30 @@ class LogSegment:
         Safe to call from a thread other than the writer's (the log flushes outside its lock): the
         fsync goes through a descriptor of its own, so a concurrent roll closing the writer cannot
         make it fail, and an index closed meanwhile was trimmed and written by its closer."""
-        fsync_file(self.log_path)
-        segment_indexes.flush_indexes(self)
+        self._log.flush()
+        self._indexes.flush()
+        self._txn_index.flush()
 
     def on_become_inactive(self) -> None:
         """At roll: final time-index entry, trim indexes and a preallocated file, stop writing."""
-        segment_indexes.append_final_time_entry(self)
-        segment_indexes.trim_indexes(self)
-        if self.config.preallocate or self._write_fd is not None:
-            truncate_to_size(self._writer(), self._size)
+        self._indexes.append_final_time_entry(self._max_ts())
+        self._indexes.trim()
+        self._log.trim(preallocated=self._config.preallocate)
         self.make_read_only()
-
-    def _open_indexes(self, writable: bool) -> None:
-        """(Re)create the lazy index objects for the current directory and suffix."""
-        segment_indexes.open_indexes(self, writable)
 
     def make_read_only(self) -> None:
         """Close the writer and reopen the indexes read-only (lazily)."""
-        self._close_writer()
-        segment_indexes.reopen_indexes(self, writable=False)
+        self._log.close_writer()
+        self._indexes.reopen(writable=False)
 
     def make_writable(self) -> None:
         """Reopen the indexes writable (the active segment after load)."""
-        segment_indexes.reopen_indexes(self, writable=True)
+        self._indexes.reopen(writable=True)
         self._indexes_sized = False   # grown to the maximum at the first append, not at load
 
     def size_indexes_for_appends(self) -> None:
         if not self._indexes_sized:
-            segment_indexes.size_for_appends(self)
+            self._indexes.size_for_appends()
             self._indexes_sized = True
 
     # ---- read --------------------------------------------------------------------------------
@@ -282,22 +336,17 @@ class LogSegment:
         """``size`` bytes from ``position`` (fewer at the end of the file), read through the
         segment's cached read descriptor (``FileNotFoundError`` when the file is gone and no
         reader holds it)."""
-        if size <= 0:
-            return b""
-        with HANDLES.borrow(self.file_key, self.log_path, self._inode) as fd:
-            return os.pread(fd, size, position)
+        return self._log.read_bytes(position, size)
 
-    @contextmanager
-    def reading(self) -> Iterator[None]:
+    def reading(self) -> ContextManager[None]:
         """Hold the segment's read descriptor for the body: every read inside reads the same
         file, even if the segment is renamed, deleted or swapped out meanwhile."""
-        with HANDLES.borrow(self.file_key, self.log_path, self._inode):
-            yield
+        return self._log.reading()
 
     @property
     def cuts(self) -> int:
         """How many times the segment was truncated (recovered, cut, emptied) since it opened."""
-        return self._cuts
+        return self._log.cuts
 
     def batches(self, start_position: int = 0, end_position: int | None = None,
                 chunk_bytes: int = SCAN_CHUNK_BYTES, *, verify: bool = False,
@@ -306,7 +355,7 @@ class LogSegment:
                 index_entry_offset: int | None = None) -> Iterator[BatchEntry]:
         """Walk the batch headers from ``start_position``; stops at the first incomplete batch.
         With ``verify`` (every read path) each batch's CRC and offsets are checked before it is
-        yielded; see ``segment_walk.walk_batches`` for the checks, the ``CorruptRecordError``
+        yielded; see ``segment_read.walk_batches`` for the checks, the ``CorruptRecordError``
         raised and the meaning of ``target_offset``, ``torn_tail_ok`` and
         ``index_entry_offset``."""
         return walk_batches(self, start_position, end_position, chunk_bytes, verify=verify,
@@ -352,40 +401,88 @@ class LogSegment:
         ``SegmentOffsetOverflowError`` for a batch beyond the segment's 32-bit relative offsets
         (the loader then splits the segment)."""
         del max_message_bytes
-        return segment_truncation.recover(self, keep_cut, next_base_offset)
+        self.make_writable()
+        self._indexes.reset()
+        indexer = RecoveryIndexer(self._indexes, self.log_path, self.base_offset,
+                                  self._config.index_interval_bytes)
+        plan = scan_file(self.log_path, self.base_offset, next_base_offset, indexer)
+        valid = plan.valid_bytes
+        if plan.file_size > valid and keep_cut is not None:
+            keep_cut(valid)
+        truncated = self._log.truncate_to(valid, through_writer=False)
+        max_ts, max_ts_offset = indexer.max_timestamp, indexer.offset_of_max_timestamp
+        self._next_offset = plan.next_offset
+        self._max_timestamp_and_offset = TimestampOffset(max_ts, max_ts_offset)
+        self._rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = valid - indexer.last_index_position if valid else 0
+        self.offset_index.trim_to_valid_size()
+        self._indexes.append_final_time_entry(self._max_timestamp_and_offset)
+        self.time_index.trim_to_valid_size()
+        return truncated
 
     def plan_recovery(self, next_base_offset: int | None = None) -> RecoveryPlan:
         """What ``recover`` would keep, read-only: the same checks, no index or file written
         (the loader's dry run). ``SegmentOffsetOverflowError`` as ``recover`` raises it."""
-        return plan_recovery(self, next_base_offset)
+        return plan_recovery(self.log_path, self.base_offset, next_base_offset)
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch holding offsets >= ``offset``; return the bytes removed."""
-        return segment_truncation.truncate_to(self, offset)
+        entry = self.translate_offset(offset)
+        if entry is None:
+            return 0
+        self._indexes.truncate_to(offset)
+        self._txn_index.truncate_to(offset)
+        removed = self._log.truncate_to(entry.position)
+        self._next_offset = None
+        self._max_timestamp_and_offset = self._load_largest_timestamp()
+        self._bytes_since_last_index_entry = 0
+        if self._log.size == 0:
+            self._created_ms = self.clock.milliseconds()
+        self._rolling_based_timestamp = None
+        return removed
+
+    def _load_largest_timestamp(self) -> TimestampOffset:
+        """The largest timestamp and its offset: the time index's last entry, raised by any batch
+        after it (Kafka's loadLargestTimestamp; the index only samples every interval)."""
+        largest = self.time_index.last_entry()
+        start = self.offset_index.lookup(largest.offset).position
+        for batch in self.batches(start):
+            if batch.max_timestamp > largest.timestamp:
+                largest = TimestampOffset(batch.max_timestamp, batch.last_offset)
+        return largest
 
     def truncate_fully(self) -> int:
         """Remove every batch (an unreadable segment found by recovery); return the bytes removed."""
-        return segment_truncation.truncate_fully(self)
+        self._indexes.reset()
+        self._txn_index.reset()
+        removed = self._log.truncate_to(0, through_writer=False)
+        self._next_offset = self.base_offset
+        self._max_timestamp_and_offset = TimestampOffset(-1, self.base_offset)
+        self._bytes_since_last_index_entry = 0
+        self._rolling_based_timestamp = None
+        self._created_ms = self.clock.milliseconds()
+        return removed
 
     def sanity_check(self) -> None:
         """Kafka's load-time check: the offset index must exist (its content is checked by the
         recovery that follows an unclean shutdown). Raises FileNotFoundError otherwise."""
-        segment_indexes.require_offset_index(self)
+        self._indexes.require_offset_index()
 
     def check_indexes(self) -> None:
         """Full sanity check of the offset, time and transaction indexes; raises
         CorruptIndexError."""
-        segment_indexes.check_indexes(self)
+        self._indexes.sanity_check()
+        self._txn_index.sanity_check()
 
     # ---- transactions ------------------------------------------------------------------------
     def update_txn_index(self, completed: CompletedTxn, last_stable_offset: int) -> None:
         """Record a transaction closed by a marker in this segment: an aborted one gets an entry
         in the ``.txnindex`` (Kafka's updateTxnIndex); a committed one needs none."""
-        segment_txns.update_txn_index(self, completed, last_stable_offset)
+        segment_txns.update_txn_index(self._txn_index, completed, last_stable_offset)
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int
                              ) -> TxnIndexSearchResult:
-        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+        return self._txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
 
     def replay_producer_state(self, state: ProducerStateManager, from_offset: int | None = None,
                               *, write_txn_index: bool = False) -> None:
@@ -403,39 +500,65 @@ class LogSegment:
 
     # ---- files -------------------------------------------------------------------------------
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
-        """Rename every file of this segment from one temporary suffix to another (``""`` = none)."""
+        """Rename every file of this segment from one temporary suffix to another (``""`` = none)
+        (Kafka's ``changeFileSuffixes``)."""
         del old_suffix
-        segment_files.change_file_suffixes(self, new_suffix)
+        log_path, _index, _time_index, txn_index = segment_paths(self._dir, self.base_offset,
+                                                                 new_suffix)
+        self._log.rename_to(log_path)
+        self._indexes.rename_suffix(new_suffix)
+        self._txn_index.rename_to(txn_index)
+        self._suffix = new_suffix
 
     def rename_dir(self, directory: Path) -> None:
-        """Follow a rename of the partition directory (async delete of a partition)."""
-        segment_files.follow_dir(self, directory)
+        """Follow a rename of the partition directory (async delete of a partition; Kafka's
+        ``updateParentDir``)."""
+        self._log.follow(files.log_file(directory, self.base_offset, self._suffix))
+        self._indexes.follow_dir(directory)
+        self._txn_index.update_parent_dir(directory)
+        self._dir = directory
 
     def delete_files(self) -> None:
-        """Close the segment and remove its files (``segment_files.delete_files``)."""
-        segment_files.delete_files(self)
+        """Release the segment's descriptors and maps, then remove its files (those missing are
+        skipped; Kafka's ``deleteIfExists``). Nothing is written to files about to go (no final
+        time-index entry, no trim), so a full disk cannot stop the deletion nor leave a
+        descriptor open; every file is tried, and the first error is raised after the others
+        were removed."""
+        self._log.close()
+        self._indexes.release()
+        failure: OSError | None = None
+        for path in (self.log_path, self.offset_index.path, self.time_index.path,
+                     self._txn_index.path):
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as err:
+                failure = failure or err
+        if failure is not None:
+            raise failure
 
     def release(self) -> None:
         """Drop open descriptors and maps of an idle closed segment; they reopen on next use
         (a reader in the middle of a read keeps what it holds)."""
-        HANDLES.forget(self.file_key)
-        segment_indexes.release_indexes(self)
-
-    def _close_writer(self) -> None:
-        if self._write_fd is not None:
-            os.close(self._write_fd)
-            self._write_fd = None
+        self._log.release()
+        self._indexes.release()
 
     def close(self) -> None:
-        """Close the writer and the indexes (``segment_files.close``); reads reopen them."""
-        segment_files.close(self)
+        """Kafka's ``LogSegment.close``: a segment still writing gets its final time-index entry
+        and, when preallocated, its ``.log`` cut to its batches; then the writer, the cached read
+        descriptor and the index pair are closed. Reads reopen them."""
+        if self._log.is_open_for_writes:
+            self._indexes.append_final_time_entry(self._max_ts())
+            if self._config.preallocate:
+                self._log.trim(preallocated=True)
+        self._log.close()
+        self._indexes.close()
 
     @property
     def is_open_for_writes(self) -> bool:
-        return self._write_fd is not None
+        return self._log.is_open_for_writes
 
     def __repr__(self) -> str:
-        return f"LogSegment({self.log_path}, size={self._size})"
+        return f"LogSegment({self.log_path}, size={self.size})"
 
 
 def identity_or_none(segment: LogSegment) -> SegmentIdentity | None:

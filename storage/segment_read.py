@@ -13,7 +13,9 @@ read and one CRC per batch). ``walk_start``, ``translate_offset``,
 names, ``written_size`` that of ``size_to_written_batches``. ``producer_batch_headers`` finds the
 batches with a producer id for the producer-state replay (``storage.segment_txns``).
 
-Reads only: nothing here writes a file or changes the segment.
+Reads only: nothing here writes a file or changes the segment. Each function takes the segment as
+a ``SegmentFile``, the few reads it needs of one, so this module knows nothing else of
+``LogSegment``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, Protocol
 
 import crc32c
 import numpy as np
@@ -44,16 +46,37 @@ from storage.records import (
     batch_location,
     scan_batches,
 )
-from storage.segment_indexes import last_indexed_position
 
 if TYPE_CHECKING:
-    from storage.segment import LogSegment
+    from storage.index import OffsetIndex, TimeIndex
 
 SCAN_CHUNK_BYTES = 256 * 1024
 HOP_BATCH_BYTES = 16 * 1024   # producer-state replay reads only the header of a batch this large
 REPLAY_CHUNK_BYTES = 1024 * 1024   # and scans smaller ones this many bytes at a time
 
 log = logging.getLogger("storage.segment")   # the segment's logger, as before the split
+
+
+class SegmentFile(Protocol):
+    """What reading a segment's batches needs of it (``LogSegment`` is one): its base offset,
+    the size and path of its ``.log``, its index pair, and positional reads."""
+
+    @property
+    def base_offset(self) -> int: ...
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def log_path(self) -> Path: ...
+
+    @property
+    def offset_index(self) -> OffsetIndex: ...
+
+    @property
+    def time_index(self) -> TimeIndex: ...
+
+    def read_bytes(self, position: int, size: int) -> bytes: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +97,7 @@ class IndexEntryMismatch(Exception):
     ``walk_batches``, which then walks the segment from its start)."""
 
 
-def walk_batches(segment: LogSegment, start_position: int = 0, end_position: int | None = None,
+def walk_batches(segment: SegmentFile, start_position: int = 0, end_position: int | None = None,
                  chunk_bytes: int = SCAN_CHUNK_BYTES, *, verify: bool = False,
                  next_base_offset: int | None = None, target_offset: int | None = None,
                  torn_tail_ok: bool = False,
@@ -126,7 +149,7 @@ def walk_batches(segment: LogSegment, start_position: int = 0, end_position: int
         yield entry
 
 
-def walk_batch_bytes(segment: LogSegment, start_position: int = 0,
+def walk_batch_bytes(segment: SegmentFile, start_position: int = 0,
                      end_position: int | None = None, chunk_bytes: int = SCAN_CHUNK_BYTES, *,
                      next_base_offset: int | None = None, target_offset: int | None = None,
                      torn_tail_ok: bool = False, index_entry_offset: int | None = None
@@ -156,7 +179,7 @@ class VerifiedBatch(RecordBatch):
         """Nothing to do: ``walk_batch_bytes`` checked this batch's CRC before making it."""
 
 
-def _verified_walk(segment: LogSegment, start_position: int, end: int, chunk_bytes: int,
+def _verified_walk(segment: SegmentFile, start_position: int, end: int, chunk_bytes: int,
                    chunks: Iterator[tuple[int, BatchScan, memoryview]], *,
                    next_base_offset: int | None, target_offset: int | None,
                    torn_tail_ok: bool, index_entry_offset: int | None
@@ -176,7 +199,7 @@ def _verified_walk(segment: LogSegment, start_position: int, end: int, chunk_byt
         yield from _verified(segment, chunks, upper, target_offset, None)
 
 
-def walk_start(segment: LogSegment, offset: int) -> OffsetPosition:
+def walk_start(segment: SegmentFile, offset: int) -> OffsetPosition:
     """Where a verified walk for ``offset`` starts: the offset-index entry *before* the one at
     or below ``offset`` (``(base offset, 0)`` when there is none). Starting one entry early
     costs about ``index.interval.bytes`` of walk, and gives the first batch a reader may want
@@ -189,26 +212,27 @@ def walk_start(segment: LogSegment, offset: int) -> OffsetPosition:
         return entry
     return segment.offset_index.lookup(entry.offset - 1)
 
-def written_size(segment: LogSegment) -> int:
+def written_size(segment: SegmentFile, last_indexed_position: int) -> int:
     """The end of the last whole batch (``LogSegment.size_to_written_batches``): the batch
-    headers are walked from the last offset index entry up to the segment's size; the first bytes
-    that are no batch (the zeroed tail of a preallocated file) end the walk."""
-    end = start = min(last_indexed_position(segment), segment.size)
+    headers are walked from ``last_indexed_position`` (that of the last offset index entry) up
+    to the segment's size; the first bytes that are no batch (the zeroed tail of a preallocated
+    file) end the walk."""
+    end = start = min(last_indexed_position, segment.size)
     try:
-        for entry in segment.batches(start):
+        for entry in walk_batches(segment, start):
             end = entry.position + entry.size
     except CorruptRecordError:
         pass                    # the zeroed tail of the preallocated file
     return end
 
 
-def translate_offset(segment: LogSegment, offset: int, start_position: int = 0, *,
+def translate_offset(segment: SegmentFile, offset: int, start_position: int = 0, *,
                      next_base_offset: int | None = None) -> BatchEntry | None:
     """The first batch whose last offset is >= ``offset`` (the batch holding it, or the next
     batch after a gap), searching from the index entry at or below it. Every batch walked is
     verified (``batches(verify=True)``)."""
-    entry = segment.walk_start(offset)
-    for batch in segment.batches(max(entry.position, start_position), verify=True,
+    entry = walk_start(segment, offset)
+    for batch in walk_batches(segment, max(entry.position, start_position), verify=True,
                               next_base_offset=next_base_offset, target_offset=offset,
                               index_entry_offset=entry.offset
                               if entry.position >= start_position else None):
@@ -216,7 +240,7 @@ def translate_offset(segment: LogSegment, offset: int, start_position: int = 0, 
             return batch
     return None
 
-def read(segment: LogSegment, start_offset: int, max_size: int, max_position: int | None = None,
+def read(segment: SegmentFile, start_offset: int, max_size: int, max_position: int | None = None,
          min_one_message: bool = True, *,
          next_base_offset: int | None = None) -> tuple[int, bytes] | None:
     """Whole batches from the one holding ``start_offset``, at most ``max_size`` bytes (at least
@@ -228,11 +252,12 @@ def read(segment: LogSegment, start_offset: int, max_size: int, max_position: in
     batch ends the bytes returned before it; ``CorruptRecordError`` is raised when it would be
     the first batch returned."""
     limit = segment.size if max_position is None else max_position
-    entry = segment.walk_start(start_offset)
+    entry = walk_start(segment, start_offset)
     first: BatchEntry | None = None
     end = budget = 0
-    walk = segment.batches(entry.position, limit, verify=True, next_base_offset=next_base_offset,
-                        target_offset=start_offset, index_entry_offset=entry.offset)
+    walk = walk_batches(segment, entry.position, limit, verify=True,
+                        next_base_offset=next_base_offset, target_offset=start_offset,
+                        index_entry_offset=entry.offset)
     try:
         for batch in walk:
             if first is None:
@@ -253,14 +278,14 @@ def read(segment: LogSegment, start_offset: int, max_size: int, max_position: in
         return None
     return first.position, segment.read_bytes(first.position, end - first.position)
 
-def find_offset_by_timestamp(segment: LogSegment, timestamp: int, start_offset: int
+def find_offset_by_timestamp(segment: SegmentFile, timestamp: int, start_offset: int
                              ) -> tuple[int, int] | None:
     """(offset, timestamp) of the first record with timestamp >= ``timestamp`` at or after
     ``start_offset``, or None."""
     ts_entry = segment.time_index.lookup(timestamp)
-    index_entry = segment.walk_start(max(ts_entry.offset, start_offset))
-    for entry in segment.batches(index_entry.position, verify=True, target_offset=start_offset,
-                              index_entry_offset=index_entry.offset):
+    index_entry = walk_start(segment, max(ts_entry.offset, start_offset))
+    for entry in walk_batches(segment, index_entry.position, verify=True,
+                              target_offset=start_offset, index_entry_offset=index_entry.offset):
         if entry.max_timestamp < timestamp or entry.last_offset < start_offset:
             continue
         batch = RecordBatch(segment.read_bytes(entry.position, entry.size), entry.position,
@@ -271,7 +296,7 @@ def find_offset_by_timestamp(segment: LogSegment, timestamp: int, start_offset: 
     return None
 
 
-def _chunks(segment: LogSegment, start: int, end: int, chunk_bytes: int, *,
+def _chunks(segment: SegmentFile, start: int, end: int, chunk_bytes: int, *,
             torn_tail_ok: bool) -> Iterator[tuple[int, BatchScan, memoryview]]:
     """``(file position, scan, bytes)`` of each chunk of complete batches in ``[start, end)``;
     a chunk's problem is raised after the chunk, so its good batches come first."""
@@ -302,7 +327,7 @@ def _chunks(segment: LogSegment, start: int, end: int, chunk_bytes: int, *,
                           f"{end} are not a complete batch")
 
 
-def _verified(segment: LogSegment, chunks: Iterator[tuple[int, BatchScan, memoryview]],
+def _verified(segment: SegmentFile, chunks: Iterator[tuple[int, BatchScan, memoryview]],
               upper: int, target_offset: int | None,
               first_last: int | None) -> Iterator[tuple[BatchEntry, memoryview]]:
     """The checks of ``batches(verify=True)`` over the chunks of ``_chunks``, each batch with a
@@ -393,7 +418,7 @@ def _offsets_out_of_place(path: Path, entry: BatchEntry, previous_last: int,
                                              f"place: {why}", base_offset=base, offset=last)
 
 
-def producer_batch_headers(segment: LogSegment, start_position: int
+def producer_batch_headers(segment: SegmentFile, start_position: int
                            ) -> Iterator[tuple[int, int, BatchHeader]]:
     """(position, size, header) of every v2 batch with a producer id from ``start_position``
     on. Small batches are scanned a chunk at a time and only those with a producer parsed, so

@@ -10,7 +10,7 @@ Owns the checks recovery makes on a file it cannot trust:
 - ``RecoveryIndexer``: the offset- and time-index entries rebuilt for the batches kept, and the
   ``SegmentOffsetOverflowError`` of a batch beyond the segment's 32-bit relative offsets.
 
-``LogSegment.recover`` truncates the file to what is kept (``recover_file``);
+``LogSegment.recover`` truncates the file to what ``scan_file`` keeps;
 ``LogSegment.plan_recovery`` (the loader's dry run) only reports it (``plan_recovery``). The
 loader's swap check reuses ``checked_batches``.
 
@@ -41,11 +41,13 @@ from __future__ import annotations
 import os
 import struct
 import zlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple
 
 import crc32c
 
 from storage.errors import SegmentOffsetOverflowError
+from storage.index import TimestampOffset
 from storage.kernels import LEGACY_CRC_OFFSET, LEGACY_TIMESTAMP_OFFSET
 from storage.records import (
     ATTRIBUTES_OFFSET,
@@ -61,7 +63,7 @@ from storage.records import (
 )
 
 if TYPE_CHECKING:
-    from storage.segment import LogSegment
+    from storage.segment_indexes import SegmentIndexes
 
 RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024
 _INT64 = struct.Struct(">q")
@@ -205,71 +207,63 @@ def recovery_scan(fd: int, file_size: int, base_offset: int, next_base_offset: i
     return valid, prev_last
 
 
-def check_relative_offset(segment: LogSegment, batch: CheckedBatch, position: int) -> None:
-    """``SegmentOffsetOverflowError`` when ``batch`` (at ``position``) ends beyond the offsets
-    ``segment`` can index relative to its base."""
-    if not segment.can_convert_to_relative_offset(batch.last_offset):
+def check_relative_offset(log_path: Path, base_offset: int, batch: CheckedBatch,
+                          position: int) -> None:
+    """``SegmentOffsetOverflowError`` when ``batch`` (at ``position`` of ``log_path``) ends beyond
+    the offsets the segment at ``base_offset`` can index relative to its base."""
+    if not 0 <= batch.last_offset - base_offset <= INT32_MAX:
         raise SegmentOffsetOverflowError(
-            f"{segment.log_path}: the batch at position {position} ends at offset "
-            f"{batch.last_offset}, beyond the segment's base {segment.base_offset} + 2^31 - 1",
-            path=str(segment.log_path), position=position, offset=batch.last_offset)
+            f"{log_path}: the batch at position {position} ends at offset "
+            f"{batch.last_offset}, beyond the segment's base {base_offset} + 2^31 - 1",
+            path=str(log_path), position=position, offset=batch.last_offset)
 
 
 class RecoveryIndexer:
     """The ``accept`` of ``recovery_scan`` for a real recovery: checks each kept batch's relative
-    offset and adds an offset- and time-index entry every ``index.interval.bytes`` to
-    ``segment``'s (reset) indexes. Afterwards ``max_timestamp`` / ``offset_of_max_timestamp`` are
+    offset and adds an offset- and time-index entry every ``index_interval_bytes`` to the
+    segment's (reset) ``indexes``. Afterwards ``max_timestamp`` / ``offset_of_max_timestamp`` are
     the largest timestamp kept and its offset, ``last_index_position`` the position of the last
     entry."""
 
-    def __init__(self, segment: LogSegment) -> None:
-        self._segment = segment
+    def __init__(self, indexes: SegmentIndexes, log_path: Path, base_offset: int,
+                 index_interval_bytes: int) -> None:
+        self._indexes = indexes
+        self._log_path = log_path
+        self._base_offset = base_offset
+        self._index_interval_bytes = index_interval_bytes
         self.max_timestamp = -1
-        self.offset_of_max_timestamp = segment.base_offset
+        self.offset_of_max_timestamp = base_offset
         self.last_index_position = 0
 
     def __call__(self, batch: CheckedBatch, position: int) -> None:
         """Index one batch that recovery keeps, at ``position`` (the bytes kept before it)."""
-        segment = self._segment
-        check_relative_offset(segment, batch, position)
+        check_relative_offset(self._log_path, self._base_offset, batch, position)
         if batch.max_timestamp > self.max_timestamp:
             self.max_timestamp = batch.max_timestamp
             self.offset_of_max_timestamp = batch.last_offset
-        if position - self.last_index_position > segment.config.index_interval_bytes:
-            segment.offset_index.append(batch.last_offset, position)
-            segment.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        if position - self.last_index_position > self._index_interval_bytes:
+            self._indexes.append(batch.last_offset, position,
+                                 TimestampOffset(self.max_timestamp,
+                                                 self.offset_of_max_timestamp))
             self.last_index_position = position
 
 
-def recover_file(segment: LogSegment, accept: Callable[[CheckedBatch, int], None],
-                 keep_cut: Callable[[int], None] | None,
-                 next_base_offset: int | None) -> tuple[int, int, int]:
-    """Scan ``segment``'s ``.log`` (``recovery_scan``, each kept batch passed to ``accept``) and
-    truncate it after the last batch kept, calling ``keep_cut(position)`` first while the bytes
-    are still there. Returns (bytes kept, last offset kept or base - 1, bytes truncated)."""
-    fd = os.open(segment.log_path, os.O_RDWR)
+def scan_file(log_path: Path, base_offset: int, next_base_offset: int | None,
+              accept: Callable[[CheckedBatch, int], None]) -> RecoveryPlan:
+    """Scan the ``.log`` at ``log_path`` of the segment at ``base_offset`` (``recovery_scan``,
+    each kept batch passed to ``accept``), writing nothing: what recovery keeps of it."""
+    fd = os.open(log_path, os.O_RDONLY)
     try:
         file_size = os.fstat(fd).st_size
-        valid, prev_last = recovery_scan(fd, file_size, segment.base_offset, next_base_offset,
-                                         accept)
-        truncated = file_size - valid
-        if truncated:
-            if keep_cut is not None:
-                keep_cut(valid)
-            os.ftruncate(fd, valid)
-    finally:
-        os.close(fd)
-    return valid, prev_last, truncated
-
-
-def plan_recovery(segment: LogSegment, next_base_offset: int | None) -> RecoveryPlan:
-    """``LogSegment.plan_recovery``: what ``recover_file`` would keep, nothing written."""
-    fd = os.open(segment.log_path, os.O_RDONLY)
-    try:
-        file_size = os.fstat(fd).st_size
-        valid, prev_last = recovery_scan(
-            fd, file_size, segment.base_offset, next_base_offset,
-            lambda batch, position: check_relative_offset(segment, batch, position))
+        valid, prev_last = recovery_scan(fd, file_size, base_offset, next_base_offset, accept)
     finally:
         os.close(fd)
     return RecoveryPlan(file_size, valid, prev_last + 1)
+
+
+def plan_recovery(log_path: Path, base_offset: int,
+                  next_base_offset: int | None) -> RecoveryPlan:
+    """``LogSegment.plan_recovery``: what recovery would keep, nothing written."""
+    return scan_file(log_path, base_offset, next_base_offset,
+                     lambda batch, position: check_relative_offset(log_path, base_offset,
+                                                                   batch, position))

@@ -3,31 +3,40 @@ of ``LogSegment.recover``): replaying its producer batches into a ``ProducerStat
 rebuilding its ``.txnindex`` from the ``.log``.
 
 These functions are the bodies of ``LogSegment.update_txn_index``, ``replay_producer_state``
-and ``rebuild_txn_index``; ``segment_read.producer_batch_headers`` finds the batches.
+and ``rebuild_txn_index``; ``segment_read.producer_batch_headers`` finds the batches. They take
+the segment as a ``TxnSegment``: its batches, its ``.txnindex`` and where its batches end.
 """
 
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from storage.segment_read import producer_batch_headers
-from storage.txn_index import AbortedTxn
+from storage.segment_read import SegmentFile, producer_batch_headers
+from storage.txn_index import AbortedTxn, TransactionIndex
 
 if TYPE_CHECKING:
     from storage.producer_state import CompletedTxn, ProducerStateManager
-    from storage.segment import LogSegment
 
 
-def update_txn_index(segment: LogSegment, completed: CompletedTxn,
+class TxnSegment(SegmentFile, Protocol):
+    """What the replay needs of a segment beyond its batches (``LogSegment`` is one)."""
+
+    @property
+    def txn_index(self) -> TransactionIndex: ...
+
+    def read_next_offset(self) -> int: ...
+
+
+def update_txn_index(txn_index: TransactionIndex, completed: CompletedTxn,
                      last_stable_offset: int) -> None:
     """``LogSegment.update_txn_index``: an aborted transaction gets a ``.txnindex`` entry."""
     if completed.is_aborted:
-        segment.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
-                                            completed.last_offset, last_stable_offset))
+        txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
+                                    completed.last_offset, last_stable_offset))
 
 
-def replay_producer_state(segment: LogSegment, state: ProducerStateManager,
+def replay_producer_state(segment: TxnSegment, state: ProducerStateManager,
                           from_offset: int | None = None, *,
                           write_txn_index: bool = False) -> None:
     """``LogSegment.replay_producer_state`` (see its contract)."""
@@ -40,12 +49,13 @@ def replay_producer_state(segment: LogSegment, state: ProducerStateManager,
         completed = state.replay_batch(header, partial(segment.read_bytes, batch_position, size))
         if completed is not None:
             if write_txn_index:
-                segment.update_txn_index(completed, state.last_stable_offset_after(completed))
+                update_txn_index(segment.txn_index, completed,
+                                 state.last_stable_offset_after(completed))
             state.complete_txn(completed)
-    state.map_end_offset = max(state.map_end_offset, segment.read_next_offset())
+    state.advance_map_end_offset(segment.read_next_offset())
 
 
-def rebuild_txn_index(segment: LogSegment, state: ProducerStateManager) -> None:
+def rebuild_txn_index(segment: TxnSegment, state: ProducerStateManager) -> None:
     """``LogSegment.rebuild_txn_index`` (see its contract)."""
     segment.txn_index.reset()
     replay_producer_state(segment, state, write_txn_index=True)

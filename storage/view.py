@@ -38,12 +38,14 @@ class LogView:
     """Segments of one partition directory, read-only. Not thread-safe."""
 
     def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment],
-                 swap: SwapFn, clock: Clock) -> None:
+                 swap: SwapFn, clock: Clock,
+                 stats: dict[int, tuple[int, int, int]] | None = None) -> None:
         self.dir = directory
         self.config = config
         self.clock = clock
         self._swap = swap
         self._segments = segments
+        self._stats = stats or {}   # base offset -> the .log's stat when the view was opened
         self._identities = {s.base_offset: i for s in segments
                             if (i := identity_or_none(s)) is not None}
         self.topic_partition = files.topic_partition_of(directory)
@@ -67,15 +69,13 @@ class LogView:
         if config.preallocate:
             # the owner's active segment is preallocated: its file length is not its size
             segments[-1].size_to_written_batches()
-        view = cls(directory, config, segments, swap, clock)
-        view._stats = stats
-        return view
+        return cls(directory, config, segments, swap, clock, stats)
 
     def unchanged(self, segment: LogSegment) -> bool:
         """Whether ``segment``'s ``.log`` is still the file this view opened: same inode, and for
         a closed segment the same size and mtime (a swap puts a new file at the same name; the
         owner's active segment only grows)."""
-        seen = getattr(self, "_stats", {}).get(segment.base_offset)
+        seen = self._stats.get(segment.base_offset)
         try:
             now = _file_stat(segment.log_path)
         except FileNotFoundError:

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-import storage.segment as segment_module
 from storage import files
 from storage.checkpoint import OffsetCheckpointFile
 from storage.clock import FakeClock
@@ -111,7 +110,7 @@ class _RecoveryReads:
             finally:
                 self._active = False
 
-        patch.setattr(segment_module.os, "pread", pread)
+        patch.setattr(os, "pread", pread)
         patch.setattr(LogSegment, "recover", recover)
 
 
