@@ -68,7 +68,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from node.kafka.transactions import ProducerFencedError as KafkaProducerFencedError
-from node.kafka.transactions import java_string_hash, kafka_abs
+from node.groups.placement import java_string_hash, kafka_abs
 from node.kafka.transactions import TransactionStateError as KafkaTransactionStateError
 from storage.config import INT, check_integer, parse_integer
 from storage.errors import InvalidConfigError, StorageError

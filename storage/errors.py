@@ -50,6 +50,26 @@ class InvalidRecordError(StorageError):
     """
 
 
+class OutOfOrderSequenceError(InvalidRecordError):
+    """A batch whose first sequence does not follow the producer's last one (a gap)."""
+
+
+class InvalidProducerEpochError(InvalidRecordError):
+    """A batch or marker from an epoch older than the producer's current epoch (a fenced
+    producer)."""
+
+
+class InvalidTxnStateError(InvalidRecordError):
+    """A non-transactional batch from a producer whose transaction is still open (Kafka's
+    InvalidTxnStateException); unlike a sequence error, the sequence itself is fine."""
+
+
+class TransactionCoordinatorFencedError(InvalidRecordError):
+    """A commit or abort marker whose coordinator epoch is older than the last one this partition
+    saw for the producer: a zombie transaction coordinator (Kafka's
+    TransactionCoordinatorFencedException)."""
+
+
 class RecordTooLargeError(StorageError):
     """A batch larger than ``max.message.bytes`` or than ``segment.bytes``."""
 

@@ -56,7 +56,15 @@ import crc32c
 from storage import files
 from storage.config import DEFAULT_PRODUCER_ID_EXPIRATION_MS  # noqa: F401 - importable from here
 from storage.durable import atomic_write
-from storage.errors import CorruptRecordError, InvalidRecordError, StorageError
+from storage.errors import (  # the producer errors live with the others; named here too
+    CorruptRecordError,
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    StorageError,
+    TransactionCoordinatorFencedError,
+)
 from storage.records import BatchHeader, ControlType, RecordBatch, parse_control_record
 
 SNAPSHOT_VERSION = 1
@@ -67,26 +75,6 @@ _COUNT_POSITION = struct.calcsize(">hI")
 CACHED_BATCHES = 5                        # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 INT32_MAX = 2**31 - 1
 NO_TIMESTAMP = -1
-
-
-class OutOfOrderSequenceError(InvalidRecordError):
-    """A batch whose first sequence does not follow the producer's last one (a gap)."""
-
-
-class InvalidProducerEpochError(InvalidRecordError):
-    """A batch or marker from an epoch older than the producer's current epoch (a fenced
-    producer)."""
-
-
-class InvalidTxnStateError(InvalidRecordError):
-    """A non-transactional batch from a producer whose transaction is still open (Kafka's
-    InvalidTxnStateException); unlike a sequence error, the sequence itself is fine."""
-
-
-class TransactionCoordinatorFencedError(InvalidRecordError):
-    """A commit or abort marker whose coordinator epoch is older than the last one this partition
-    saw for the producer: a zombie transaction coordinator (Kafka's
-    TransactionCoordinatorFencedException)."""
 
 
 ORIGIN_CLIENT = "client"              # a producer: every check, control batches refused

@@ -1,5 +1,8 @@
-"""Where a group lives: its ``__consumer_offsets`` partition, as Kafka computes it
-(``GroupCoordinatorService.partitionFor``: ``Utils.abs(groupId.hashCode) % partitions``)."""
+"""Where a group or a transactional id lives: its partition of ``__consumer_offsets`` or of the
+transaction state log, as Kafka computes both (``GroupCoordinatorService.partitionFor``,
+``TransactionStateManager.partitionFor``: ``Utils.abs(key.hashCode) % partitions``), with
+Java's ``String.hashCode``. Plain functions without imports: the cluster, the brokers and the
+offline tools all place keys with them."""
 
 from __future__ import annotations
 
@@ -22,4 +25,5 @@ def kafka_abs(n: int) -> int:
 
 
 def partition_for(group_id: str, partitions: int) -> int:
+    """The partition of ``group_id`` (or a transactional id) among ``partitions``."""
     return kafka_abs(java_string_hash(group_id)) % partitions

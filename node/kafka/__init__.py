@@ -22,7 +22,11 @@ SASL on a ``SASL_PLAINTEXT`` listener: ``sasl`` (a connection's authentication),
 ``jaas`` (users from Kafka's JAAS text and ``strata.sasl.scram.users``).
 """
 
-from node.kafka.config import KafkaServerConfig
-from node.kafka.server import KafkaServer
+from storage.lazy_exports import lazy_exports
+
+# loaded on first use: a module of the package (``node.kafka.transactions``, ``codec``) is
+# imported without the server, and so without the storage engine and numba
+__getattr__ = lazy_exports(__name__, {"KafkaServer": "node.kafka.server",
+                                      "KafkaServerConfig": "node.kafka.config"})
 
 __all__ = ["KafkaServer", "KafkaServerConfig"]

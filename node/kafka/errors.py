@@ -26,16 +26,14 @@ from node.errors import (
 from storage.errors import (
     CorruptRecordError,
     InvalidOffsetError,
+    InvalidProducerEpochError,
     InvalidRecordError,
     InvalidTopicError,
+    InvalidTxnStateError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
     RecordTooLargeError,
     StorageError,
-)
-from storage.producer_state import (
-    InvalidProducerEpochError,
-    InvalidTxnStateError,
-    OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
 

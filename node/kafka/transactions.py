@@ -23,8 +23,7 @@ from typing import Protocol, Sequence
 from kio.schema.errors import ErrorCode
 
 from node.kafka.errors import error_code_for
-from storage.errors import StorageError
-from storage.producer_state import InvalidTxnStateError
+from storage.errors import InvalidTxnStateError, StorageError
 
 __all__ = [
     "ConcurrentTransactionsError",
@@ -35,8 +34,6 @@ __all__ = [
     "TransactionService",
     "TransactionStateError",
     "TxnDescription",
-    "java_string_hash",
-    "kafka_abs",
     "txn_error_code",
 ]
 
@@ -74,22 +71,6 @@ class CoordinatorNotAvailableError(StorageError):
     """No transaction coordinator can be reached from this broker (a directory served without a
     cluster, or the coordinator's state log partition has no leader now): Kafka's
     COORDINATOR_NOT_AVAILABLE, retriable."""
-
-
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode``: ``s[0]*31^(n-1) + ... + s[n-1]`` over the UTF-16 code units
-    (a character beyond U+FFFF counts as its two surrogates), in int32 arithmetic."""
-    data = text.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def kafka_abs(n: int) -> int:
-    """Kafka's ``Utils.abs``: the absolute value of an int32, 0 for ``Integer.MIN_VALUE``
-    (whose ``Math.abs`` is itself, negative)."""
-    return 0 if n == -(1 << 31) else abs(n)
 
 
 _CODES: dict[type[BaseException], ErrorCode] = {

@@ -33,14 +33,13 @@ from kio.schema.errors import ErrorCode
 
 from node.groups.config import OFFSETS_TOPIC, GroupCoordinatorConfig
 from node.kafka.codec import Request, build, millis, response_class
+from node.groups.placement import partition_for
 from node.kafka.context import ServedDir
 from node.kafka.transactions import (
     CoordinatorNotAvailableError,
     TransactionService,
     TransactionStateError,
     TxnDescription,
-    java_string_hash,
-    kafka_abs,
     txn_error_code,
 )
 from node.kafka.versions import ApiKey
@@ -66,7 +65,7 @@ def service(served: ServedDir) -> TransactionService:
 def offsets_partition(group_id: str, partitions: int) -> int:
     """The ``__consumer_offsets`` partition of ``group_id`` (Kafka's ``partitionFor``:
     ``Utils.abs(groupId.hashCode) % offsets.topic.num.partitions``)."""
-    return kafka_abs(java_string_hash(group_id)) % partitions
+    return partition_for(group_id, partitions)
 
 
 def offsets_partitions(served: ServedDir) -> int:

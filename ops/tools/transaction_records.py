@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from node.groups.placement import java_string_hash
 from ops.tools.kafka_messages import (
     Field, SkippedRecord, Struct, plain, read_record_part, record_version)
 
@@ -144,15 +145,6 @@ SMALL_SET_MAX = 4          # Scala's immutable Set1..Set4; larger sets are immut
 
 def _java_int(value: int) -> int:
     return (value + 2**31) % 2**32 - 2**31
-
-
-def java_string_hash(text: str) -> int:
-    """``String.hashCode()``: over UTF-16 code units."""
-    units = text.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(units), 2):
-        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
-    return _java_int(h)
 
 
 def topic_partition_hash(topic: str, partition: int) -> int:
