@@ -19,6 +19,7 @@ import ray
 
 from cleaner.config import CleanerConfig
 from cluster.actors import current_host
+from cluster.consumer_lag import CommittedOffset, log_end_offsets
 from cluster.coordinator_service import CoordinatorService
 from cluster.handles import CoordinatorLink, NamedHandle
 from cluster.kafka_brokers import NodeBroker
@@ -36,6 +37,7 @@ from storage.errors import StorageError
 logger = logging.getLogger(__name__)
 
 NODE_METRICS_INTERVAL_S = 5.0
+COMMITTED_OFFSETS_TIMEOUT_S = 5.0
 
 
 class NodeBody(LogDirServer):
@@ -85,6 +87,15 @@ class NodeBody(LogDirServer):
     def kafka_endpoint(self) -> tuple[int, str, int] | None:
         """(node id, advertised host, port) of this directory's broker while it serves."""
         return self._broker.endpoint()
+
+    def committed_offsets(self) -> tuple[CommittedOffset, ...]:
+        """The committed offsets of the groups this directory's broker coordinates
+        (``cluster.consumer_lag``)."""
+        return self._broker.committed_offsets(COMMITTED_OFFSETS_TIMEOUT_S)
+
+    def log_end_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The log end offsets of those of ``partitions`` this directory holds."""
+        return log_end_offsets(self.log_dir, partitions)
 
     def close(self, broker_epoch: int = -1) -> bool:
         self._broker.close()

@@ -54,6 +54,7 @@ from cluster.errors import ActorUnavailableError, PartitionPausedError, UnknownT
 from cluster.handles import Handle
 from cluster.loop import ControlLoop
 from cluster.metrics import MetricsSink, NullMetrics
+from cluster.consumer_lag import LagGauges
 from cluster.coordinator_metrics import publish_cleaner_metrics
 from cluster.coordinator_nodes import NodeViews
 from cluster.pauses import PauseBook, pause_holders
@@ -83,6 +84,7 @@ class Coordinator:
             on_online=lambda d: self._manager.add_log_dir(d))
         self._clock = clock
         self._metrics = metrics or NullMetrics()
+        self._lag = LagGauges(self._metrics)
         self._timeout = call_timeout_s
         self._retention_interval_ms = retention_check_interval_ms
         self._metrics_interval_ms = metrics_interval_ms
@@ -413,3 +415,4 @@ class Coordinator:
     def _publish_metrics(self, now: int) -> None:
         publish_cleaner_metrics(self._metrics, self._manager, list(self._views.nodes),
                                 self._views.snapshots(), self._views.offline(), now)
+        self._lag.publish(self._views.consumer_lags())

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from cleaner.checkpoints import CheckpointChange
+from cluster.consumer_lag import CommittedOffset, ConsumerLag, consumer_lags
 from cluster.errors import ActorUnavailableError
 from cluster.handles import Handle
 from cluster.naming import abs_dir
@@ -28,6 +29,8 @@ from storage.errors import CheckpointError, LogDirOfflineError
 from storage.files import TopicPartition
 
 logger = logging.getLogger("cluster.coordinator")
+
+LAG_TIMEOUT_S = 10.0
 
 
 class NodeCheckpoint:
@@ -133,6 +136,37 @@ class NodeViews:
             self._polls += 1
             for tp, snap in snapshots.items():
                 self._dir_of[tp] = abs_dir(snap.dir.parent)
+
+    def consumer_lags(self) -> list[ConsumerLag]:
+        """Every group's lag on every partition (``cluster.consumer_lag``): the committed offsets
+        of every node's group coordinator, then the log end offsets of those partitions from
+        every node. A node offline, unreachable or not answering within ``LAG_TIMEOUT_S``
+        contributes nothing this round."""
+        timeout = min(self._timeout, LAG_TIMEOUT_S)
+        online = {d: h for d, h in self.nodes.items() if d not in self.offline()}
+        committed: list[CommittedOffset] = []
+        for found in self._ask_all(online, "committed_offsets", timeout):
+            committed.extend(found)
+        if not committed:
+            return []
+        partitions = sorted({(c.topic, c.partition) for c in committed})
+        ends: dict[tuple[str, int], int] = {}
+        for found in self._ask_all(online, "log_end_offsets", timeout, partitions):
+            ends.update(found)
+        return consumer_lags(committed, ends)
+
+    @staticmethod
+    def _ask_all(nodes: Mapping[str, Handle], method: str, timeout: float,
+                 *args: Any) -> list[Any]:
+        """The answers of the nodes that answered ``method`` within ``timeout`` seconds."""
+        asked = {d: h.submit(method, *args) for d, h in nodes.items()}
+        answers = []
+        for log_dir, pending in asked.items():
+            try:
+                answers.append(pending.result(timeout))
+            except Exception as err:  # noqa: BLE001 - a metric is never worth a failed round
+                logger.info("node of %s gave no %s this round: %s", log_dir, method, err)
+        return answers
 
     def delete_old_segments(self, tps_by_dir: Mapping[str, list[TopicPartition]]) -> None:
         """Retention of compacted logs, one call per directory (one failing never stops the

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cluster.errors import ListenerBindError, TopicExistsError, UnknownTopicError
+from cluster.consumer_lag import CommittedOffset, committed_offsets
 from cluster.handles import Handle
 from cluster.kafka_txns import ClusterTransactions
 from cluster.naming import is_internal
@@ -464,6 +465,14 @@ class NodeBroker:
             return None
         host, port = self._advertised(server)
         return node_id, host, port
+
+    def committed_offsets(self, timeout_s: float) -> tuple[CommittedOffset, ...]:
+        """The committed offsets of the groups this broker coordinates (none while it does not
+        serve)."""
+        server = self._server
+        if server is None:
+            return ()
+        return committed_offsets(server.groups.coordinator, timeout_s)
 
     @staticmethod
     def _advertised(server: KafkaServer) -> tuple[str, int]:

@@ -44,6 +44,9 @@ METRICS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "strata_max_dirty_percent": (GAUGE, "Dirtiest compacted log at the last selection", ()),
     "strata_uncleanable_partitions": (GAUGE, "Partitions the cleaner gave up on", DIR),
     "strata_uncleanable_bytes": (GAUGE, "Cleanable bytes of uncleanable partitions", DIR),
+    "strata_consumer_group_lag": (GAUGE, "Log end offset of a partition minus a consumer "
+                                         "group's committed offset",
+                                  ("group", "topic", "partition")),
 }
 
 
@@ -53,12 +56,18 @@ class MetricsSink(Protocol):
 
     def set(self, name: str, value: float, tags: Mapping[str, Any] | None = None) -> None: ...
 
+    def forget(self, name: str, tags: Mapping[str, Any] | None = None) -> None:
+        """Stop exporting the gauge's series of ``tags`` (a group deleted, say)."""
+
 
 class NullMetrics:
     def inc(self, name: str, value: float = 1.0, tags: Mapping[str, Any] | None = None) -> None:
         pass
 
     def set(self, name: str, value: float, tags: Mapping[str, Any] | None = None) -> None:
+        pass
+
+    def forget(self, name: str, tags: Mapping[str, Any] | None = None) -> None:
         pass
 
 
@@ -74,6 +83,9 @@ class RecordingMetrics:
 
     def set(self, name: str, value: float, tags: Mapping[str, Any] | None = None) -> None:
         self.values[_key(name, tags)] = value
+
+    def forget(self, name: str, tags: Mapping[str, Any] | None = None) -> None:
+        self.values.pop(_key(name, tags), None)
 
     def get(self, name: str, **tags: Any) -> float | None:
         return self.values.get(_key(name, tags))
@@ -126,6 +138,12 @@ class RayMetrics:
 
     def set(self, name: str, value: float, tags: Mapping[str, Any] | None = None) -> None:
         self._record(name, tags, lambda _old: value)
+
+    def forget(self, name: str, tags: Mapping[str, Any] | None = None) -> None:
+        """No longer set the series again: Ray's agent drops it after its gauge TTL (see the
+        class docstring), and Prometheus with it."""
+        with self._lock:
+            self._gauges.pop(_key(name, tags), None)
 
     def _record(self, name: str, tags: Mapping[str, Any] | None,
                 update: Any) -> None:
