@@ -4,7 +4,7 @@ scrape job of ``ops/prometheus.yml`` (its service-discovery file swapped for the
 test knows: the head's metrics port on loopback), and every PromQL expression of every panel of
 ``ops/grafana-dashboard.json`` is evaluated through Prometheus's HTTP query API: it parses, it
 returns series, and its sums equal what the test knows (directories, partitions, records, bytes
-on disk). One series per fact: each directory's offline gauge comes from one process only."""
+on disk, a consumer group's lag). One series per fact: each directory's offline gauge comes from one process only."""
 
 from __future__ import annotations
 
@@ -80,7 +80,9 @@ def served(tmp_path: Path) -> Iterator[tuple[Strata, list[Path], int]]:
     logs = [tmp_path / "A", tmp_path / "B"]
     strata = Strata(temp_dir)
     try:
-        started = strata(*strata.start_args(*logs), f"--namespace={NAMESPACE}")
+        started = strata(*strata.start_args(*logs), f"--namespace={NAMESPACE}",
+                         "--set=listeners=PLAINTEXT://127.0.0.1:0",
+                         "--set=offsets.topic.num.partitions=1")
         strata.address = re.search(r"on Ray at (\S+):", started.stdout).group(1)
         port = int(re.search(r"Prometheus metrics: http://127\.0\.0\.1:(\d+)/metrics",
                              started.stdout).group(1))
@@ -185,6 +187,19 @@ def test_every_dashboard_panel_evaluates_in_prometheus_and_adds_up(
     assert {json.loads(k)["directory"]: v for k, v in per_dir.items()} == \
         {d: 1.0 for d in dirs}
 
+    # a group that committed offset 100 of events-0's 300 records lags by 200
+    strata("groups", "reset-offsets", "lagging", "--topic=events:0", "--to-offset=100",
+           "--execute", ns)
+
+    def lag_of_the_group() -> str | None:
+        lag = prometheus.values("ray_strata_consumer_group_lag")
+        want = {json.dumps({"group": "lagging", "topic": "events", "partition": "0"},
+                           sort_keys=True): 200.0}
+        found = {json.dumps({k: json.loads(key)[k] for k in ("group", "topic", "partition")},
+                            sort_keys=True): v for key, v in lag.items()}
+        return None if found == want else str(found)
+    _wait(lag_of_the_group, "the group's lag is not 200")
+
     for p in range(2):
         strata("cleaner", "resume", "kv", f"--partition={p}", ns)
     strata("cleaner", "trigger", "kv", "--partition=0", "--roll", "--wait", ns)
@@ -206,7 +221,8 @@ def test_every_dashboard_panel_evaluates_in_prometheus_and_adds_up(
     assert list(cleans.values()) and list(cleans.values())[0] >= 1
     assert sorted((r["metric"]["topic"], r["metric"]["partition"])
                   for r in prometheus.query("ray_strata_uncleaned_ratio")) == \
-        [("events", "0"), ("events", "1"), ("kv", "0"), ("kv", "1")]
+        [("__consumer_offsets", "0"), ("events", "0"), ("events", "1"), ("kv", "0"),
+         ("kv", "1")]
     # one-shot gauges stay (Ray drops a gauge not set again within 2 report intervals, 20 s):
     # asked 25 s after the clean at the earliest (the checks above count towards the 25 s)
     time.sleep(max(0.0, cleaned_at + ONE_SHOT_AGE_S - time.monotonic()))
