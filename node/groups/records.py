@@ -49,9 +49,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from node.errors import CoordinatorRecordError
+from storage.java_buffer import INT8, INT16, INT32, INT64, BufferReader, int32
 from storage.java_text import java_string
-
-INT8, INT16, INT32, INT64 = (struct.Struct(f">{c}") for c in "bhiq")
 MAX_STRING_LENGTH = 0x7FFF
 
 OFFSET_COMMIT_KEY_VERSIONS = (0, 1)
@@ -391,57 +390,20 @@ def _reading(part: str, version: int) -> Iterator[None]:
             f"{error.reason}.", part=part, version=version, reason=error.reason) from error
 
 
-def _int32(value: int) -> int:
-    return (value + 2**31) % 2**32 - 2**31
-
-
-class _Reader:
+class _Reader(BufferReader):
     """Kafka's ``ByteBufferAccessor`` reads after the version prefix, throwing ``_ReadError``
     with the message of the Java exception the generated reader would throw (``"null"`` for a
     buffer underflow, whose Java message is null)."""
 
-    __slots__ = ("data", "pos", "flexible")
+    __slots__ = ("flexible",)
+    error = _ReadError
 
     def __init__(self, data: bytes, flexible: bool) -> None:
-        self.data, self.pos, self.flexible = data, INT16.size, flexible
-
-    @property
-    def remaining(self) -> int:
-        return len(self.data) - self.pos
-
-    def fixed(self, codec: struct.Struct) -> int:
-        if self.remaining < codec.size:
-            raise _ReadError("null")                          # BufferUnderflowException
-        (value,) = codec.unpack_from(self.data, self.pos)
-        self.pos += codec.size
-        return int(value)
-
-    def array(self, size: int) -> bytes:
-        if size > self.remaining:
-            raise _ReadError(f"Error reading byte array of {size} byte(s): only "
-                             f"{self.remaining} byte(s) available")
-        if size < 0:
-            raise _ReadError(str(size))                       # NegativeArraySizeException
-        raw = self.data[self.pos:self.pos + size]
-        self.pos += size
-        return bytes(raw)
-
-    def uvarint(self) -> int:
-        result = 0
-        for shift in (0, 7, 14, 21):
-            byte = self.fixed(INT8) & 0xFF
-            result |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                return _int32(result)
-        byte = self.fixed(INT8) & 0xFF
-        result = (result | (byte << 28)) & 0xFFFFFFFF
-        if byte >= 0x80:
-            raise _ReadError("Varint is too long, the most significant bit in the 5th byte "
-                             f"is set, converted value: {result:x}")
-        return _int32(result)
+        super().__init__(data, INT16.size)
+        self.flexible = flexible
 
     def _length(self, codec: struct.Struct) -> int:
-        return _int32(self.uvarint() - 1) if self.flexible else self.fixed(codec)
+        return int32(self.unsigned_varint() - 1) if self.flexible else self.fixed(codec)
 
     def string(self, name: str) -> str:
         text = self.nullable_string(name, nullable=False)
@@ -476,9 +438,9 @@ class _Reader:
     def skip_tagged_fields(self) -> None:
         if not self.flexible:
             return
-        for _ in range(max(self.uvarint(), 0)):
-            self.uvarint()                                    # tag: none is known here
-            self.array(self.uvarint())
+        for _ in range(max(self.unsigned_varint(), 0)):
+            self.unsigned_varint()                                    # tag: none is known here
+            self.array(self.unsigned_varint())
 
 
 __all__ = ["CoordinatorRecord", "GroupMetadataKey", "GroupMetadataValue", "MemberMetadata",

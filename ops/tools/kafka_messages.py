@@ -33,15 +33,14 @@ error lines. Strings decode as Java's ``new String(bytes, UTF_8)``: malformed by
 from __future__ import annotations
 
 import base64
-import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+from storage.java_buffer import INT8, INT16, INT32, INT64, BufferReader, int32
 from storage.java_text import java_string
 
 MAX_VERSION = 0x7FFF
 MAX_STRING_LENGTH = 0x7FFF
-INT8, INT16, INT32, INT64 = (struct.Struct(f">{c}") for c in "bhiq")
 
 
 class MessageReadError(Exception):
@@ -133,52 +132,11 @@ def is_flexible(struct: Struct, version: int) -> bool:
 
 # ---- reading -----------------------------------------------------------------------------------
 
-def _int32(value: int) -> int:
-    return (value + 2**31) % 2**32 - 2**31
-
-
-class Reader:
+class Reader(BufferReader):
     """A position in one buffer, with the primitive reads of Kafka's ``ByteBufferAccessor``."""
 
-    __slots__ = ("data", "pos")
-
-    def __init__(self, data: bytes, pos: int = 0) -> None:
-        self.data, self.pos = data, pos
-
-    @property
-    def remaining(self) -> int:
-        return len(self.data) - self.pos
-
-    def fixed(self, codec: struct.Struct) -> int:
-        if self.remaining < codec.size:
-            raise MessageReadError("null")                    # BufferUnderflowException
-        (value,) = codec.unpack_from(self.data, self.pos)
-        self.pos += codec.size
-        return int(value)
-
-    def array(self, size: int) -> bytes:
-        if size > self.remaining:
-            raise MessageReadError(f"Error reading byte array of {size} byte(s): only "
-                                   f"{self.remaining} byte(s) available")
-        if size < 0:
-            raise MessageReadError(str(size))                 # NegativeArraySizeException
-        raw = self.data[self.pos:self.pos + size]
-        self.pos += size
-        return bytes(raw)
-
-    def unsigned_varint(self) -> int:
-        result = 0
-        for shift in (0, 7, 14, 21):
-            byte = self.fixed(INT8) & 0xFF
-            result |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                return _int32(result)
-        byte = self.fixed(INT8) & 0xFF
-        result = (result | (byte << 28)) & 0xFFFFFFFF
-        if byte >= 0x80:
-            raise MessageReadError("Varint is too long, the most significant bit in the 5th byte "
-                                   f"is set, converted value: {result:x}")
-        return _int32(result)
+    __slots__ = ()
+    error = MessageReadError
 
 
 _FIXED = {"int8": INT8, "int16": INT16, "int32": INT32, "int64": INT64}
@@ -222,7 +180,7 @@ def _read_field(f: Field, kind: str, reader: Reader, version: int, flexible: boo
         return _read_struct(f.struct, reader, version)
     name = f"{f.name} element" if element else f.name
     if flexible:
-        length = _int32(reader.unsigned_varint() - 1)
+        length = int32(reader.unsigned_varint() - 1)
     else:
         length = reader.fixed(INT16 if kind == "string" else INT32)
     if length < 0:
