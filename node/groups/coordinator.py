@@ -144,32 +144,26 @@ class GroupCoordinator:
         """Run ``operation`` on the group's partition and complete the future with what it
         returns (after its records are durable); ``error(code)`` when the partition is not
         here or still loading."""
-        future: Future[T] = Future()
-        with self._lock:
-            state = self._partitions.get(self.partition_for(group_id))
-        if state is None:
-            future.set_result(error(NOT_HERE))
-            return future
-        with state.lock:
-            if state.unloaded:
-                future.set_result(error(NOT_HERE))
-            elif not state.loaded:
-                future.set_result(error(LOAD))
-            else:
-                try:
-                    result = state.run(lambda: operation(state))
-                except BaseException as err:
-                    logger.exception("group coordinator operation on %s failed", group_id)
-                    future.set_exception(err)
-                    return future
-                # run() appended and flushed the operation's records before returning
-                future.set_result(error(NOT_HERE) if state.unloaded else result)
-        return future
+        def run(state: CoordinatorPartition, future: Future[T]) -> None:
+            result = state.run(lambda: operation(state))
+            # run() appended and flushed the operation's records before returning
+            future.set_result(error(NOT_HERE) if state.unloaded else result)
+
+        return self._on_partition(group_id, run, error)
 
     def _park(self, group_id: str, operation: Callable[[CoordinatorPartition, Future[T]], None],
               error: Callable[[ErrorCode], T]) -> Future[T]:
         """Like ``_submit`` for an operation that completes the future itself, maybe much
         later (a parked JoinGroup or SyncGroup)."""
+        return self._on_partition(
+            group_id, lambda state, future: state.run(lambda: operation(state, future)), error)
+
+    def _on_partition(self, group_id: str,
+                      body: Callable[[CoordinatorPartition, Future[T]], None],
+                      error: Callable[[ErrorCode], T]) -> Future[T]:
+        """A new future, completed with ``error(code)`` when the group's partition is not here
+        or still loading, else handed to ``body`` under the partition's lock; an exception of
+        ``body`` fails the future unless ``body`` completed it."""
         future: Future[T] = Future()
         with self._lock:
             state = self._partitions.get(self.partition_for(group_id))
@@ -183,7 +177,7 @@ class GroupCoordinator:
                 future.set_result(error(LOAD))
             else:
                 try:
-                    state.run(lambda: operation(state, future))
+                    body(state, future)
                 except BaseException as err:
                     logger.exception("group coordinator operation on %s failed", group_id)
                     if not future.done():
