@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterable
 from typing import Any
 
 import ray
@@ -30,12 +29,10 @@ from cluster.node_service import CoordinatorPauses, NodeMetrics, RemoteMoveSourc
 from cluster.status import ClusterDescription
 from cluster.worker import CleanerWorker
 from node.config import LogDirConfig
-from node.groups.config import OFFSETS_TOPIC
 from node.opening import DirectoryLoadingError
 from node.server import LogDirServer
 from storage.config import LogConfig
 from storage.errors import StorageError
-from storage.records import ControlType
 
 logger = logging.getLogger(__name__)
 
@@ -95,19 +92,6 @@ class NodeBody(LogDirServer):
         """The committed offsets of the groups this directory's broker coordinates
         (``cluster.consumer_lag``)."""
         return self._broker.committed_offsets(COMMITTED_OFFSETS_TIMEOUT_S)
-
-    def write_txn_markers(self, markers: Iterable[tuple[str, int, int, int, int, int]]
-                          ) -> list[tuple[str, int]]:
-        """``LogDirServer.write_txn_markers``, then the markers written to ``__consumer_offsets``
-        reach this broker's group coordinator (Kafka's ``onTransactionCompleted``): the offsets
-        a producer committed in the transaction become visible, or are dropped."""
-        markers = list(markers)
-        written = set(super().write_txn_markers(markers))
-        self._broker.transactions_completed(
-            [(partition, producer_id, control == ControlType.COMMIT)
-             for topic, partition, producer_id, _, control, _ in markers
-             if topic == OFFSETS_TOPIC and (topic, partition) in written])
-        return sorted(written)
 
     def log_end_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """The log end offsets of those of ``partitions`` this directory holds."""

@@ -474,16 +474,6 @@ class NodeBroker:
             return ()
         return committed_offsets(server.groups.coordinator, timeout_s)
 
-    def transactions_completed(self, ends: list[tuple[int, int, bool]]) -> None:
-        """Markers just written to ``__consumer_offsets``: each (partition, producer id,
-        committed) reaches the group coordinator (a partition it has not loaded replays the
-        marker when it loads)."""
-        server = self._server
-        if server is None:
-            return
-        for partition, producer_id, committed in ends:
-            server.groups.coordinator.complete_transaction(partition, producer_id, committed)
-
     @staticmethod
     def _advertised(server: KafkaServer) -> tuple[str, int]:
         """The server's advertised address (a listener on every interface advertises this

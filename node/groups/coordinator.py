@@ -41,7 +41,6 @@ from node.groups.messages import (
     PartitionError,
     SyncGroup,
     SyncGroupResult,
-    TxnOffsetCommit,
 )
 from node.groups.partition import CoordinatorPartition
 from node.groups.placement import partition_for
@@ -223,33 +222,6 @@ class GroupCoordinator:
                                             for o in request.offsets))
         return self._submit(request.group_id,
                             lambda state: state.offset_rules.commit(request), error)
-
-    def commit_transactional_offsets(self, request: TxnOffsetCommit
-                                     ) -> Future[OffsetCommitResult]:
-        """TxnOffsetCommit: the offsets pending in the producer's transaction, answered once
-        they are durable; visible after its COMMIT marker (``complete_transaction``)."""
-        def error(code: ErrorCode) -> OffsetCommitResult:
-            return OffsetCommitResult(tuple(PartitionError(o.topic, o.partition, code)
-                                            for o in request.offsets))
-        if not request.group_id:
-            return _done(error(ErrorCode.invalid_group_id))
-        return self._submit(request.group_id,
-                            lambda state: state.offset_rules.commit_transactional(request), error)
-
-    def complete_transaction(self, partition: int, producer_id: int, committed: bool) -> bool:
-        """A COMMIT (``committed``) or ABORT marker of ``producer_id`` was appended to
-        ``partition`` (Kafka's ``onTransactionCompleted``): its pending offsets there become
-        committed or are dropped. False when the partition is not loaded here (a load replays
-        the marker from the log)."""
-        with self._lock:
-            state = self._partitions.get(partition)
-        if state is None:
-            return False
-        with state.lock:
-            if not state.loaded or state.unloaded:
-                return False
-            state.run(lambda: state.offset_rules.complete_transaction(producer_id, committed))
-        return True
 
     def fetch_offsets(self, request: OffsetFetch) -> Future[OffsetFetchResult]:
         return self._submit(request.group_id,

@@ -151,26 +151,6 @@ class OffsetCommit:
 
 
 @dataclass(frozen=True, slots=True)
-class TxnOffsetCommit:
-    """A TxnOffsetCommit request: offsets committed in the transaction of ``producer_id`` at
-    ``producer_epoch``, visible once its COMMIT marker reaches the group's partition. v0-2 name
-    no member (generation -1, member id "")."""
-
-    group_id: str
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    generation_id: int
-    member_id: str
-    group_instance_id: str | None
-    offsets: tuple[CommittedOffset, ...]
-
-    def as_commit(self) -> OffsetCommit:
-        return OffsetCommit(self.group_id, self.generation_id, self.member_id,
-                            self.group_instance_id, self.offsets)
-
-
-@dataclass(frozen=True, slots=True)
 class PartitionError:
     topic: str
     partition: int

@@ -12,7 +12,6 @@ Runs under the partition's lock; records go to the partition's ``OperationOutput
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
@@ -26,7 +25,6 @@ from node.groups.messages import (
     OffsetFetch,
     OffsetFetchResult,
     PartitionError,
-    TxnOffsetCommit,
 )
 from node.groups.membership import ClassicMembership
 from node.groups.offsets import OffsetExpirationCondition, OffsetManager, expiration_condition
@@ -40,13 +38,10 @@ class OffsetRules:
     """The offset operations of one loaded partition (the caller holds its lock)."""
 
     def __init__(self, membership: ClassicMembership, offsets: OffsetManager,
-                 out: OperationOutput,
-                 producer_epoch: Callable[[int], int | None] = lambda producer_id: None
-                 ) -> None:
+                 out: OperationOutput) -> None:
         self._membership = membership
         self._offsets = offsets
         self._out = out
-        self._producer_epoch = producer_epoch
 
     def _write(self, records: list[CoordinatorRecord]) -> None:
         for record in records:
@@ -71,37 +66,6 @@ class OffsetRules:
         result, records = self._offsets.commit(request)
         self._write(records)
         return result
-
-    def commit_transactional(self, request: TxnOffsetCommit) -> OffsetCommitResult:
-        """Kafka's ``commitTransactionalOffset``: a missing group is created (generation -1)
-        or ILLEGAL_GENERATION; the group's checks for a transactional commit; a producer epoch
-        older than the one the partition's log last saw is INVALID_PRODUCER_EPOCH (the log
-        would refuse the batch); then the offsets, pending until the transaction's marker,
-        written as one transactional batch of the producer."""
-        commit = request.as_commit()
-        group = self._membership.group(request.group_id)
-        if group is None:
-            if request.generation_id >= 0:
-                return _commit_error(commit, ErrorCode.illegal_generation)
-            group = self._membership.get_or_create(request.group_id)
-        error = group.validate_offset_commit(request.member_id, request.group_instance_id,
-                                             request.generation_id, transactional=True)
-        if error is not ErrorCode.none:
-            return _commit_error(commit, error)
-        seen = self._producer_epoch(request.producer_id)
-        if seen is not None and request.producer_epoch < seen:
-            return _commit_error(commit, ErrorCode.invalid_producer_epoch)
-        result, records = self._offsets.commit_transactional(
-            request.producer_id, request.producer_epoch, commit)
-        if records:
-            self._out.append_transactional(records, request.producer_id,
-                                           request.producer_epoch)
-        return result
-
-    def complete_transaction(self, producer_id: int, committed: bool) -> None:
-        """A COMMIT (``committed``) or ABORT marker of ``producer_id`` was written to the
-        partition: its pending offsets become committed or are dropped."""
-        self._offsets.complete_transaction(producer_id, committed)
 
     def fetch(self, request: OffsetFetch) -> OffsetFetchResult:
         return self._offsets.fetch(request)

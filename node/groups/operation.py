@@ -34,22 +34,9 @@ class OperationOutput:
         self.records: list[CoordinatorRecord] = []
         self.after_append: list[Callable[[], None]] = []
         self.answers: list[tuple[Future[Any], Any]] = []
-        self.producer: tuple[int, int] | None = None
 
     def append(self, record: CoordinatorRecord) -> None:
         self.records.append(record)
-
-    def append_transactional(self, records: list[CoordinatorRecord], producer_id: int,
-                             producer_epoch: int) -> None:
-        """``records`` written as one transactional batch of the producer (a TxnOffsetCommit:
-        the operation writes nothing else)."""
-        self.records.extend(records)
-        self.producer = (producer_id, producer_epoch)
-
-    def take_producer(self) -> tuple[int, int] | None:
-        """The producer whose transactional batch the records taken last form, if any."""
-        producer, self.producer = self.producer, None
-        return producer
 
     def complete(self, future: Future[Any], answer: Any) -> None:
         self.answers.append((future, answer))

@@ -33,8 +33,7 @@ from node.groups.records import (
 from node.groups.timer import CoordinatorTimer, Operation
 from storage.clock import Clock
 from storage.log import Log
-from storage.producer_state import ORIGIN_COORDINATOR
-from storage.records import ControlType, Record, build_batch, parse_control_record
+from storage.records import ControlType, Record, parse_control_record
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +60,7 @@ class CoordinatorPartition:
         self.timer = PartitionTimer(self, timer)
         self.membership = ClassicMembership(config, clock, self.timer, self.out)
         self.offsets = OffsetManager(config, clock)
-        self.offset_rules = OffsetRules(self.membership, self.offsets, self.out,
-                                        self.producer_epoch)
+        self.offset_rules = OffsetRules(self.membership, self.offsets, self.out)
 
     @property
     def loaded(self) -> bool:
@@ -106,12 +104,11 @@ class CoordinatorPartition:
         """Append what the operations left, then answer; False when the append failed."""
         while True:
             records, callbacks, answers = self.out.take()
-            producer = self.out.take_producer()
             if not (records or callbacks or answers):
                 return True
             if records:
                 try:
-                    self._append(records, producer)
+                    self._append(records)
                 except Exception:  # noqa: BLE001 - any failed write unloads, as Kafka's does
                     logger.exception("__consumer_offsets-%d: appending %d records failed; "
                                      "unloading the partition", self.index, len(records))
@@ -122,30 +119,12 @@ class CoordinatorPartition:
             for future, answer in answers:
                 _give(future, answer)
 
-    def _append(self, records: list[CoordinatorRecord],
-                producer: tuple[int, int] | None = None) -> None:
-        """Append ``records`` as one batch and flush; a transactional one of ``producer`` (id,
-        epoch) when given, appended as the coordinator (Kafka's ``AppendOrigin.COORDINATOR``:
-        no sequence, the epoch checked by the log's producer state)."""
+    def _append(self, records: list[CoordinatorRecord]) -> None:
         if self._log is None:
             raise RuntimeError(f"__consumer_offsets-{self.index} has no log")
         now = self._clock.milliseconds()
-        batch = [Record(key=r.key, value=r.value, timestamp=now) for r in records]
-        if producer is None:
-            self._log.append(batch)
-        else:
-            self._log.append_batch(build_batch(batch, producer_id=producer[0],
-                                               producer_epoch=producer[1],
-                                               is_transactional=True),
-                                   origin=ORIGIN_COORDINATOR)
+        self._log.append([Record(key=r.key, value=r.value, timestamp=now) for r in records])
         self._log.flush()
-
-    def producer_epoch(self, producer_id: int) -> int | None:
-        """The epoch the partition's log last saw of ``producer_id`` (None: never)."""
-        if self._log is None:
-            return None
-        entry = self._log.producer_state.producers.get(producer_id)
-        return None if entry is None else entry.epoch
 
     def _fail(self, answers: list[tuple[Future[Any], Any]]) -> None:
         self.unload()

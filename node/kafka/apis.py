@@ -61,7 +61,6 @@ from node.kafka.offset_fetch import handle_offset_fetch
 from node.kafka.produce import handle_produce
 from node.kafka.sasl_handshake import handle_sasl_authenticate, handle_sasl_handshake
 from node.kafka import txn_apis
-from node.kafka.txn_offset_commit import handle_txn_offset_commit
 from node.kafka.versions import ApiKey
 
 T = TypeVar("T")
@@ -108,7 +107,6 @@ GROUP_HANDLERS: dict[ApiKey, GroupHandler] = {
     ApiKey.LIST_GROUPS: handle_list_groups,
     ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
     ApiKey.DELETE_GROUPS: handle_delete_groups,
-    ApiKey.TXN_OFFSET_COMMIT: handle_txn_offset_commit,
 }
 
 

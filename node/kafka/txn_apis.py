@@ -31,8 +31,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from node.groups.config import OFFSETS_TOPIC
+from node.groups.config import OFFSETS_TOPIC, GroupCoordinatorConfig
 from node.kafka.codec import Request, build, millis, response_class
+from node.groups.placement import partition_for
 from node.kafka.context import ServedDir
 from node.kafka.transactions import (
     CoordinatorNotAvailableError,
@@ -59,6 +60,22 @@ def service(served: ServedDir) -> TransactionService:
     if found is None:
         raise CoordinatorNotAvailableError(NOT_SERVED)
     return found
+
+
+def offsets_partition(group_id: str, partitions: int) -> int:
+    """The ``__consumer_offsets`` partition of ``group_id`` (Kafka's ``partitionFor``:
+    ``Utils.abs(groupId.hashCode) % offsets.topic.num.partitions``)."""
+    return partition_for(group_id, partitions)
+
+
+def offsets_partitions(served: ServedDir) -> int:
+    """The partitions of ``__consumer_offsets``: the topic's own count when it exists (as
+    Kafka's coordinator takes it), else ``offsets.topic.num.partitions``'s default."""
+    try:
+        count = served.view.partition_count(OFFSETS_TOPIC)
+    except StorageError:
+        count = None
+    return count or GroupCoordinatorConfig().offsets_topic_num_partitions
 
 
 # below these versions a client does not know PRODUCER_FENCED: INVALID_PRODUCER_EPOCH instead
@@ -152,7 +169,7 @@ def handle_add_offsets_to_txn(served: ServedDir, request: Request) -> Any:
     transaction (its marker is written there at the end)."""
     body = request.body
     try:
-        partition = served.groups.partition_for(body.group_id)   # Kafka: partitionFor
+        partition = offsets_partition(body.group_id, offsets_partitions(served))
         service(served).add_partitions(body.transactional_id, int(body.producer_id),
                                        int(body.producer_epoch), [(OFFSETS_TOPIC, partition)])
         code = ErrorCode.none

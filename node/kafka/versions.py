@@ -40,7 +40,6 @@ class ApiKey(IntEnum):
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
-    TXN_OFFSET_COMMIT = 28
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     OFFSET_FOR_LEADER_EPOCH = 23
@@ -91,7 +90,6 @@ SUPPORTED: dict[int, VersionRange] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: VersionRange(0, 3),     # v4+: KIP-890's broker verification
     ApiKey.ADD_OFFSETS_TO_TXN: VersionRange(0, 3),
     ApiKey.END_TXN: VersionRange(0, 3),                   # v5+: transaction version 2
-    ApiKey.TXN_OFFSET_COMMIT: VersionRange(0, 3),         # v4+: transaction version 2
     ApiKey.DESCRIBE_TRANSACTIONS: VersionRange(0, 0),
     ApiKey.LIST_TRANSACTIONS: VersionRange(0, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: VersionRange(2, 4),

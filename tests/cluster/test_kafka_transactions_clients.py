@@ -3,9 +3,7 @@ each a broker), on the cluster's one transaction coordinator: confluent-kafka (l
 and aborts, runs transactions in a row, is fenced by a second producer of its transactional id
 and by the coordinator after its timeout; kafka-python's transactional producer commits; a
 produce to a partition not added to the transaction is INVALID_TXN_STATE; a transaction
-survives a kill of the coordinator actor; a consume-transform-produce loop with
-``send_offsets_to_transaction`` (TxnOffsetCommit) outputs every input exactly once across an
-aborted transaction and a restart of its consumer."""
+survives a kill of the coordinator actor."""
 
 from __future__ import annotations
 
@@ -17,7 +15,6 @@ from typing import Any
 
 import confluent_kafka as ck
 import pytest
-from kafka import KafkaAdminClient
 from kio.schema.errors import ErrorCode
 
 from cluster import Cluster
@@ -29,14 +26,13 @@ from storage.record_format import Record
 from tests.cluster.conftest import FAST
 from tests.cluster.test_cluster_faults import coordinator_pid
 from tests.node.kafka.clients import consumer
-from node.groups.placement import partition_for as group_partition
+from node.kafka.txn_apis import offsets_partition
 from tests.node.kafka.wire import WireClient
 
 TIMEOUT_S = 30.0
 CONFIG = {"listeners": "PLAINTEXT://127.0.0.1:0", "auto.create.topics.enable": "true",
           "num.partitions": "3", "transaction.state.log.num.partitions": "5",
-          "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
-          "group.initial.rebalance.delay.ms": "0"}
+          "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
 
 
 @pytest.fixture(scope="module")
@@ -323,78 +319,7 @@ def test_add_offsets_to_txn_adds_the_groups_offsets_partition(cluster: Cluster,
                                  else ErrorCode.invalid_producer_epoch)
     [state] = described.transaction_states
     assert [(t.topic, list(t.partitions)) for t in state.topics] == [
-        ("__consumer_offsets", [group_partition("my-group", 50)])]
+        ("__consumer_offsets", [offsets_partition("my-group", 50)])]
     assert ended.error_code == ErrorCode.none
     [txn] = [t for t in cluster.list_transactions() if t.transactional_id == tid]
     assert txn.state.value == "CompleteCommit"
-
-
-def _transform_in_transactions(cluster: Cluster, producer: ck.Producer, group: str,
-                               transactions: int, abort_last: bool, per_txn: int = 4) -> int:
-    """A consumer of ``group`` reads ``eos-in`` (read_committed, from its committed offsets)
-    and, ``per_txn`` records a transaction, writes each value to ``eos-out`` with its offsets
-    sent to the transaction; the last of ``transactions`` is aborted when ``abort_last``. The
-    consumer closes without committing on its own. Returns the records it read."""
-    c = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
-                     "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                     "isolation.level": "read_committed", "session.timeout.ms": 6000,
-                     "enable.partition.eof": False})
-    read = 0
-    try:
-        c.subscribe(["eos-in"])
-        deadline = time.monotonic() + TIMEOUT_S
-        for n in range(transactions):
-            batch: list[Any] = []
-            while len(batch) < per_txn and time.monotonic() < deadline:
-                msg = c.poll(0.2)
-                if msg is not None and msg.error() is None:
-                    batch.append(msg)
-            if not batch:
-                break
-            read += len(batch)
-            producer.begin_transaction()
-            for msg in batch:
-                producer.produce("eos-out", value=b"out-" + msg.value(),
-                                 partition=msg.partition())
-            producer.send_offsets_to_transaction(c.position(c.assignment()),
-                                                 c.consumer_group_metadata(), TIMEOUT_S)
-            if abort_last and n == transactions - 1:
-                assert producer.flush(TIMEOUT_S) == 0       # in the log, then aborted
-                producer.abort_transaction(TIMEOUT_S)
-            else:
-                producer.commit_transaction(TIMEOUT_S)
-    finally:
-        c.close()
-    return read
-
-
-def test_consume_transform_produce_outputs_every_input_exactly_once(cluster: Cluster) -> None:
-    cluster.create_topic("eos-in", partitions=3)
-    cluster.create_topic("eos-out", partitions=3)
-    inputs = [b"in-%02d" % i for i in range(30)]
-    plain = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 5})
-    for i, value in enumerate(inputs):
-        plain.produce("eos-in", value=value, partition=i % 3)
-    assert plain.flush(TIMEOUT_S) == 0
-    producer = txn_producer(cluster, "eos-pipeline")
-    producer.init_transactions(TIMEOUT_S)
-    # two committed transactions, then one aborted midway (its outputs and offsets dropped)
-    first = _transform_in_transactions(cluster, producer, "eos", 3, abort_last=True)
-    assert first == 12
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
-    try:
-        committed = {tp.partition: meta.offset
-                     for tp, meta in admin.list_group_offsets("eos")["eos"].items()}
-        assert sum(committed.values()) == 8          # what the two committed transactions read
-        # a new consumer of the group resumes from the committed offsets, to the end
-        rest = _transform_in_transactions(cluster, producer, "eos", 20, abort_last=False)
-        assert rest == len(inputs) - 8
-        ends = {tp.partition: meta.offset
-                for tp, meta in admin.list_group_offsets("eos")["eos"].items()}
-    finally:
-        admin.close()
-    assert ends == {p: cluster.offsets("eos-in", p)[1] for p in range(3)}
-    outputs = values_of(cluster, "eos-out", 3, "read_committed", len(inputs))
-    assert outputs == sorted(b"out-" + v for v in inputs)          # each exactly once
-    assert len(values_of(cluster, "eos-out", 3, "read_uncommitted", len(inputs) + 4)) == \
-        len(inputs) + 4                                            # the aborted four stay hidden

@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from node import LogDir
 from node.kafka.server import KafkaServer
-from node.groups.placement import partition_for
+from node.kafka.txn_apis import offsets_partition
 from node.kafka.versions import ApiKey
 from storage.record_builder import build_batch
 from storage.record_format import Record
@@ -96,6 +96,6 @@ def test_a_groups_offsets_partition_is_javas_hash_of_its_id() -> None:
     """Kafka's GroupCoordinator.partitionFor: Utils.abs(groupId.hashCode) % partitions
     ("my-group".hashCode() is -1906497762 in Java; "polygenelubricants" hashes to
     Integer.MIN_VALUE, whose Utils.abs is 0)."""
-    assert partition_for("my-group", 50) == 1906497762 % 50
-    assert partition_for("polygenelubricants", 50) == 0
-    assert partition_for("", 50) == 0
+    assert offsets_partition("my-group", 50) == 1906497762 % 50
+    assert offsets_partition("polygenelubricants", 50) == 0
+    assert offsets_partition("", 50) == 0
