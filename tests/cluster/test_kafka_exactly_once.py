@@ -4,7 +4,8 @@ transaction (AddOffsetsToTxn, TxnOffsetCommit) and commits or aborts; the transa
 ``__consumer_offsets`` makes the offsets the group's or drops them. After a run that aborts one
 transaction midway and restarts the consumer from the committed offsets, the output holds every
 input record exactly once (read_committed) and the group's committed offsets are the input's
-end; while a transaction is open, OffsetFetch with require_stable is UNSTABLE_OFFSET_COMMIT."""
+end; while a transaction is open, OffsetFetch with require_stable is UNSTABLE_OFFSET_COMMIT; a
+TxnOffsetCommit before AddOffsetsToTxn is INVALID_TXN_STATE."""
 
 from __future__ import annotations
 
@@ -181,3 +182,43 @@ def test_offset_fetch_require_stable_is_unstable_while_the_transaction_is_open(
         assert sum(o for _, o in stable.values()) == 5
     finally:
         c.close()
+
+
+def test_txn_offset_commit_without_add_offsets_to_txn_is_invalid_txn_state(
+        cluster: Cluster) -> None:
+    """The group's partition of ``__consumer_offsets`` must be in the producer's transaction
+    (AddOffsetsToTxn) before its offsets are committed there; once added, v0 and v3 commit."""
+    cluster.create_topic("eos-wire", partitions=1)
+    group = "eos-wire-group"
+    with WireClient(next(iter(endpoints(cluster).values()))) as wire:
+        # creates __consumer_offsets when no test before did
+        assert wire.call(ApiKey.FIND_COORDINATOR, 3,
+                         {"key": group, "key_type": 0}).error_code == ErrorCode.none
+    with WireClient(endpoints(cluster)[coordinator_of(cluster, group)]) as wire:
+        init = wire.call(ApiKey.INIT_PRODUCER_ID, 4, {
+            "transactional_id": "eos-wire", "transaction_timeout": 60000, "producer_id": -1,
+            "producer_epoch": -1})
+        ids = {"transactional_id": "eos-wire", "producer_id": init.producer_id,
+               "producer_epoch": init.producer_epoch}
+
+        def commit(version: int, offset: int) -> ErrorCode:
+            answer = wire.call(ApiKey.TXN_OFFSET_COMMIT, version, {
+                **ids, "group_id": group, "generation_id": -1, "member_id": "",
+                "group_instance_id": None, "topics": [{"name": "eos-wire", "partitions": [
+                    {"partition_index": 0, "committed_offset": offset,
+                     "committed_leader_epoch": -1, "committed_metadata": None}]}]})
+            return answer.topics[0].partitions[0].error_code
+
+        assert commit(3, 5) == ErrorCode.invalid_txn_state
+        assert wire.call(ApiKey.ADD_OFFSETS_TO_TXN, 3,
+                         {**ids, "group_id": group}).error_code == ErrorCode.none
+        assert commit(0, 6) == ErrorCode.none
+        assert commit(3, 7) == ErrorCode.none
+        assert wire.call(ApiKey.END_TXN, 3, {**ids, "committed": True}).error_code == \
+            ErrorCode.none
+    with WireClient(endpoints(cluster)[coordinator_of(cluster, group)]) as wire:
+        answer = wire.call(ApiKey.OFFSET_FETCH, 7, {
+            "group_id": group, "require_stable": True,
+            "topics": [{"name": "eos-wire", "partition_indexes": [0]}]})
+    assert [(p.error_code, p.committed_offset) for p in answer.topics[0].partitions] == [
+        (ErrorCode.none, 7)]
