@@ -29,6 +29,7 @@ from cluster.node_service import CoordinatorPauses, NodeMetrics, RemoteMoveSourc
 from cluster.status import ClusterDescription
 from cluster.worker import CleanerWorker
 from node.config import LogDirConfig
+from node.groups.config import OFFSETS_TOPIC
 from node.opening import DirectoryLoadingError
 from node.server import LogDirServer
 from storage.config import LogConfig
@@ -69,6 +70,7 @@ class NodeBody(LogDirServer):
             str(self.path), kafka_properties or {}, NamedHandle(COORDINATOR_NAME, namespace),
             lambda _dir, name, node_host: NamedHandle(name, namespace, node_host),
             moves_in=self.move_status)
+        self.route_txn_markers(OFFSETS_TOPIC, self._broker.write_marker)
         self._broker_start: threading.Thread | None = None
         if self._broker.configured and self._broker.identified():
             self._broker_start = threading.Thread(target=self._serve_once_loaded,

@@ -55,6 +55,8 @@ from node.meta_properties import read_meta_properties
 from node.mover import MoveStatus
 from storage import files
 from storage.errors import InvalidConfigError, StorageError
+from storage.log import Log
+from storage.records import ControlType
 
 logger = logging.getLogger(__name__)
 
@@ -473,6 +475,20 @@ class NodeBroker:
         if server is None:
             return ()
         return committed_offsets(server.groups.coordinator, timeout_s)
+
+    def write_marker(self, partition: int, log: Log, control_type: ControlType,
+                     producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Append a transaction marker to ``__consumer_offsets``-``partition`` through the
+        served group coordinator (which applies it to the producer's pending offset commits),
+        or alone while the broker does not serve (the partition's next load replays it)."""
+        server = self._server
+        if server is None:
+            log.append_end_txn_marker(control_type, producer_id=producer_id,
+                                      producer_epoch=producer_epoch,
+                                      coordinator_epoch=coordinator_epoch)
+            return
+        server.groups.coordinator.write_marker(partition, log, control_type, producer_id,
+                                               producer_epoch, coordinator_epoch)
 
     @staticmethod
     def _advertised(server: KafkaServer) -> tuple[str, int]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from cleaner.checkpoints import CheckpointChange
 from node.errors import PolicyViolationError
@@ -19,13 +19,18 @@ from node.logdir import LogDir
 from storage import files
 from storage.errors import CheckpointError, OffsetOutOfRangeError, StorageError
 from storage.files import TopicPartition
-from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, READ_UNCOMMITTED
+from storage.log import (
+    EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, READ_UNCOMMITTED, Log)
 from storage.records import ControlType, Record
 
 log = logging.getLogger(__name__)
 
 
 TxnMarker = tuple[str, int, int, int, int, int]
+# appends one marker to a partition's log for a topic's owner (the group coordinator for
+# __consumer_offsets): (partition, log, control type, producer id, producer epoch,
+# coordinator epoch)
+MarkerWriter = Callable[[int, Log, ControlType, int, int, int], None]
 
 
 def delete_records(d: LogDir, topic: str, partition: int, before_offset: int) -> int:
@@ -79,17 +84,27 @@ def truncate_to(d: LogDir, topic: str, partition: int, offset: int) -> bool:
     return changed
 
 
-def write_txn_markers(d: LogDir, markers: Iterable[TxnMarker]) -> list[tuple[str, int]]:
+def write_txn_markers(d: LogDir, markers: Iterable[TxnMarker],
+                      writers: Mapping[str, MarkerWriter] | None = None
+                      ) -> list[tuple[str, int]]:
+    """Append each marker to its partition (``writers[topic]`` appends it for a topic that has
+    one), then flush every partition written."""
     written: dict[tuple[str, int], Any] = {}
+    writers = writers or {}
     for topic, partition, producer_id, epoch, control, coordinator_epoch in markers:
         target = d.get_log(topic, partition)
         if target is None:
             log.info("no partition %s-%d for a marker of producer %d: skipped", topic,
                      partition, producer_id)
             continue
-        target.append_end_txn_marker(ControlType(control), producer_id=producer_id,
-                                     producer_epoch=epoch,
-                                     coordinator_epoch=coordinator_epoch)
+        writer = writers.get(topic)
+        if writer is not None:
+            writer(partition, target, ControlType(control), producer_id, epoch,
+                   coordinator_epoch)
+        else:
+            target.append_end_txn_marker(ControlType(control), producer_id=producer_id,
+                                         producer_epoch=epoch,
+                                         coordinator_epoch=coordinator_epoch)
         written[(topic, partition)] = target
     for target in written.values():
         target.flush()

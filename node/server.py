@@ -111,6 +111,7 @@ class LogDirServer:
                                invalid_topics={t: e for t, e in invalid.items()
                                                if t not in configs}, **open_kwargs)
 
+        self._marker_writers: dict[str, partition_ops.MarkerWriter] = {}
         self._mover = Mover(lambda: self._dir, pause=lambda tp: self._move_pause(tp),
                             adopt_config=lambda t, c: self._topics.set(self._dir, t, c))
         self._opening.start(open_dir, load_in_background)
@@ -305,8 +306,14 @@ class LogDirServer:
         WriteTxnMarkers, ``origin="coordinator"``): each item is ``(topic, partition, producer
         id, producer epoch, control type (0 abort, 1 commit), coordinator epoch)``; then flush
         every partition written, so a marker acknowledged is durable. A partition this directory
-        no longer holds is skipped (deleted meanwhile). Returns the partitions written."""
-        return partition_ops.write_txn_markers(self._dir, markers)
+        no longer holds is skipped (deleted meanwhile). A topic with a marker writer
+        (``route_txn_markers``) gets its markers through it. Returns the partitions written."""
+        return partition_ops.write_txn_markers(self._dir, markers, self._marker_writers)
+
+    def route_txn_markers(self, topic: str, writer: partition_ops.MarkerWriter) -> None:
+        """The markers of ``topic`` go through ``writer`` from now on (the group coordinator
+        appends those of ``__consumer_offsets`` and applies them to its pending offsets)."""
+        self._marker_writers[topic] = writer
 
     def last_stable_offset(self, topic: str, partition: int) -> int:
         """Kafka's LSO: the first offset of the earliest open transaction, else the log end."""

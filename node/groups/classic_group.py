@@ -375,8 +375,10 @@ class ClassicGroup:
         return ErrorCode.none
 
     def validate_offset_commit(self, member_id: str, group_instance_id: str | None,
-                               generation_id: int) -> ErrorCode:
-        """Kafka's ``ClassicGroup.validateOffsetCommit`` for a (non-transactional) commit."""
+                               generation_id: int, transactional: bool = False) -> ErrorCode:
+        """Kafka's ``ClassicGroup.validateOffsetCommit``. A ``transactional`` commit
+        (TxnOffsetCommit) without member id and generation is accepted in any state (its v0-2
+        carry neither), and one of a member is accepted while the group completes a rebalance."""
         if self.state is GroupState.DEAD:
             return ErrorCode.coordinator_not_available
         if generation_id < 0 and self.state is GroupState.EMPTY:
@@ -387,9 +389,9 @@ class ClassicGroup:
                 return error
             if generation_id != self.generation_id:
                 return ErrorCode.illegal_generation
-        elif self.state is not GroupState.EMPTY:
+        elif not transactional and self.state is not GroupState.EMPTY:
             return ErrorCode.unknown_member_id
-        if self.state is GroupState.COMPLETING_REBALANCE:
+        if not transactional and self.state is GroupState.COMPLETING_REBALANCE:
             return ErrorCode.rebalance_in_progress
         return ErrorCode.none
 

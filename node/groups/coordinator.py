@@ -41,12 +41,14 @@ from node.groups.messages import (
     PartitionError,
     SyncGroup,
     SyncGroupResult,
+    TxnOffsetCommit,
 )
 from node.groups.partition import CoordinatorPartition
 from node.groups.placement import partition_for
 from node.groups.timer import CoordinatorTimer, ThreadTimer
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.log import Log
+from storage.records import ControlType
 
 logger = logging.getLogger(__name__)
 
@@ -91,18 +93,47 @@ class GroupCoordinator:
         try:
             applied = state.replay_log(log)
         except BaseException:
-            with self._lock:
-                if self._partitions.get(partition) is state:
-                    del self._partitions[partition]
-            with state.lock:
-                state.abandon()
+            self._abandon(state)
             raise
         with state.lock:
+            # what was appended meanwhile (a transaction's marker: write_marker appends it
+            # under this lock without applying it while the partition loads)
+            try:
+                applied += state.replay_tail(log)
+            except BaseException:
+                self._abandon(state)
+                raise
             if state.unloaded:
                 return
             state.serve(log)
         logger.info("__consumer_offsets-%d loaded: %d records, %d groups", partition, applied,
                     len(state.membership.groups))
+
+    def _abandon(self, state: CoordinatorPartition) -> None:
+        with self._lock:
+            if self._partitions.get(state.index) is state:
+                del self._partitions[state.index]
+        with state.lock:
+            state.abandon()
+
+    def write_marker(self, partition: int, log: Log, control_type: ControlType,
+                     producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Append the transaction coordinator's COMMIT or ABORT marker to ``log``, partition
+        ``partition`` of ``__consumer_offsets``, and apply it to the producer's pending offset
+        commits there (Kafka's ``GroupCoordinator.completeTransaction``/``onTransactionCompleted``)
+        under the partition's lock, so it takes its place among the coordinator's own appends
+        in log order. A partition not held here gets the marker alone (its load replays it).
+        Raises what the append raises."""
+        with self._lock:
+            state = self._partitions.get(partition)
+        if state is None:
+            log.append_end_txn_marker(control_type, producer_id=producer_id,
+                                      producer_epoch=producer_epoch,
+                                      coordinator_epoch=coordinator_epoch)
+            return
+        with state.lock:
+            state.write_marker(log, control_type, producer_id, producer_epoch,
+                               coordinator_epoch)
 
     def unload(self, partition: int) -> None:
         """The partition left this directory: its groups are dropped, their parked JoinGroup
@@ -222,6 +253,21 @@ class GroupCoordinator:
                                             for o in request.offsets))
         return self._submit(request.group_id,
                             lambda state: state.offset_rules.commit(request), error)
+
+    def commit_transactional_offsets(self, request: TxnOffsetCommit
+                                     ) -> Future[OffsetCommitResult]:
+        """TxnOffsetCommit (Kafka's ``commitTransactionalOffsets``): an empty group id is
+        INVALID_GROUP_ID; the offsets are answered once their transactional batch is durable
+        and stay pending until the transaction's marker (``write_marker``)."""
+        commit = request.commit
+
+        def error(code: ErrorCode) -> OffsetCommitResult:
+            return OffsetCommitResult(tuple(PartitionError(o.topic, o.partition, code)
+                                            for o in commit.offsets))
+        if not commit.group_id:
+            return _done(error(ErrorCode.invalid_group_id))
+        return self._submit(commit.group_id,
+                            lambda state: state.commit_transactional(request), error)
 
     def fetch_offsets(self, request: OffsetFetch) -> Future[OffsetFetchResult]:
         return self._submit(request.group_id,

@@ -151,6 +151,18 @@ class OffsetCommit:
 
 
 @dataclass(frozen=True, slots=True)
+class TxnOffsetCommit:
+    """A TxnOffsetCommit request: ``commit``'s offsets, pending in the transaction of
+    ``producer_id`` at ``producer_epoch`` until its marker. Before v3 ``commit`` has generation
+    -1, an empty member id and no instance id."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    commit: OffsetCommit
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionError:
     topic: str
     partition: int

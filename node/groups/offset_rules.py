@@ -25,6 +25,7 @@ from node.groups.messages import (
     OffsetFetch,
     OffsetFetchResult,
     PartitionError,
+    TxnOffsetCommit,
 )
 from node.groups.membership import ClassicMembership
 from node.groups.offsets import OffsetExpirationCondition, OffsetManager, expiration_condition
@@ -64,6 +65,27 @@ class OffsetRules:
                 and group.has_member(request.member_id):
             self._membership.reschedule_heartbeat(group, group.member(request.member_id))
         result, records = self._offsets.commit(request)
+        self._write(records)
+        return result
+
+    def commit_transactional(self, request: TxnOffsetCommit) -> OffsetCommitResult:
+        """Kafka's ``commitTransactionalOffset``: the group's checks
+        (``validateTransactionalOffsetCommit``: a missing group is created Empty for a commit
+        without generation, else ILLEGAL_GENERATION; a member's generation and instance id
+        checked as for OffsetCommit, in any group state), then the offsets, pending in the
+        producer's transaction until its marker. Keeps no member's session alive."""
+        commit = request.commit
+        group = self._membership.group(commit.group_id)
+        if group is None:
+            if commit.generation_id >= 0:
+                return _commit_error(commit, ErrorCode.illegal_generation)
+            group = self._membership.get_or_create(commit.group_id)
+        error = group.validate_offset_commit(commit.member_id, commit.group_instance_id,
+                                             commit.generation_id, transactional=True)
+        if error is not ErrorCode.none:
+            return _commit_error(commit, error)
+        result, records = self._offsets.commit_transactional(
+            request.producer_id, request.producer_epoch, commit)
         self._write(records)
         return result
 

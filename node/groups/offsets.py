@@ -188,8 +188,10 @@ class OffsetManager:
         timestamps ignored: TxnOffsetCommit has none), but the offsets stay pending for
         ``producer_id`` until ``complete_transaction``. The coordinator appends the records as a
         transactional batch of ``producer_id`` at ``producer_epoch``; the log's producer state
-        fences an old epoch, so the epoch is not kept here."""
-        return self._commit(request, producer_id=producer_id)
+        fences an old epoch, so the epoch is not kept here: each record carries the producer."""
+        result, records = self._commit(request, producer_id=producer_id)
+        return result, [CoordinatorRecord(r.key, r.value, (producer_id, producer_epoch))
+                        for r in records]
 
     def _commit(self, request: OffsetCommit, producer_id: int | None
                 ) -> tuple[OffsetCommitResult, list[CoordinatorRecord]]:

@@ -11,14 +11,18 @@ unloads itself (its parked answers: NOT_COORDINATOR) and so does every answer of
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from concurrent.futures import Future
 from typing import Any, Callable, TypeVar
 
+from kio.schema.errors import ErrorCode
+
 from node.errors import CoordinatorRecordError
 from node.groups.config import GroupCoordinatorConfig
 from node.groups.membership import ClassicMembership
+from node.groups.messages import OffsetCommitResult, PartitionError, TxnOffsetCommit
 from node.groups.offset_rules import OffsetRules
 from node.groups.offsets import OffsetManager
 from node.groups.operation import OperationOutput, not_coordinator
@@ -33,7 +37,8 @@ from node.groups.records import (
 from node.groups.timer import CoordinatorTimer, Operation
 from storage.clock import Clock
 from storage.log import Log
-from storage.records import ControlType, Record, parse_control_record
+from storage.producer_state import ORIGIN_COORDINATOR
+from storage.records import ControlType, Record, build_batch, parse_control_record
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +66,7 @@ class CoordinatorPartition:
         self.membership = ClassicMembership(config, clock, self.timer, self.out)
         self.offsets = OffsetManager(config, clock)
         self.offset_rules = OffsetRules(self.membership, self.offsets, self.out)
+        self.next_offset = 0
 
     @property
     def loaded(self) -> bool:
@@ -120,11 +126,49 @@ class CoordinatorPartition:
                 _give(future, answer)
 
     def _append(self, records: list[CoordinatorRecord]) -> None:
+        """One batch per run of records of the same producer: a transactional offset commit's
+        records go in a transactional batch of their producer, appended as the coordinator
+        (Kafka's ``CoordinatorPartitionWriter``: the log checks the epoch, not sequences)."""
         if self._log is None:
             raise RuntimeError(f"__consumer_offsets-{self.index} has no log")
         now = self._clock.milliseconds()
-        self._log.append([Record(key=r.key, value=r.value, timestamp=now) for r in records])
+        for producer, run in itertools.groupby(records, key=lambda r: r.producer):
+            batch = [Record(key=r.key, value=r.value, timestamp=now) for r in run]
+            if producer is None:
+                self._log.append(batch)
+                continue
+            producer_id, producer_epoch = producer
+            self._log.append_batch(build_batch(
+                batch, producer_id=producer_id, producer_epoch=producer_epoch,
+                is_transactional=True), origin=ORIGIN_COORDINATOR)
         self._log.flush()
+
+    def commit_transactional(self, request: TxnOffsetCommit) -> OffsetCommitResult:
+        """TxnOffsetCommit on this partition (the caller holds ``lock``): a producer epoch older
+        than the one the log holds for the producer is INVALID_PRODUCER_EPOCH for every
+        partition (the append would be refused: Kafka's log fences it so), checked before the
+        offsets are held pending."""
+        log = self._log
+        entry = None if log is None else log.producer_state.producers.get(request.producer_id)
+        if entry is not None and request.producer_epoch < entry.epoch:
+            return OffsetCommitResult(tuple(
+                PartitionError(o.topic, o.partition, ErrorCode.invalid_producer_epoch)
+                for o in request.commit.offsets))
+        return self.offset_rules.commit_transactional(request)
+
+    def write_marker(self, log: Log, control_type: ControlType, producer_id: int,
+                     producer_epoch: int, coordinator_epoch: int) -> None:
+        """Append the transaction coordinator's COMMIT or ABORT marker to ``log`` (this
+        partition's) and, once loaded, apply it to the offsets (Kafka's
+        ``GroupCoordinator.completeTransaction``: the marker goes through the coordinator so
+        the state follows the log's order). The caller holds ``lock``; while the partition
+        loads, the load's last read under the lock picks the marker up. Raises what the append
+        raises (the marker is then not applied)."""
+        log.append_end_txn_marker(control_type, producer_id=producer_id,
+                                  producer_epoch=producer_epoch,
+                                  coordinator_epoch=coordinator_epoch)
+        if self._loaded and not self._unloaded and log is self._log:
+            self.offsets.complete_transaction(producer_id, control_type == ControlType.COMMIT)
 
     def _fail(self, answers: list[tuple[Future[Any], Any]]) -> None:
         self.unload()
@@ -151,8 +195,16 @@ class CoordinatorPartition:
         delete; a transaction's offset commits stay pending until its marker (COMMIT applies
         them, ABORT drops them). Returns how many records were applied. Called while the
         partition is still loading (its requests are answered COORDINATOR_LOAD_IN_PROGRESS
-        meanwhile), without ``lock``."""
-        offset, end = log.log_start_offset, log.log_end_offset
+        meanwhile), without ``lock``; ``next_offset`` is where it ended."""
+        return self._replay_from(log, log.log_start_offset)
+
+    def replay_tail(self, log: Log) -> int:
+        """Apply what was appended to ``log`` since ``replay_log`` ended (a transaction's
+        marker, appended meanwhile by ``write_marker``); the caller holds ``lock``."""
+        return self._replay_from(log, max(self.next_offset, log.log_start_offset))
+
+    def _replay_from(self, log: Log, offset: int) -> int:
+        end = log.log_end_offset
         applied = 0
         while offset < end:
             fetch = log.read_raw(offset)
@@ -172,6 +224,7 @@ class CoordinatorPartition:
                     for record in batch.records():
                         applied += self._replay(record, producer_id)
                 offset = batch.next_offset
+        self.next_offset = offset
         return applied
 
     def _replay(self, record: Record, producer_id: int | None) -> int:

@@ -134,10 +134,13 @@ class GroupMetadataValue:
 @dataclass(frozen=True, slots=True)
 class CoordinatorRecord:
     """One record to append to a ``__consumer_offsets`` partition: its key and value bytes
-    (value None: a tombstone)."""
+    (value None: a tombstone). ``producer`` is the (producer id, producer epoch) of a
+    transactional offset commit's record: it goes to the log in a transactional batch of that
+    producer, which the transaction's marker later commits or aborts; None for the others."""
 
     key: bytes
     value: bytes | None
+    producer: tuple[int, int] | None = None
 
 
 def offset_commit_record(key: OffsetCommitKey,

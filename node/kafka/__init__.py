@@ -14,7 +14,11 @@ consumer groups: ``find_coordinator``, ``offsets_topic`` (``__consumer_offsets``
 coordinator needs it), ``served_groups`` (the directory's ``GroupCoordinator`` and the
 partitions it has loaded), ``groups`` (JoinGroup, SyncGroup, Heartbeat, LeaveGroup),
 ``offset_commit``, ``offset_fetch``, ``offset_delete``, ``group_admin`` (ListGroups,
-DescribeGroups, DeleteGroups), ``pending`` (answers completed later), ``internal_topics``,
+DescribeGroups, DeleteGroups), transactions: ``transactions`` (the coordinator as a broker
+reaches it), ``txn_apis`` (FindCoordinator of a transactional id, InitProducerId,
+AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions),
+``txn_offset_commit`` (TxnOffsetCommit), ``pending`` (answers completed later),
+``internal_topics``,
 ``append_signal`` (long-poll wake-ups), ``apis`` (the dispatcher) and ``server`` (the listener).
 SASL on a ``SASL_PLAINTEXT`` listener: ``sasl`` (a connection's authentication),
 ``sasl_handshake`` (SaslHandshake and SaslAuthenticate responses), ``plain`` and ``scram`` with

@@ -61,6 +61,7 @@ from node.kafka.offset_fetch import handle_offset_fetch
 from node.kafka.produce import handle_produce
 from node.kafka.sasl_handshake import handle_sasl_authenticate, handle_sasl_handshake
 from node.kafka import txn_apis
+from node.kafka.txn_offset_commit import handle_txn_offset_commit
 from node.kafka.versions import ApiKey
 
 T = TypeVar("T")
@@ -104,6 +105,7 @@ GROUP_HANDLERS: dict[ApiKey, GroupHandler] = {
     ApiKey.OFFSET_COMMIT: handle_offset_commit,
     ApiKey.OFFSET_FETCH: handle_offset_fetch,
     ApiKey.OFFSET_DELETE: handle_offset_delete,
+    ApiKey.TXN_OFFSET_COMMIT: handle_txn_offset_commit,
     ApiKey.LIST_GROUPS: handle_list_groups,
     ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
     ApiKey.DELETE_GROUPS: handle_delete_groups,

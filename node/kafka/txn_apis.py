@@ -5,8 +5,8 @@ without a cluster answers COORDINATOR_NOT_AVAILABLE):
     FindCoordinator key type 1   the broker leading the id's partition of the state log
     InitProducerId (22, v0-4)    with a transactional id (without one: ``init_producer_id``)
     AddPartitionsToTxn (24, v0-3)
-    AddOffsetsToTxn (25, v0-3)   the group's partition of ``__consumer_offsets``:
-                                 ``abs(javaHashCode(group)) % offsets.topic.num.partitions``
+    AddOffsetsToTxn (25, v0-3)   the group's partition of ``__consumer_offsets``, as the
+                                 group coordinator places it (``partition_for``)
     EndTxn (26, v0-3)
     DescribeTransactions (65, v0), ListTransactions (66, v0-1)
 
@@ -31,7 +31,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from node.groups.config import OFFSETS_TOPIC, GroupCoordinatorConfig
+from node.groups.config import OFFSETS_TOPIC
 from node.kafka.codec import Request, build, millis, response_class
 from node.groups.placement import partition_for
 from node.kafka.context import ServedDir
@@ -66,16 +66,6 @@ def offsets_partition(group_id: str, partitions: int) -> int:
     """The ``__consumer_offsets`` partition of ``group_id`` (Kafka's ``partitionFor``:
     ``Utils.abs(groupId.hashCode) % offsets.topic.num.partitions``)."""
     return partition_for(group_id, partitions)
-
-
-def offsets_partitions(served: ServedDir) -> int:
-    """The partitions of ``__consumer_offsets``: the topic's own count when it exists (as
-    Kafka's coordinator takes it), else ``offsets.topic.num.partitions``'s default."""
-    try:
-        count = served.view.partition_count(OFFSETS_TOPIC)
-    except StorageError:
-        count = None
-    return count or GroupCoordinatorConfig().offsets_topic_num_partitions
 
 
 # below these versions a client does not know PRODUCER_FENCED: INVALID_PRODUCER_EPOCH instead
@@ -169,7 +159,7 @@ def handle_add_offsets_to_txn(served: ServedDir, request: Request) -> Any:
     transaction (its marker is written there at the end)."""
     body = request.body
     try:
-        partition = offsets_partition(body.group_id, offsets_partitions(served))
+        partition = served.groups.partition_for(body.group_id)
         service(served).add_partitions(body.transactional_id, int(body.producer_id),
                                        int(body.producer_epoch), [(OFFSETS_TOPIC, partition)])
         code = ErrorCode.none

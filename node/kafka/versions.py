@@ -56,6 +56,7 @@ class ApiKey(IntEnum):
     LIST_GROUPS = 16
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
+    TXN_OFFSET_COMMIT = 28
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +91,7 @@ SUPPORTED: dict[int, VersionRange] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: VersionRange(0, 3),     # v4+: KIP-890's broker verification
     ApiKey.ADD_OFFSETS_TO_TXN: VersionRange(0, 3),
     ApiKey.END_TXN: VersionRange(0, 3),                   # v5+: transaction version 2
+    ApiKey.TXN_OFFSET_COMMIT: VersionRange(0, 3),         # v4+: transaction version 2
     ApiKey.DESCRIBE_TRANSACTIONS: VersionRange(0, 0),
     ApiKey.LIST_TRANSACTIONS: VersionRange(0, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: VersionRange(2, 4),

@@ -40,3 +40,27 @@ def test_markers_close_transactions_and_skip_a_partition_that_is_gone(server) ->
     assert server.read_records("t", 1, 0, isolation="read_committed") == []
     assert [r.value for r in server.read_records("t", 1, 0)] == [b"c"]     # uncommitted
     assert server.log_dir.log("t", 0).recovery_point == 3     # flushed with its marker
+
+
+def test_markers_of_a_routed_topic_go_through_its_writer(server) -> None:
+    """``route_txn_markers``: the group coordinator appends the markers of
+    ``__consumer_offsets`` itself (and applies them); other topics' are appended as before."""
+    server.create_partition("__consumer_offsets", 2)
+    server.create_partition("t", 0)
+    server.append_batches([("__consumer_offsets", 2, _txn_batch(7, b"o")),
+                           ("t", 0, _txn_batch(7, b"a"))])
+    routed = []
+
+    def writer(partition, log, control, producer_id, epoch, coordinator_epoch) -> None:
+        routed.append((partition, control, producer_id, epoch, coordinator_epoch))
+        log.append_end_txn_marker(control, producer_id=producer_id, producer_epoch=epoch,
+                                  coordinator_epoch=coordinator_epoch)
+    server.route_txn_markers("__consumer_offsets", writer)
+    written = server.write_txn_markers([
+        ("__consumer_offsets", 2, 7, 1, int(ControlType.COMMIT), 4),
+        ("t", 0, 7, 1, int(ControlType.COMMIT), 4)])
+    assert written == [("__consumer_offsets", 2), ("t", 0)]
+    assert routed == [(2, ControlType.COMMIT, 7, 1, 4)]
+    assert server.last_stable_offset("__consumer_offsets", 2) == 2
+    assert server.last_stable_offset("t", 0) == 2
+    assert server.log_dir.log("__consumer_offsets", 2).recovery_point == 2

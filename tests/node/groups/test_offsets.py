@@ -202,9 +202,10 @@ def test_a_transactional_commit_writes_the_same_record_and_stays_pending_until_i
         clock: FakeClock) -> None:
     offsets = manager(clock)
     records = commit_txn(offsets, 7, "g", "t", 0, 42, epoch=3)
-    assert records == [offset_commit_record(OffsetCommitKey("g", "t", 0),
-                                            OffsetCommitValue(42, 3, "metadata",
-                                                              clock.milliseconds()))]
+    plain = offset_commit_record(OffsetCommitKey("g", "t", 0),
+                                 OffsetCommitValue(42, 3, "metadata", clock.milliseconds()))
+    assert [(r.key, r.value) for r in records] == [(plain.key, plain.value)]
+    assert [r.producer for r in records] == [(7, 0)]
     assert offsets.pending_offset(7, "g", "t", 0).offset == 42
     assert offsets.offset("g", "t", 0) is None
     assert offsets.has_pending_transactions("g") and offsets.has_offsets("g")

@@ -99,3 +99,29 @@ def test_a_groups_offsets_partition_is_javas_hash_of_its_id() -> None:
     assert offsets_partition("my-group", 50) == 1906497762 % 50
     assert offsets_partition("polygenelubricants", 50) == 0
     assert offsets_partition("", 50) == 0
+
+
+def test_txn_offset_commit_every_version_is_coordinator_not_available(
+        server: KafkaServer, logdir: LogDir) -> None:
+    """TxnOffsetCommit v0-3 decode and are answered: the group's partition of
+    ``__consumer_offsets`` is in no transaction here (no coordinator to add it), and a
+    partition the directory does not have is UNKNOWN_TOPIC_OR_PARTITION."""
+    logdir.create_logs("t", range(1))
+    with WireClient(server.address) as client:
+        found = client.call(ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
+        assert found.error_code == ErrorCode.none
+        for version in range(4):
+            answer = client.call(ApiKey.TXN_OFFSET_COMMIT, version, {
+                "transactional_id": "tx", "group_id": "g", "producer_id": 5,
+                "producer_epoch": 0, "generation_id": -1, "member_id": "",
+                "group_instance_id": None, "topics": [
+                    {"name": "t", "partitions": [
+                        {"partition_index": 0, "committed_offset": 1,
+                         "committed_leader_epoch": -1, "committed_metadata": None}]},
+                    {"name": "missing", "partitions": [
+                        {"partition_index": 0, "committed_offset": 1,
+                         "committed_leader_epoch": -1, "committed_metadata": None}]}]})
+            assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions])
+                    for t in answer.topics] == [
+                ("t", [(0, ErrorCode.coordinator_not_available)]),
+                ("missing", [(0, ErrorCode.unknown_topic_or_partition)])], version
