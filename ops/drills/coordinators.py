@@ -234,3 +234,183 @@ def group_coordinator(ctx: DrillContext) -> None:
         "group": group, "records": total, "processed_twice": twice, "commits": run.commits,
         "commit_errors": dict(run.commit_errors), "coordinator_dir": log_dir})
     ctx.finish()
+
+
+class _TxnRun:
+    """What the transactional producer did: the values of its committed transactions, those of
+    its aborted ones, the errors it aborted on, and how it ended."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.committed: list[bytes] = []
+        self.aborted: list[bytes] = []
+        self.transactions = 0
+        self.abort_reasons: Counter[str] = Counter()
+        self.retried_commits = 0
+        self.finished = False
+        self.failure: str | None = None
+
+
+def _retrying(call: Any, run: _TxnRun, timeout_s: float) -> None:
+    """``call(timeout)`` again while librdkafka says its error is retriable."""
+    import confluent_kafka as ck
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            call(10.0)
+            return
+        except ck.KafkaException as err:
+            if not err.args[0].retriable() or time.monotonic() > deadline:
+                raise
+            with run.lock:
+                run.retried_commits += 1
+
+
+def _transactions(bootstrap: str, topic: str, count: int, run: _TxnRun,
+                  timeout_s: float) -> None:
+    """``count`` transactions of ``TXN_RECORDS`` records each; one that fails with an abortable
+    error is aborted and its records produced again in a new transaction (new values: the
+    attempt is part of each value)."""
+    import confluent_kafka as ck
+
+    p = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-txn",
+                     "linger.ms": 5, "socket.timeout.ms": 5000, "message.timeout.ms": 30000,
+                     "transaction.timeout.ms": 60000})
+    try:
+        _retrying(p.init_transactions, run, timeout_s)
+        for i in range(count):
+            attempt = 0
+            while True:
+                values = [b"t%05d-a%d-r%02d" % (i, attempt, j) for j in range(TXN_RECORDS)]
+                try:
+                    p.begin_transaction()
+                    for j, value in enumerate(values):
+                        p.produce(topic, value=value, partition=j % TXN_PARTITIONS)
+                    _retrying(p.commit_transaction, run, timeout_s)
+                except ck.KafkaException as err:
+                    if not err.args[0].txn_requires_abort():
+                        raise
+                    _retrying(p.abort_transaction, run, timeout_s)
+                    with run.lock:
+                        run.aborted += values
+                        run.abort_reasons[err.args[0].name()] += 1
+                    attempt += 1
+                    continue
+                with run.lock:
+                    run.committed += values
+                    run.transactions += 1
+                break
+        run.finished = True
+    except Exception as err:  # noqa: BLE001 - the drill reports it
+        run.failure = f"{type(err).__name__}: {err}"
+    finally:
+        p.flush(5)
+
+
+def _read_committed(bootstrap: str, topic: str, expected: int, timeout_s: float
+                    ) -> list[bytes]:
+    """Every value a read_committed consumer reads from the start of ``topic`` (until it has
+    ``expected`` and one more quiet second, or ``timeout_s``)."""
+    import confluent_kafka as ck
+
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader",
+                     "enable.auto.commit": False, "isolation.level": "read_committed",
+                     "socket.timeout.ms": 5000})
+    try:
+        c.assign([ck.TopicPartition(topic, p, 0) for p in range(TXN_PARTITIONS)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + timeout_s
+        quiet_until = None
+        while time.monotonic() < deadline:
+            if len(got) >= expected:
+                quiet_until = quiet_until or time.monotonic() + 1.0
+                if time.monotonic() > quiet_until:
+                    break
+            msg = c.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        return got
+    finally:
+        c.close()
+
+
+def _watermarks(bootstrap: str, topic: str, isolation: str) -> list[int]:
+    """The end offset of every partition a consumer of ``isolation`` is told: the last stable
+    offset for read_committed, the high watermark for read_uncommitted."""
+    import confluent_kafka as ck
+
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-ends",
+                     "isolation.level": isolation, "socket.timeout.ms": 5000})
+    try:
+        return [c.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=10,
+                                        cached=False)[1] for p in range(TXN_PARTITIONS)]
+    finally:
+        c.close()
+
+
+def transaction_coordinator(ctx: DrillContext) -> None:
+    """kill -9 the coordinator actor (the transaction coordinator) while a librdkafka
+    transactional producer commits transactions in a loop, aborting and retrying one that fails
+    with an abortable error: Ray restarts it; the producer finishes its loop; a read_committed
+    consumer reads every committed transaction's records exactly once and no aborted one's;
+    every partition's last stable offset is its log end (no transaction left open)."""
+    from ops.drills.ledger import Verification
+
+    env = _open_brokers(ctx, **{"transaction.state.log.num.partitions": "3"})
+    bootstrap = env.cluster.bootstrap_servers
+    tag = f"{int(time.time()) % 100000}{ctx.options.seed}"
+    topic = f"drill-{ctx.name}-{tag}-log"
+    env.create_topic(topic, TXN_PARTITIONS, topic_configs(ctx.options)[0])
+    ctx.log_topic = topic
+    count = (ctx.options.warmup_records + ctx.options.after_records) // TXN_RECORDS
+    run = _TxnRun()
+    loop = threading.Thread(target=_transactions, daemon=True,
+                            args=(bootstrap, topic, count, run, ctx.options.timeout_s))
+    loop.start()
+    try:
+        ctx.wait(lambda: run.failure or run.transactions >= count // 2,
+                 "half of the transactions committed")
+        coordinator = env.coordinator()
+        old = env.in_actor(coordinator, inject.pid)
+        before = run.transactions
+        os.kill(old, signal.SIGKILL)
+        ctx.inject("kill -9 of the coordinator mid-transactions", coordinator.name, pid=old,
+                   transactions_before=before)
+        new = ctx.wait(lambda: (p := env.in_actor(env.coordinator(), inject.pid, timeout=10))
+                       != old and p, "the coordinator restarted")
+        ctx.check("Ray restarted the coordinator", new != old, f"pid {old} -> {new}")
+    finally:
+        loop.join(ctx.options.timeout_s * 2)
+    ctx.check("the producer finished its loop", run.finished and run.transactions == count,
+              f"{run.transactions} of {count} transactions committed ({before} before the "
+              f"kill), {len(run.aborted) // TXN_RECORDS} aborted "
+              f"{dict(run.abort_reasons)}; failure: {run.failure}")
+    ends = _watermarks(bootstrap, topic, "read_uncommitted")
+    stable = ctx.wait(lambda: (s := _watermarks(bootstrap, topic, "read_committed")) == ends
+                      and s, "every last stable offset at the log end")
+    ctx.check("no transaction left open: the last stable offset is the log end",
+              stable == ends, f"last stable offsets {stable}, log end {ends}")
+    read = _read_committed(bootstrap, topic, len(run.committed), ctx.options.timeout_s)
+    found = Counter(read)
+    committed = set(run.committed)
+    aborted = set(run.aborted)
+    v = Verification(partitions=TXN_PARTITIONS, log_records=len(read),
+                     acknowledged=len(committed))
+    for value in sorted(committed - set(found)):
+        v.lost += 1
+        v._example("lost", value=value.decode())
+    for value, n in sorted(found.items()):
+        if n > 1:
+            v.duplicated += 1
+            v._example("duplicated", value=value.decode(), times=n)
+        if value not in committed:
+            v.phantom += 1
+            v._example("phantom", value=value.decode(), aborted=value in aborted)
+    ctx.check("a read_committed consumer reads every committed record once and no aborted one",
+              v.ok, f"{len(read)} read, {len(committed)} committed, "
+              f"{len(aborted)} aborted")
+    ctx.report.verification = v.to_json()
+    ctx.report.producers = {"transactions": run.transactions, "aborted": len(run.aborted)
+                            // TXN_RECORDS, "abort_reasons": dict(run.abort_reasons),
+                            "retried_calls": run.retried_commits}

@@ -26,3 +26,15 @@ def test_a_consumer_group_processes_every_record_through_a_kill_of_its_coordinat
     assert checks["the final committed offsets are the log end offsets"].ok
     assert report.recovery["records"] == report.verification["acknowledged"] > 0
     assert report.verification["lost"] == report.verification["duplicated"] == 0
+
+
+@pytest.mark.slow
+def test_a_transactional_producer_commits_every_transaction_once_through_a_kill_of_the_coordinator(
+        drill_options: DrillOptions) -> None:
+    checks, report = _passed("transaction-coordinator", drill_options)
+    assert checks["the producer finished its loop"].ok
+    assert checks["no transaction left open: the last stable offset is the log end"].ok
+    v = report.verification
+    assert v["acknowledged"] == drill_options.warmup_records + drill_options.after_records
+    assert v["log_records"] == v["acknowledged"]
+    assert v["lost"] == v["duplicated"] == v["phantom"] == 0
