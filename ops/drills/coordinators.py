@@ -355,7 +355,7 @@ def transaction_coordinator(ctx: DrillContext) -> None:
     with an abortable error: Ray restarts it; the producer finishes its loop; a read_committed
     consumer reads every committed transaction's records exactly once and no aborted one's;
     every partition's last stable offset is its log end (no transaction left open)."""
-    from ops.drills.ledger import Verification
+    from ops.drills.ledger import EXAMPLES, Verification
 
     env = _open_brokers(ctx, **{"transaction.state.log.num.partitions": "3"})
     bootstrap = env.cluster.bootstrap_servers
@@ -397,16 +397,15 @@ def transaction_coordinator(ctx: DrillContext) -> None:
     aborted = set(run.aborted)
     v = Verification(partitions=TXN_PARTITIONS, log_records=len(read),
                      acknowledged=len(committed))
-    for value in sorted(committed - set(found)):
-        v.lost += 1
-        v._example("lost", value=value.decode())
-    for value, n in sorted(found.items()):
-        if n > 1:
-            v.duplicated += 1
-            v._example("duplicated", value=value.decode(), times=n)
-        if value not in committed:
-            v.phantom += 1
-            v._example("phantom", value=value.decode(), aborted=value in aborted)
+    lost = sorted(committed - set(found))
+    twice = sorted((value, n) for value, n in found.items() if n > 1)
+    invented = sorted(value for value in found if value not in committed)
+    v.lost, v.duplicated, v.phantom = len(lost), len(twice), len(invented)
+    v.examples = {
+        "lost": [{"value": value.decode()} for value in lost[:EXAMPLES]],
+        "duplicated": [{"value": value.decode(), "times": n} for value, n in twice[:EXAMPLES]],
+        "phantom": [{"value": value.decode(), "aborted": value in aborted}
+                    for value in invented[:EXAMPLES]]}
     ctx.check("a read_committed consumer reads every committed record once and no aborted one",
               v.ok, f"{len(read)} read, {len(committed)} committed, "
               f"{len(aborted)} aborted")

@@ -7,9 +7,11 @@ from __future__ import annotations
 import pytest
 
 from ops.drills import DRILLS, DrillOptions, run_drill
+from ops.drills.report import Check, DrillReport
 
 
-def _passed(name: str, options: DrillOptions) -> dict:
+def _passed(name: str, options: DrillOptions) -> tuple[dict[str, Check], DrillReport]:
+    """Run the drill; its checks by name and its report, once it passed."""
     report = run_drill(name, DRILLS[name], options)
     failed = [c.to_json() for c in report.checks if not c.ok]
     assert report.status == "passed", (report.reason, failed, report.verification)
