@@ -10,6 +10,7 @@ this package is cheap (no ray, no storage): the drill modules import those insid
 from __future__ import annotations
 
 from ops.drills.base import Drill, DrillOptions, run_drill
+from ops.drills.coordinators import group_coordinator, transaction_coordinator
 from ops.drills.disks import corrupt, disk_fail, disk_full, torn_write
 from ops.drills.moves import move
 from ops.drills.processes import kill_cleaner, kill_coordinator, kill_node, restart_all
@@ -24,6 +25,8 @@ DRILLS: dict[str, Drill] = {
     "corrupt": corrupt,
     "restart-all": restart_all,
     "move": move,
+    "group-coordinator": group_coordinator,
+    "transaction-coordinator": transaction_coordinator,
 }
 
 __all__ = ["DRILLS", "DrillOptions", "run_drill"]
