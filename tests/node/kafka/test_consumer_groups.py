@@ -1,13 +1,14 @@
 """Consumer groups over the Kafka protocol with real clients against a served directory:
 confluent-kafka (librdkafka), kafka-python (consumer and admin), aiokafka and kcat subscribe with
 a group id, split the partitions, commit, and resume from the committed offsets, across a restart
-of the server too."""
+of the server too; a member killed with kill -9 is dropped when its session runs out."""
 
 from __future__ import annotations
 
 import asyncio
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -134,6 +135,81 @@ def test_two_members_split_the_partitions_and_the_survivor_takes_them_all(
         assert sorted(seen) == [(p, o) for p in range(4) for o in range(10)]
     finally:
         members[1].close()
+
+
+KILLED_MEMBER = """
+import sys, time
+import confluent_kafka as ck
+c = ck.Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+                 "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                 "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+c.subscribe(["t"])
+while True:
+    msg = c.poll(0.1)
+    if msg is not None and msg.error() is None:
+        print(msg.partition(), msg.offset(), flush=True)      # read, then committed
+        c.commit(message=msg, asynchronous=False)
+"""
+
+
+def test_a_killed_members_session_expires_and_the_survivor_reads_the_rest_once(
+        logdir: LogDir, serve: Serve) -> None:
+    """A member killed with kill -9 sends no LeaveGroup: its session runs out
+    (``session.timeout.ms``), the group rebalances, and the survivor takes its partitions from
+    their committed offsets; with a synchronous commit after each record, only the last record
+    the killed member read of a partition (maybe not committed) can be read again."""
+    server = serve(dotted=GROUPS)
+    logdir.create_logs("t", range(4))
+    fill(server, "t", 4, 5)
+    killed = subprocess.Popen([sys.executable, "-c", KILLED_MEMBER, server.bootstrap_servers,
+                               "victim"], stdout=subprocess.PIPE, text=True)
+    survivor = group_consumer(server, "victim")
+    seen: list[tuple[int, int]] = []
+    try:
+        assert killed.stdout is not None
+        first_read = killed.stdout.readline()                           # it reads
+        assert first_read
+        survivor.subscribe(["t"])
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline and not survivor.assignment():
+            poll_into(survivor, seen)
+        mine = {tp.partition for tp in survivor.assignment()}
+        assert 0 < len(mine) < 4                                        # split in two
+        fill(server, "t", 4, 5, start=5)
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline and not any(o >= 5 for _, o in seen):
+            poll_into(survivor, seen)
+        killed.kill()
+        killed_read = [tuple(map(int, line.split()))
+                       for line in [first_read, *killed.stdout]]
+        killed.wait(DEADLINE_S)
+        deadline = time.monotonic() + 6 + DEADLINE_S                    # the session runs out
+        while time.monotonic() < deadline and len(survivor.assignment()) < 4:
+            poll_into(survivor, seen)
+        assert {tp.partition for tp in survivor.assignment()} == set(range(4))
+        fill(server, "t", 4, 5, start=10)
+        everything = {(p, o) for p in range(4) for o in range(15)}
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline and set(seen) | set(killed_read) != everything:
+            poll_into(survivor, seen)
+    finally:
+        survivor.close()
+        if killed.poll() is None:
+            killed.kill()
+    assert set(seen) | set(killed_read) == everything
+    assert len(seen) == len(set(seen))                                  # each once here
+    last_of_killed = {max(o for q, o in killed_read if q == p)
+                      for p in {p for p, _ in killed_read}}
+    again = set(seen) & set(killed_read)
+    assert all(o in last_of_killed for _, o in again), again
+
+
+def poll_into(member: ck.Consumer, seen: list[tuple[int, int]]) -> None:
+    """One poll of ``member``; a record read is committed synchronously and noted."""
+    msg = member.poll(0.1)
+    if msg is not None and msg.error() is None:
+        seen.append((msg.partition(), msg.offset()))
+        member.commit(message=msg, asynchronous=False)
 
 
 def test_committed_offsets_survive_a_restart_over_the_same_directory(
