@@ -2,7 +2,7 @@
 FindCoordinator creates ``__consumer_offsets`` spread over the directories, a group's
 coordinator is the broker of the directory holding its partition (only that broker answers for
 the group), and a confluent-kafka consumer group reads everything, commits, and a later member
-resumes from the commit."""
+resumes from the commit, also after the whole cluster restarted."""
 
 from __future__ import annotations
 
@@ -166,3 +166,45 @@ def test_a_groups_offsets_follow_its_partition_moved_to_another_directory(
     assert fetched.error_code == ErrorCode.none
     assert [(t.name, q.partition_index, q.committed_offset, q.metadata)
             for t in fetched.topics for q in t.partitions] == [("followed", 0, 42, "here")]
+
+
+@pytest.mark.slow
+def test_committed_offsets_survive_a_restart_of_the_cluster(
+        ray_session: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The whole cluster stopped and started again over the same directories: the group's
+    coordinator loads its partition of ``__consumer_offsets`` again, and a member resumes from
+    the offsets committed before the stop (the brokers' ports are new: ephemeral)."""
+    root = tmp_path_factory.mktemp("group-restart")
+    dirs = [str(root / f"d{i}") for i in range(3)]
+    start = dict(log_dirs=dirs, cleaners=1, config={**FAST, **PROPERTIES},
+                 namespace="strata-test-groups-restart", address=ray_session)
+    cluster = Cluster.start(**start)
+    try:
+        cluster.create_topic("kept", partitions=3)
+        p = producer(cluster.bootstrap_servers)
+        for partition in range(3):
+            produce_all(p, "kept", [b"%d" % i for i in range(5)], partition=partition)
+        before = group_consumer(cluster, "restarted")
+        try:
+            before.subscribe(["kept"])
+            assert len(poll(before, 15)) == 15
+            before.commit(asynchronous=False)
+        finally:
+            before.close()
+    finally:
+        cluster.stop()
+    cluster = Cluster.start(**start)
+    try:
+        p = producer(cluster.bootstrap_servers)
+        for partition in range(3):
+            produce_all(p, "kept", [b"after"], partition=partition)
+        after = group_consumer(cluster, "restarted")
+        try:
+            after.subscribe(["kept"])
+            resumed = poll(after, 3)
+            assert sorted((m.partition(), m.offset()) for m in resumed) == [
+                (q, 5) for q in range(3)]
+        finally:
+            after.close()
+    finally:
+        cluster.stop()
