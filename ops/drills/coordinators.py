@@ -170,9 +170,10 @@ def _watch(bootstrap: str, group: str, topic: str, run: _GroupRun,
 
 
 def group_coordinator(ctx: DrillContext) -> None:
-    """kill -9 the node actor hosting a consumer group's coordinator while its members consume
-    and commit after each batch: Ray restarts it, its coordinator loads the group back from
-    ``__consumer_offsets``, the members go on; every record is processed, twice only after the
+    """kill -9 the node actor hosting a consumer group's coordinator twice: while the group
+    rebalances as its last member joins, and while its members consume and commit after each
+    batch. Ray restarts it, its coordinator loads the group back from ``__consumer_offsets``,
+    the members go on; every record is processed, twice only after the
     last acknowledged commit of its partition; no committed offset goes backwards; the final
     commits are the log end offsets."""
     from node.groups.config import OFFSETS_TOPIC
@@ -189,25 +190,40 @@ def group_coordinator(ctx: DrillContext) -> None:
     _fill(ctx, bootstrap, topic, total)
     run = _GroupRun()
     stop = threading.Event()
-    threads = [threading.Thread(target=_member, args=(bootstrap, group, topic, run, stop,
+    members = [threading.Thread(target=_member, args=(bootstrap, group, topic, run, stop,
                                                       f"member-{i}"), daemon=True)
                for i in range(MEMBERS)]
-    threads.append(threading.Thread(target=_watch, args=(bootstrap, group, topic, run, stop),
-                                    daemon=True))
+    threads = [*members, threading.Thread(target=_watch, args=(bootstrap, group, topic, run,
+                                                               stop), daemon=True)]
     for t in threads:
-        t.start()
+        if t is not members[-1]:
+            t.start()
     try:
-        ctx.wait(lambda: len(run.seen) >= total // 4 and run.commits >= MEMBERS,
-                 "a quarter of the topic processed and committed")
+        ctx.wait(lambda: len(run.seen) >= total // 4 and run.commits >= MEMBERS - 1,
+                 "a quarter of the topic processed and committed by the first members")
         # FindCoordinator names the broker of the directory holding the group's partition
         log_dir = env.cluster.partition_dir(OFFSETS_TOPIC,
                                             partition_for(group, OFFSETS_PARTITIONS))
+        # 1. mid-rebalance: the last member joins; the kill lands while the group rebalances
+        members[-1].start()
+        state = ctx.wait(lambda: _rebalancing(bootstrap, group), "the group rebalancing as "
+                         "its last member joins")
+        old = env.kill_node(log_dir)
+        ctx.inject("kill -9 of the node actor hosting the group's coordinator mid-rebalance",
+                   log_dir, pid=old, group=group, state=state)
+        new = env.wait_node_back(log_dir, old, ctx.options.timeout_s)
+        ctx.check("Ray restarted the node actor (mid-rebalance)", new != old,
+                  f"pid {old} -> {new}")
+        ctx.wait(lambda: len(run.seen) >= total // 2 or run.failures,
+                 "half of the topic processed after the kill mid-rebalance")
+        # 2. mid-commit: the members commit after every batch
         before = len(run.seen)
         old = env.kill_node(log_dir)
-        ctx.inject("kill -9 of the node actor hosting the group's coordinator mid-consumption",
+        ctx.inject("kill -9 of the node actor hosting the group's coordinator mid-commit",
                    log_dir, pid=old, group=group, processed_before=before)
         new = env.wait_node_back(log_dir, old, ctx.options.timeout_s)
-        ctx.check("Ray restarted the node actor", new != old, f"pid {old} -> {new}")
+        ctx.check("Ray restarted the node actor (mid-commit)", new != old,
+                  f"pid {old} -> {new}")
         ctx.wait(lambda: len(run.seen) >= total or run.failures, "every record processed")
         ends = {p: env.cluster.offsets(topic, p)[1] for p in range(GROUP_PARTITIONS)}
         ctx.wait(lambda: all(run.watched.get(p) == e for p, e in ends.items()),
@@ -215,7 +231,8 @@ def group_coordinator(ctx: DrillContext) -> None:
     finally:
         stop.set()
         for t in threads:
-            t.join(30)
+            if t.is_alive():
+                t.join(30)
     twice = sum(1 for n in run.seen.values() if n > 1)
     ctx.check("the members went on after the restart", not run.failures and
               len(run.seen) > before, f"{len(run.seen) - before} records processed after the "
@@ -234,6 +251,18 @@ def group_coordinator(ctx: DrillContext) -> None:
         "group": group, "records": total, "processed_twice": twice, "commits": run.commits,
         "commit_errors": dict(run.commit_errors), "coordinator_dir": log_dir})
     ctx.finish()
+
+
+def _rebalancing(bootstrap: str, group: str) -> str | None:
+    """The group's state while it rebalances (DescribeGroups), else None."""
+    from ops.tools.kafka_admin import KafkaAdmin, KafkaAdminError
+
+    try:
+        with KafkaAdmin(bootstrap, timeout_s=5.0) as admin:
+            state = admin.describe_group(group).state
+    except KafkaAdminError:
+        return None
+    return state if state in ("PreparingRebalance", "CompletingRebalance") else None
 
 
 class _TxnRun:

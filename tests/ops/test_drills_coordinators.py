@@ -1,5 +1,5 @@
 """The coordinator drills at the small size: a consumer group's members (confluent-kafka) go on
-through a kill -9 of the node hosting the group's coordinator, and a transactional producer
+through kills -9 of the node hosting the group's coordinator mid-rebalance and mid-commit, and a transactional producer
 (librdkafka) through a kill -9 of the coordinator actor, with what each drill checks passing."""
 
 from __future__ import annotations
@@ -20,9 +20,12 @@ def _passed(name: str, options: DrillOptions) -> tuple[dict[str, Check], DrillRe
 
 
 @pytest.mark.slow
-def test_a_consumer_group_processes_every_record_through_a_kill_of_its_coordinator(
+def test_a_consumer_group_processes_every_record_through_kills_of_its_coordinator(
         drill_options: DrillOptions) -> None:
     checks, report = _passed("group-coordinator", drill_options)
+    assert [i["what"] for i in report.injections] == [
+        "kill -9 of the node actor hosting the group's coordinator mid-rebalance",
+        "kill -9 of the node actor hosting the group's coordinator mid-commit"]
     assert checks["every record of the topic was processed at least once"].ok
     assert checks["no partition's committed offset went backwards"].ok
     assert checks["the final committed offsets are the log end offsets"].ok
