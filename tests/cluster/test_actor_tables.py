@@ -12,8 +12,10 @@ import pytest
 from cluster.actor_bodies import CoordinatorBody, NodeBody, WorkerBody
 from cluster.actors import COORDINATOR_METHODS, NODE_METHODS, WORKER_METHODS
 
-# called inside the actor's own process only (its periodic tasks, its start-up)
-LOCAL_ONLY = {"NodeBody": {"cleanup_logs"}, "CoordinatorBody": {"load_metadata"},
+# called inside the actor's own process only (its periodic tasks, its start-up; its broker
+# routing the markers of __consumer_offsets through its group coordinator)
+LOCAL_ONLY = {"NodeBody": {"cleanup_logs", "route_txn_markers"},
+              "CoordinatorBody": {"load_metadata"},
               "WorkerBody": set()}
 
 
