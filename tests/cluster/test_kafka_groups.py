@@ -6,7 +6,6 @@ resumes from the commit, also after the whole cluster restarted."""
 
 from __future__ import annotations
 
-import time
 from typing import Any, Iterator
 
 import confluent_kafka as ck
@@ -18,7 +17,7 @@ from node.groups.config import OFFSETS_TOPIC
 from node.groups.placement import partition_for
 from node.kafka.versions import ApiKey
 from tests.cluster.conftest import FAST
-from tests.node.kafka.clients import produce_all, producer
+from tests.node.kafka.clients import poll_messages, produce_all, producer
 from tests.node.kafka.wire import WireClient
 
 OFFSETS_PARTITIONS = 6
@@ -88,16 +87,7 @@ def group_consumer(cluster: Cluster, group: str) -> ck.Consumer:
 
 
 def poll(c: ck.Consumer, count: int) -> list[Any]:
-    got: list[Any] = []
-    deadline = time.monotonic() + DEADLINE_S
-    while len(got) < count and time.monotonic() < deadline:
-        msg = c.poll(0.2)
-        if msg is None:
-            continue
-        assert msg.error() is None, msg.error()
-        got.append(msg)
-    assert len(got) == count, f"consumed {len(got)} of {count}"
-    return got
+    return poll_messages(c, count, DEADLINE_S)
 
 
 def test_a_consumer_group_reads_every_broker_commits_and_resumes(brokers: Cluster) -> None:

@@ -54,11 +54,11 @@ def consume(c: ck.Consumer, topic: str, count: int, partition: int = 0,
     return poll_messages(c, count)
 
 
-def poll_messages(c: ck.Consumer, count: int) -> list[Any]:
-    """The next ``count`` messages of what ``c`` is assigned (fails after the deadline or on
+def poll_messages(c: ck.Consumer, count: int, deadline_s: float = DEADLINE_S) -> list[Any]:
+    """The next ``count`` messages of what ``c`` is assigned (fails after ``deadline_s`` or on
     an error)."""
     got: list[Any] = []
-    deadline = time.monotonic() + DEADLINE_S
+    deadline = time.monotonic() + deadline_s
     while len(got) < count and time.monotonic() < deadline:
         msg = c.poll(0.2)
         if msg is None:

@@ -76,17 +76,8 @@ def test_a_group_member_reads_everything_and_the_next_resumes_from_its_commit(
 
 
 def poll_messages_within(c: ck.Consumer, count: int) -> list[Any]:
-    """``count`` messages of what ``c`` is assigned, the group's join included (30 s)."""
-    got: list[Any] = []
-    deadline = time.monotonic() + DEADLINE_S
-    while len(got) < count and time.monotonic() < deadline:
-        msg = c.poll(0.2)
-        if msg is None:
-            continue
-        assert msg.error() is None, msg.error()
-        got.append(msg)
-    assert len(got) == count, f"consumed {len(got)} of {count}"
-    return got
+    """``count`` messages of what ``c`` is assigned, the group's join included."""
+    return poll_messages(c, count, DEADLINE_S)
 
 
 def test_two_members_split_the_partitions_and_the_survivor_takes_them_all(
