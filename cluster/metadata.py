@@ -2,7 +2,10 @@
 
 There is no metadata store besides the directories: every node lists its partitions and keeps its
 topics' overrides (``topic-configs.json``), so the table is rebuilt by asking the nodes (after a
-coordinator restart too). A directory that cannot be asked keeps the routes learned before.
+coordinator restart too). A directory that cannot be asked keeps the routes learned before. A
+partition held by no directory while a move into one runs (the source has committed, the target
+not yet promoted the copy) is routed to the move's target: it exists all along, and is never
+created a second time (by a create or a client's auto-creation) in that moment.
 New partitions are placed by ``cluster.placement``.
 
 A partition that two directories hold is routed to neither (``route`` raises
@@ -79,17 +82,19 @@ class TopicMetadata:
         some directory is still deleting (``topic_deletions``) is not routed; ``resume_deletions``
         finishes it. The lock is held only while the answers are merged, never during a call."""
         pendings = {d: (h.submit("partitions"), h.submit("topic_configs"),
-                        h.submit("topic_deletions"))
+                        h.submit("topic_deletions"), h.submit("move_status"))
                     for d, h in self._nodes.items()}
         answers = {}
-        for log_dir, (parts, configs, deletions) in pendings.items():
+        for log_dir, (parts, configs, deletions, moves) in pendings.items():
             try:
                 answers[log_dir] = (parts.result(self._timeout), configs.result(self._timeout),
-                                    deletions.result(self._timeout))
+                                    deletions.result(self._timeout), _moves_in(moves,
+                                                                               self._timeout))
             except (ActorUnavailableError, StorageError) as err:
                 logger.warning("cannot list the partitions of %s: %s", log_dir, err)
         with self._lock:
-            for log_dir, (held, overrides, deleting) in answers.items():
+            moving_in: dict[tuple[str, int], str] = {}
+            for log_dir, (held, overrides, deleting, moves) in answers.items():
                 self._held_by[log_dir] = [(t, p) for t, p in held]
                 for routes in self._routes.values():
                     for p in [p for p, d in routes.items() if d == log_dir]:
@@ -99,6 +104,11 @@ class TopicMetadata:
                 for topic, config in overrides.items():
                     self._configs[topic] = dict(config)
                 self._deleting.update(deleting)
+                moving_in.update({tp: log_dir for tp in moves})
+            for (topic, partition), log_dir in moving_in.items():
+                # held by no directory for a moment: the source has committed the move and the
+                # target not yet promoted it; the partition exists, and is the target's
+                self._routes.setdefault(topic, {}).setdefault(partition, log_dir)
             for topic in self._deleting:
                 self._routes.pop(topic, None)
             self._duplicates = duplicate_partitions(self._held_by)
@@ -420,6 +430,15 @@ def _report(on_progress: Progress | None, stage: str, done: int, total: int) -> 
             on_progress(stage, done, total)
         except Exception:  # noqa: BLE001 - a progress display must not break the operation
             logger.warning("progress callback failed", exc_info=True)
+
+
+def _moves_in(pending: Any, timeout_s: float) -> list[tuple[str, int]]:
+    """The partitions a node's ``move_status`` answer shows moving in now; none when it cannot
+    say (an offline directory lists its interrupted copies from the disk it lost)."""
+    try:
+        return [(m.topic, m.partition) for m in pending.result(timeout_s) if m.running]
+    except StorageError:
+        return []
 
 
 def _text(value: object) -> str:

@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 SWITCH_BYTES = 1 << 20            # a round copying less than this is followed by the switch
 MAX_ROUNDS = 50                   # then switch anyway: the switch copies what is left, held
 MOVE_RESERVE_FRACTION = 0.02      # a move must leave this share of the target file system free
+INTERRUPTED = "interrupted"       # the phase of a copy a restart interrupted, kept to resume
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +81,12 @@ class MoveStatus:
     copied_log_end_offset: int
     offset_lag: int
     started_ms: float
+
+    @property
+    def running(self) -> bool:
+        """True for a move running now (copying or switching), False for a copy a restart
+        interrupted, kept to resume."""
+        return self.phase != INTERRUPTED
 
 
 class MoveSource(Protocol):
@@ -160,7 +167,8 @@ class Mover:
     def status(self) -> list[MoveStatus]:
         with self._lock:
             return [MoveStatus(**entry) for _, entry in sorted(     # type: ignore[arg-type]
-                self._moves.items(), key=lambda item: (item[0].topic, item[0].partition))]
+                self._moves.items(), key=lambda item: (item[0].topic, item[0].partition))
+                if entry]     # an entry is empty until the move's first step publishes it
 
     def interrupted(self, d: LogDir) -> list[MoveStatus]:
         """The copies into ``d`` a restart interrupted and no ``move_in`` runs now (phase
@@ -169,7 +177,7 @@ class Mover:
         with self._lock:
             running = set(self._moves)
         return [MoveStatus(state.topic, state.partition, state.source_dir, str(d.path),
-                           str(d.path / name), "interrupted",
+                           str(d.path / name), INTERRUPTED,
                            sum(size for size, _ in state.copy_record().segments.values()),
                            -1, -1, -1, -1, -1.0)
                 for name, state in d.interrupted_moves().items()

@@ -5,7 +5,8 @@ Per partition, in Kafka's order (``KafkaApis.handleProduceRequest``, ``ProduceRe
 client's records but the admin's (INVALID_TOPIC_EXCEPTION, ``ReplicaManager.appendToLocalLog``:
 its coordinator writes it); the partition must be held here (UNKNOWN_TOPIC_OR_PARTITION, or
 NOT_LEADER_OR_FOLLOWER when another broker of the cluster holds it or it moved away,
-``ServedDir.leading``); the records must be exactly one magic-2 batch
+``ServedDir.leading``; from v10 that answer names the current leader and carries its endpoint,
+KIP-951, so the client goes there without a Metadata round trip); the records must be exactly one magic-2 batch
 (INVALID_RECORD) and zstd needs v7+ (UNSUPPORTED_COMPRESSION_TYPE); a producer's first
 transactional batch on a partition must be in its open transaction, asked of its transaction
 coordinator (INVALID_TXN_STATE otherwise, ``txn_apis.check_transactional_batch``); then
@@ -31,6 +32,7 @@ from node.kafka.codec import Request, build, response_class
 from node.kafka.context import ServedDir
 from node.kafka.errors import UnsupportedCompressionTypeError, error_code_for
 from node.kafka.internal_topics import ADMIN_CLIENT_ID, is_internal
+from node.kafka.leader_epoch import LEADER_EPOCH
 from node.kafka.txn_apis import check_transactional_batch
 from storage.batch_layout import ATTRIBUTES_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, SIZE_OFFSET
 from storage.errors import InvalidRecordError, StorageError
@@ -41,6 +43,7 @@ COMPRESSION_MASK = 0x07
 ZSTD = 4
 ZSTD_MIN_VERSION = 7
 VALID_ACKS = (-1, 0, 1)
+CURRENT_LEADER_VERSION = 10     # KIP-951: NOT_LEADER_OR_FOLLOWER names the current leader
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +89,7 @@ def handle_produce(served: ServedDir, request: Request) -> ProduceOutcome:
     internal_allowed = request.client_id == ADMIN_CLIENT_ID
     failed = False
     topics = []
+    leaders: set[int] = set()     # the brokers a NOT_LEADER_OR_FOLLOWER answer names (KIP-951)
     for topic in body.topic_data:
         partitions = []
         for data in topic.partition_data:
@@ -115,9 +119,31 @@ def handle_produce(served: ServedDir, request: Request) -> ProduceOutcome:
                     "record_errors": [], "error_message": None})
             except StorageError as err:
                 failed = True
-                partitions.append(_error(data.index, error_code_for(err), str(err)))
+                answer = _error(data.index, error_code_for(err), str(err))
+                if answer["error_code"] == ErrorCode.not_leader_or_follower and \
+                        version >= CURRENT_LEADER_VERSION:
+                    answer["current_leader"] = _current_leader(served, topic.name, data.index,
+                                                               leaders)
+                partitions.append(answer)
         topics.append({"name": topic.name, "partition_responses": partitions})
-    return ProduceOutcome(build(cls, {"responses": topics, "throttle_time": 0}), failed, acks)
+    values: dict[str, Any] = {"responses": topics, "throttle_time": 0}
+    if leaders:
+        values["node_endpoints"] = [
+            {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+            for b in served.view.brokers() if b.node_id in leaders]
+    return ProduceOutcome(build(cls, values), failed, acks)
+
+
+def _current_leader(served: ServedDir, topic: str, partition: int,
+                    leaders: set[int]) -> dict[str, int]:
+    """KIP-951: the leader a NOT_LEADER_OR_FOLLOWER answer names (its node id, added to
+    ``leaders`` so the response carries its endpoint, and its epoch, always 0 here), or -1/-1
+    when no broker holds the partition now, as Kafka's ``getCurrentLeader`` answers."""
+    leader = served.view.leader(topic, partition)
+    if leader is None:
+        return {"leader_id": -1, "leader_epoch": -1}
+    leaders.add(leader)
+    return {"leader_id": leader, "leader_epoch": LEADER_EPOCH}
 
 
 def _error(index: int, code: ErrorCode, message: str) -> dict[str, Any]:

@@ -137,6 +137,34 @@ def test_a_request_for_another_brokers_partition_is_not_leader_or_follower(
     assert brokers.offsets("elsewhere", foreign)[1] == 0          # nothing stored anywhere
 
 
+def test_a_produce_to_another_brokers_partition_names_its_leader_and_endpoint_from_v10(
+        brokers: Cluster) -> None:
+    """KIP-951: from Produce v10 a NOT_LEADER_OR_FOLLOWER answer carries the current leader
+    (id and epoch) and that leader's endpoint, so a client goes there without asking for
+    metadata again; v9 has no such fields."""
+    brokers.create_topic("redirected", partitions=3)
+    asked_dir = brokers.description.log_dirs[0]
+    asked_id = brokers.description.node_ids[asked_dir]
+    foreign, leader = next((p, leader) for p, leader in leaders(brokers, "redirected").items()
+                           if leader != asked_id)
+    leader_dir = next(d for d, node in brokers.description.node_ids.items() if node == leader)
+    batch = build_batch([Record(value=b"x", timestamp=1)])
+    request = {"transactional_id": None, "acks": 1, "timeout": 5000,
+               "topic_data": [{"name": "redirected", "partition_data": [
+                   {"index": foreign, "records": batch}]}]}
+    with WireClient(endpoint_of(brokers, asked_dir)) as wire:
+        redirected = wire.call(ApiKey.PRODUCE, 10, request)
+        older = wire.call(ApiKey.PRODUCE, 9, request)
+    (answer,) = redirected.responses[0].partition_responses
+    assert answer.error_code == ErrorCode.not_leader_or_follower
+    assert (answer.current_leader.leader_id, answer.current_leader.leader_epoch) == (leader, 0)
+    assert [(e.node_id, e.host, e.port) for e in redirected.node_endpoints] == [
+        (leader, *endpoint_of(brokers, leader_dir))]
+    assert older.responses[0].partition_responses[0].error_code == \
+        ErrorCode.not_leader_or_follower
+    assert brokers.offsets("redirected", foreign)[1] == 0
+
+
 def test_confluent_kafka_produces_to_six_partitions_and_kafka_python_consumes_them(
         brokers: Cluster) -> None:
     brokers.create_topic("six", partitions=6)
