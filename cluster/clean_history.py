@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from typing import TYPE_CHECKING
 
-from cleaner.cleaner import CleanResult
 from cluster.status import CleanSummary
-from cluster.worker import CleanAssignment
+from cluster.clean_assignment import CleanAssignment
 from storage.files import TopicPartition
+
+if TYPE_CHECKING:   # an annotation only: the coordinator's process loads no numba
+    from cleaner.cleaner import CleanResult
 
 RECENT_CLEANS = 64
 

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cluster.metrics import MetricsSink
-from node.groups.coordinator import GroupCoordinator
 from node.groups.messages import ErrorCode, OffsetFetch
-from node.logdir import LogDir
+
+if TYPE_CHECKING:   # annotations only: the coordinator's process loads no numba
+    from node.groups.coordinator import GroupCoordinator
+    from node.logdir import LogDir
 
 LAG = "strata_consumer_group_lag"
 

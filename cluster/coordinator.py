@@ -42,9 +42,9 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cleaner.cleanable import LogToClean
-from cleaner.cleaner import CleanResult
 from cleaner.config import CleanerConfig
 from cleaner.explain import CleaningStatus, Explanation
 from cleaner.manager import CleanerManager, CleanerStateError
@@ -61,11 +61,14 @@ from cluster.pauses import PauseBook, pause_holders
 from cluster.naming import abs_dir
 from cluster.slots import CleanerSlot
 from cluster.status import CleanerStatus, UncleanableInfo
-from cluster.worker import CleanAssignment
-from node.snapshot import LogSnapshot
+from cluster.clean_assignment import CleanAssignment
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.errors import LogCleaningAbortedError, LogDirOfflineError
 from storage.files import TopicPartition
+
+if TYPE_CHECKING:   # annotations only: the coordinator's process loads no numba
+    from cleaner.cleaner import CleanResult
+    from node.snapshot import LogSnapshot
 
 logger = logging.getLogger(__name__)
 

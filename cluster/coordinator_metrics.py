@@ -7,13 +7,16 @@ bytes and each compacted partition's cleanable bytes (Kafka's LogCleanerManager 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from cleaner.cleanable import LogToClean, SegmentRange, cleanable_offsets
 from cleaner.manager import CleanerManager
 from cluster.metrics import MetricsSink
 from cluster.naming import abs_dir
-from node.snapshot import LogSnapshot
 from storage.files import TopicPartition
+
+if TYPE_CHECKING:   # an annotation only: the coordinator's process loads no numba
+    from node.snapshot import LogSnapshot
 
 
 def publish_cleaner_metrics(m: MetricsSink, manager: CleanerManager, log_dirs: Sequence[str],

@@ -17,16 +17,18 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cleaner.checkpoints import CheckpointChange
 from cluster.consumer_lag import CommittedOffset, ConsumerLag, consumer_lags
 from cluster.errors import ActorUnavailableError
 from cluster.handles import Handle
 from cluster.naming import abs_dir
-from node.snapshot import LogSnapshot
 from storage.errors import CheckpointError, LogDirOfflineError
 from storage.files import TopicPartition
+
+if TYPE_CHECKING:   # an annotation only: the coordinator's process loads no numba
+    from node.snapshot import LogSnapshot
 
 logger = logging.getLogger("cluster.coordinator")
 

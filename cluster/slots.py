@@ -19,7 +19,7 @@ from typing import Any
 
 from cluster.handles import Handle, Pending
 from cluster.status import WorkerSlot
-from cluster.worker import CleanAssignment
+from cluster.clean_assignment import CleanAssignment
 
 
 class SlotState(str, enum.Enum):

@@ -23,6 +23,7 @@ from typing import Callable
 
 from cleaner.cleaner import Cleaner, CleanResult
 from cleaner.config import CleanerConfig
+from cluster.clean_assignment import CleanAssignment
 from cluster.metrics import MetricsSink, NullMetrics
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
@@ -34,19 +35,6 @@ logger = logging.getLogger(__name__)
 
 SwapFor = Callable[[str], Callable[[str, int, int, list[int]], None]]
 """``swap_for(log_dir)`` -> ``swap(topic, partition, cleaned_base, old_bases)`` on its node."""
-
-
-@dataclass(frozen=True)
-class CleanAssignment:
-    """One clean the coordinator hands to a worker."""
-
-    assignment_id: int
-    topic_partition: TopicPartition
-    log_dir: str
-    partition_dir: str
-    config: LogConfig
-    first_dirty_offset: int
-    first_uncleanable_offset: int
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import pytest
 
 from cluster.handles import LocalHandle
 from cluster.slots import CleanerSlot, SlotState, SlotStateError
-from cluster.worker import CleanAssignment
+from cluster.clean_assignment import CleanAssignment
 from storage.config import LogConfig
 from storage.files import TopicPartition
 
