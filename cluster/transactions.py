@@ -90,7 +90,7 @@ from node.kafka.transactions import (
 )
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.errors import InvalidConfigError, StorageError
-from storage.records import ControlType
+from storage.record_format import ControlType
 
 logger = logging.getLogger(__name__)
 
