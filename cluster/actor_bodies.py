@@ -19,11 +19,11 @@ import ray
 
 from cleaner.config import CleanerConfig
 from cluster.actors import current_host
-from cluster.consumer_lag import CommittedOffset, log_end_offsets
+from cluster.metrics.consumer_lag import CommittedOffset, log_end_offsets
 from cluster.coordinator_service import CoordinatorService
 from cluster.handles import CoordinatorLink, NamedHandle
 from cluster.kafka_brokers import NodeBroker
-from cluster.metrics import RayMetrics
+from cluster.metrics.sink import RayMetrics
 from cluster.naming import COORDINATOR_NAME, node_actor_name
 from cluster.node_service import CoordinatorPauses, NodeMetrics, RemoteMoveSource
 from cluster.status import ClusterDescription
@@ -92,7 +92,7 @@ class NodeBody(LogDirServer):
 
     def committed_offsets(self) -> tuple[CommittedOffset, ...]:
         """The committed offsets of the groups this directory's broker coordinates
-        (``cluster.consumer_lag``)."""
+        (``cluster.metrics.consumer_lag``)."""
         return self._broker.committed_offsets(COMMITTED_OFFSETS_TIMEOUT_S)
 
     def log_end_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:

@@ -53,8 +53,8 @@ from cluster.clean_requests import CleanRequests
 from cluster.errors import ActorUnavailableError, PartitionPausedError, UnknownTopicError
 from cluster.handles import Handle
 from cluster.loop import ControlLoop
-from cluster.metrics import MetricsSink, NullMetrics
-from cluster.consumer_lag import LagGauges
+from cluster.metrics.sink import MetricsSink, NullMetrics
+from cluster.metrics.consumer_lag import LagGauges
 from cluster.coordinator_metrics import publish_cleaner_metrics
 from cluster.coordinator_nodes import NodeViews
 from cluster.pauses import PauseBook, pause_holders

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from cleaner.cleanable import LogToClean, SegmentRange, cleanable_offsets
 from cleaner.manager import CleanerManager
-from cluster.metrics import MetricsSink
+from cluster.metrics.sink import MetricsSink
 from cluster.naming import abs_dir
 from storage.files import TopicPartition
 

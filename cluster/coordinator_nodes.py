@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from cleaner.checkpoints import CheckpointChange
-from cluster.consumer_lag import CommittedOffset, ConsumerLag, consumer_lags
+from cluster.metrics.consumer_lag import CommittedOffset, ConsumerLag, consumer_lags
 from cluster.errors import ActorUnavailableError
 from cluster.handles import Handle
 from cluster.naming import abs_dir
@@ -140,7 +140,7 @@ class NodeViews:
                 self._dir_of[tp] = abs_dir(snap.dir.parent)
 
     def consumer_lags(self) -> list[ConsumerLag]:
-        """Every group's lag on every partition (``cluster.consumer_lag``): the committed offsets
+        """Every group's lag on every partition (``cluster.metrics.consumer_lag``): the committed offsets
         of every node's group coordinator, then the log end offsets of those partitions from
         every node. A node offline, unreachable or not answering within ``LAG_TIMEOUT_S``
         contributes nothing this round."""

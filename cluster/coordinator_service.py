@@ -21,7 +21,7 @@ from cluster.errors import UnknownTopicError
 from cluster.handles import Handle
 from cluster.loop import ControlLoop
 from cluster.metadata import TopicInfo, TopicMetadata
-from cluster.metrics import MetricsSink
+from cluster.metrics.sink import MetricsSink
 from cluster.placement import DirRoom
 from cleaner.explain import Explanation
 from cluster.status import CleanerStatus, ClusterDescription

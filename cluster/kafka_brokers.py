@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cluster.errors import ListenerBindError, TopicExistsError, UnknownTopicError
-from cluster.consumer_lag import CommittedOffset, committed_offsets
+from cluster.metrics.consumer_lag import CommittedOffset, committed_offsets
 from cluster.handles import Handle
 from cluster.kafka_txns import ClusterTransactions
 from cluster.naming import is_internal

@@ -22,7 +22,7 @@ from typing import Callable, Protocol
 
 from cluster.handles import Handle
 from cluster.loop import ControlLoop
-from cluster.metrics import MetricsSink
+from cluster.metrics.sink import MetricsSink
 from node.move import CopyRecord, SourceSnapshot
 from node.mover import SwitchResult
 from node.stats import LoadProgress, LogDirStats

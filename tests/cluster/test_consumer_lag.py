@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.consumer_lag import (
+from cluster.metrics.consumer_lag import (
     LAG,
     CommittedOffset,
     ConsumerLag,
@@ -23,7 +23,7 @@ from cluster.consumer_lag import (
 )
 from cluster.coordinator import Coordinator
 from cluster.handles import LocalHandle
-from cluster.metrics import RecordingMetrics
+from cluster.metrics.sink import RecordingMetrics
 from node.groups.config import OFFSETS_TOPIC, GroupCoordinatorConfig
 from node.groups.coordinator import GroupCoordinator
 from node.groups.messages import CommittedOffset as Commit

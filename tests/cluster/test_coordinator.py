@@ -10,7 +10,7 @@ import pytest
 
 from cluster.coordinator import Coordinator
 from cluster.errors import ActorUnavailableError
-from cluster.metrics import RecordingMetrics
+from cluster.metrics.sink import RecordingMetrics
 from storage.errors import LogCleaningAbortedError
 from storage.files import TopicPartition
 from tests.cluster.fakes import (

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cluster.metrics import MetricsSink
+from cluster.metrics.sink import MetricsSink
 from node.groups.messages import ErrorCode, OffsetFetch
 
 if TYPE_CHECKING:   # annotations only: the coordinator's process loads no numba
