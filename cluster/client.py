@@ -42,7 +42,7 @@ from storage.record_format import Record
 
 if TYPE_CHECKING:   # the client's answers; kept out of its imports (``strata`` stays light)
     from cleaner.explain import Explanation
-    from cluster.metadata import TopicInfo
+    from cluster.metadata.topics import TopicInfo
     from cluster.status import CleanerStatus, ClusterDescription
     from cluster.transactions import TxnOutcome
     from cluster.txn_client import TxnHandle
@@ -217,7 +217,7 @@ class Cluster:
     def add_partitions(self, name: str, total: int) -> TopicInfo:
         """Grow ``name`` to ``total`` partitions (Kafka's ``kafka-topics --alter --partitions``:
         the total, not the number added); the new ones are placed as a new topic's are
-        (``cluster.placement``) and take the topic's overrides. ``InvalidPartitionsError`` when
+        (``cluster.metadata.placement``) and take the topic's overrides. ``InvalidPartitionsError`` when
         ``total`` is not above the current count."""
         files.validate_topic(name)
         total = files.validate_partition_count(total, name)

@@ -20,9 +20,9 @@ from cluster.coordinator import Coordinator
 from cluster.errors import UnknownTopicError
 from cluster.handles import Handle
 from cluster.loop import ControlLoop
-from cluster.metadata import TopicInfo, TopicMetadata
+from cluster.metadata.topics import TopicInfo, TopicMetadata
 from cluster.metrics.sink import MetricsSink
-from cluster.placement import DirRoom
+from cluster.metadata.placement import DirRoom
 from cleaner.explain import Explanation
 from cluster.status import CleanerStatus, ClusterDescription
 from cluster.transactions import TransactionCoordinator, TxnInfo, TxnOutcome

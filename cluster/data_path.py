@@ -29,7 +29,7 @@ from storage.errors import StorageError
 from storage.record_format import Record
 
 if TYPE_CHECKING:
-    from cluster.metadata import TopicInfo
+    from cluster.metadata.topics import TopicInfo
     from storage.log import LogAppendInfo
 
 DEFAULT_BATCH_BYTES = 1 << 20

@@ -24,7 +24,7 @@ from cluster import actors
 from cluster.config import BrokerConfig
 from cluster.coordinator_service import worker_specs
 from cluster.errors import ActorUnavailableError, ListenerBindError
-from cluster.dir_identity import duplicate_partition_error, duplicate_partitions, plan_identity
+from cluster.metadata.dir_identity import duplicate_partition_error, duplicate_partitions, plan_identity
 from cluster.handles import RayHandle, lookup
 from cluster.kafka_listeners import directory_properties
 from cluster.naming import COORDINATOR_NAME, abs_dir, node_actor_name
@@ -41,7 +41,7 @@ def deploy(log_dirs: Sequence[str], broker: BrokerConfig, namespace: str, *,
            head_started_by_strata: bool = False, timeout_s: float = 120.0,
            allow_missing_log_dirs: bool = False) -> ClusterDescription:
     """Start the actors of ``log_dirs`` (see the module docstring). Between the node actors and
-    the coordinator, the directories' identity is checked (``cluster.dir_identity``): a
+    the coordinator, the directories' identity is checked (``cluster.metadata.dir_identity``): a
     directory of another cluster, or a known directory missing without
     ``allow_missing_log_dirs``, ends the actors started and raises ``ForeignLogDirError`` /
     ``MissingLogDirError``; a malformed identity file raises its node's typed error."""

@@ -2,7 +2,7 @@
 
 ``NodeStateStore``: the internal compacted topic ``__strata_transactions``, created at the first
 write with ``transaction.state.log.num.partitions`` partitions (50 by default, as Kafka's
-``__transaction_state``) placed over the directories like any topic (``cluster.placement``), so a
+``__transaction_state``) placed over the directories like any topic (``cluster.metadata.placement``), so a
 cluster that never uses transactions has none; appended with ``flush=True`` through the node
 holding the partition, read back at load with ``read_records``. A state log that exists keeps the
 partition count it has, as Kafka's does (``TransactionStateManager`` takes the count of the
@@ -23,9 +23,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from cluster.errors import TopicExistsError, UnknownTopicError
 from cluster.handles import Handle
-from cluster.metadata import TopicMetadata
+from cluster.metadata.topics import TopicMetadata
 from cluster.naming import TRANSACTION_STATE_TOPIC
-from cluster.placement import DirRoom
+from cluster.metadata.placement import DirRoom
 from cluster.transactions import Marker
 from cluster.txn_state import DEFAULT_STATE_LOG_PARTITIONS
 from storage.clock import SYSTEM_CLOCK, Clock

@@ -99,7 +99,7 @@ def test_startup_imports_neither_ray_nor_numba() -> None:
 # unpickles (status, topics, partitions, records, errors)
 CLIENT_SIDE = ("ops.cli.main", "ops.cli.lifecycle", "ops.cli.topics", "ops.cli.consume",
                "ops.cli.produce", "ops.tools.output", "cluster.client", "cluster.actors",
-               "cluster.status", "cluster.metadata", "cluster.errors", "node.stats",
+               "cluster.status", "cluster.metadata.topics", "cluster.errors", "node.stats",
                "node.errors", "storage.record_format", "storage.errors",
                # a small produce: routed by the interpreted hash, encoded by the node
                "cluster.murmur", "cluster.data_path", "storage.batching", "storage.append_info")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.metadata import TopicMetadata
-from cluster.placement import DirRoom
+from cluster.metadata.topics import TopicMetadata
+from cluster.metadata.placement import DirRoom
 from cluster.transactions import TransactionCoordinator
 from cluster.txn_state import (COORDINATOR_EPOCH_KEY, DATA_EPOCH, TXN_KEY_PREFIX,
                                TransactionConfig, TxnState, java_string_hash, kafka_abs,

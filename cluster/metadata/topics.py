@@ -3,7 +3,7 @@
 There is no metadata store besides the directories: every node lists its partitions and keeps its
 topics' overrides (``topic-configs.json``), so the table is rebuilt by asking the nodes (after a
 coordinator restart too). A directory that cannot be asked keeps the routes learned before.
-New partitions are placed by ``cluster.placement``.
+New partitions are placed by ``cluster.metadata.placement``.
 
 A partition that two directories hold is routed to neither (``route`` raises
 ``DuplicatePartitionError`` naming both), and its topic cannot be created again. While known
@@ -21,12 +21,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from cluster.dir_identity import duplicate_partition_error, duplicate_partitions
+from cluster.metadata.dir_identity import duplicate_partition_error, duplicate_partitions
 from cluster.errors import (ActorUnavailableError, InvalidPartitionsError, MissingLogDirError,
                             TopicExistsError, UnknownTopicError)
 from cluster.handles import Handle
 from cluster.naming import is_internal
-from cluster.placement import DirRoom, place
+from cluster.metadata.placement import DirRoom, place
 from storage import files
 from storage.config import BROKER_SYNONYMS, TOPIC_KEYS, LogConfig
 from storage.errors import InvalidConfigError, StorageError
@@ -325,7 +325,7 @@ class TopicMetadata:
 
     def add_partitions(self, name: str, total: int, rooms: list[DirRoom]) -> TopicInfo:
         """Kafka's ``kafka-topics --alter --partitions``: grow ``name`` to ``total`` partitions,
-        the new ones numbered after the last and placed by ``cluster.placement.place`` with the
+        the new ones numbered after the last and placed by ``cluster.metadata.placement.place`` with the
         topic's current spread, each created with the topic's overrides.
         ``InvalidPartitionsError`` when ``total`` is not above the current count."""
         files.validate_topic(name)
