@@ -27,7 +27,7 @@ from cluster.metrics.sink import RayMetrics
 from cluster.naming import COORDINATOR_NAME, node_actor_name
 from cluster.node_service import CoordinatorPauses, NodeMetrics, RemoteMoveSource
 from cluster.status import ClusterDescription
-from cluster.worker import CleanerWorker
+from cluster.cleaning.worker import CleanerWorker
 from node.config import LogDirConfig
 from node.groups.config import OFFSETS_TOPIC
 from node.opening import DirectoryLoadingError

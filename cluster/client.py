@@ -519,7 +519,7 @@ class Cluster:
         return {p: tuple(pending.result(60)) for p, pending in sorted(pendings.items())}
 
     def worker_statuses(self) -> list[Any]:
-        """``cluster.worker.WorkerStatus`` of every cleaner worker that answers."""
+        """``cluster.cleaning.worker.WorkerStatus`` of every cleaner worker that answers."""
         return client_monitoring.worker_statuses(self.description)
 
     def sample_processes(self, interval_s: float = 0.2) -> list[ProcessSample]:

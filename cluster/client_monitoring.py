@@ -74,7 +74,7 @@ def stats_rows(nodes: Mapping[str, Handle], status: CleanerStatus,
 
 
 def worker_statuses(description: ClusterDescription) -> list[Any]:
-    """``cluster.worker.WorkerStatus`` of every cleaner worker that answers."""
+    """``cluster.cleaning.worker.WorkerStatus`` of every cleaner worker that answers."""
     pendings = [lookup(name, description.namespace).submit("status")
                 for name, _ in description.workers]
     out = []

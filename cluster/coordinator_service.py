@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from cleaner.config import CleanerConfig
 from cluster.config import BrokerConfig
-from cluster.coordinator import Coordinator
+from cluster.cleaning.coordinator import Coordinator
 from cluster.errors import UnknownTopicError
 from cluster.handles import Handle
 from cluster.loop import ControlLoop

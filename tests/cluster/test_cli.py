@@ -104,7 +104,7 @@ CLIENT_SIDE = ("ops.cli.main", "ops.cli.lifecycle", "ops.cli.topics", "ops.cli.c
                # a small produce: routed by the interpreted hash, encoded by the node
                "cluster.murmur", "cluster.data_path", "storage.batching", "storage.append_info")
 HEAVY = ("numba", "numpy", "cleaner.cleaner", "cleaner.kernels", "storage.log", "storage.records",
-         "node.server", "node.logdir", "cluster.coordinator", "cluster.actor_bodies", "pyspark",
+         "node.server", "node.logdir", "cluster.cleaning.coordinator", "cluster.actor_bodies", "pyspark",
          "rich")
 
 

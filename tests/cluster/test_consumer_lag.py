@@ -21,7 +21,7 @@ from cluster.metrics.consumer_lag import (
     consumer_lags,
     log_end_offsets,
 )
-from cluster.coordinator import Coordinator
+from cluster.cleaning.coordinator import Coordinator
 from cluster.handles import LocalHandle
 from cluster.metrics.sink import RecordingMetrics
 from node.groups.config import OFFSETS_TOPIC, GroupCoordinatorConfig

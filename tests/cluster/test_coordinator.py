@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.coordinator import Coordinator
+from cluster.cleaning.coordinator import Coordinator
 from cluster.errors import ActorUnavailableError
 from cluster.metrics.sink import RecordingMetrics
 from storage.errors import LogCleaningAbortedError

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cluster.coordinator import Coordinator
+from cluster.cleaning.coordinator import Coordinator
 from cluster.handles import LocalHandle
 from cluster.node_service import CoordinatorPauses, RemoteMoveSource
 from node.server import LogDirServer

@@ -12,7 +12,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from cluster.status import CleanSummary
-from cluster.clean_assignment import CleanAssignment
+from cluster.cleaning.clean_assignment import CleanAssignment
 from storage.files import TopicPartition
 
 if TYPE_CHECKING:   # an annotation only: the coordinator's process loads no numba

@@ -19,7 +19,7 @@ from typing import Any
 
 from cluster.handles import Handle, Pending
 from cluster.status import WorkerSlot
-from cluster.clean_assignment import CleanAssignment
+from cluster.cleaning.clean_assignment import CleanAssignment
 
 
 class SlotState(str, enum.Enum):

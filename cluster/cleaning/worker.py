@@ -23,7 +23,7 @@ from typing import Callable
 
 from cleaner.cleaner import Cleaner, CleanResult
 from cleaner.config import CleanerConfig
-from cluster.clean_assignment import CleanAssignment
+from cluster.cleaning.clean_assignment import CleanAssignment
 from cluster.metrics.sink import MetricsSink, NullMetrics
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig

@@ -24,11 +24,11 @@ returns once it has. After a restart the coordinator starts empty: checkpoints a
 nodes on demand, so cleaning resumes where the last clean stopped.
 
 The view of the nodes (snapshots, offline and unreachable directories, the calls the loop makes
-to them) is ``cluster.coordinator_nodes.NodeViews``; the pauses' bookkeeping (an operator's
+to them) is ``cluster.cleaning.coordinator_nodes.NodeViews``; the pauses' bookkeeping (an operator's
 against a node's, named reasons, many at once) is
-``cluster.pauses.PauseBook``; the requested cleans and their tickets ``cluster.clean_requests``;
-the counts and summaries of past cleans ``cluster.clean_history``; the gauges
-``cluster.coordinator_metrics``.
+``cluster.cleaning.pauses.PauseBook``; the requested cleans and their tickets ``cluster.cleaning.clean_requests``;
+the counts and summaries of past cleans ``cluster.cleaning.clean_history``; the gauges
+``cluster.cleaning.coordinator_metrics``.
 
 Thread-safe: the loop runs on its own thread; the API methods run on the actor's threads.
 ``_lock`` guards the slots and tables and is never held across a call to a node or worker.
@@ -48,20 +48,20 @@ from cleaner.cleanable import LogToClean
 from cleaner.config import CleanerConfig
 from cleaner.explain import CleaningStatus, Explanation
 from cleaner.manager import CleanerManager, CleanerStateError
-from cluster.clean_history import CleanHistory
-from cluster.clean_requests import CleanRequests
+from cluster.cleaning.clean_history import CleanHistory
+from cluster.cleaning.clean_requests import CleanRequests
 from cluster.errors import ActorUnavailableError, PartitionPausedError, UnknownTopicError
 from cluster.handles import Handle
 from cluster.loop import ControlLoop
 from cluster.metrics.sink import MetricsSink, NullMetrics
 from cluster.metrics.consumer_lag import LagGauges
-from cluster.coordinator_metrics import publish_cleaner_metrics
-from cluster.coordinator_nodes import NodeViews
-from cluster.pauses import PauseBook, pause_holders
+from cluster.cleaning.coordinator_metrics import publish_cleaner_metrics
+from cluster.cleaning.coordinator_nodes import NodeViews
+from cluster.cleaning.pauses import PauseBook, pause_holders
 from cluster.naming import abs_dir
-from cluster.slots import CleanerSlot
+from cluster.cleaning.slots import CleanerSlot
 from cluster.status import CleanerStatus, UncleanableInfo
-from cluster.clean_assignment import CleanAssignment
+from cluster.cleaning.clean_assignment import CleanAssignment
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.errors import LogCleaningAbortedError, LogDirOfflineError
 from storage.files import TopicPartition

@@ -30,7 +30,7 @@ from storage.files import TopicPartition
 if TYPE_CHECKING:   # an annotation only: the coordinator's process loads no numba
     from node.snapshot import LogSnapshot
 
-logger = logging.getLogger("cluster.coordinator")
+logger = logging.getLogger("cluster.cleaning.coordinator")
 
 LAG_TIMEOUT_S = 10.0
 
