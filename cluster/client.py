@@ -44,9 +44,9 @@ if TYPE_CHECKING:   # the client's answers; kept out of its imports (``strata`` 
     from cleaner.explain import Explanation
     from cluster.metadata.topics import TopicInfo
     from cluster.status import CleanerStatus, ClusterDescription
-    from cluster.transactions import TxnOutcome
+    from cluster.transactions.coordinator import TxnOutcome
     from cluster.txn_client import TxnHandle
-    from cluster.txn_state import TxnMetadata
+    from cluster.transactions.txn_state import TxnMetadata
     from cluster.client_monitoring import ProcessSample
     from cluster.node_restart import NodeRestart
     from node.mover import MoveResult, MoveStatus

@@ -30,8 +30,8 @@ from typing import Any
 
 from cleaner.config import KEYS as CLEANER_KEYS
 from cleaner.config import CleanerConfig
-from cluster.txn_state import KEYS as TXN_KEYS
-from cluster.txn_state import TransactionConfig
+from cluster.transactions.txn_state import KEYS as TXN_KEYS
+from cluster.transactions.txn_state import TransactionConfig
 from node.config import KEYS as LOG_DIR_KEYS
 from node.config import LogDirConfig
 from storage.config import BROKER_SYNONYMS, TOPIC_KEYS, LogConfig

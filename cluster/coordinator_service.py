@@ -1,5 +1,5 @@
 """``CoordinatorService``: the body of the coordinator actor — the ``Coordinator`` (cleaning),
-the ``TopicMetadata`` (routing) and the ``TransactionCoordinator`` (``cluster.transactions``; its
+the ``TopicMetadata`` (routing) and the ``TransactionCoordinator`` (``cluster.transactions.coordinator``; its
 state log is the internal topic ``__strata_transactions``) of one cluster, built from names only
 so that Ray can rerun the constructor after a restart: it looks the node and worker actors up
 again, starts the control loops, and rebuilds its tables from the directories (the transaction
@@ -25,9 +25,9 @@ from cluster.metrics.sink import MetricsSink
 from cluster.metadata.placement import DirRoom
 from cleaner.explain import Explanation
 from cluster.status import CleanerStatus, ClusterDescription
-from cluster.transactions import TransactionCoordinator, TxnInfo, TxnOutcome
-from cluster.txn_state import TxnMetadata
-from cluster.txn_store import NodeMarkerWriter, NodeStateStore
+from cluster.transactions.coordinator import TransactionCoordinator, TxnInfo, TxnOutcome
+from cluster.transactions.txn_state import TxnMetadata
+from cluster.transactions.txn_store import NodeMarkerWriter, NodeStateStore
 from storage import files
 
 logger = logging.getLogger(__name__)
@@ -269,7 +269,7 @@ class CoordinatorService:
         self.txn_loop.stop()
         self.coordinator.stop(abort_running=True)
 
-    # ---- transactions (cluster.transactions; the client's side is cluster.txn_client) --------
+    # ---- transactions (cluster.transactions.coordinator; the client's side is cluster.txn_client) --------
     def _txn(self) -> TransactionCoordinator:
         """The transaction coordinator, its state log loaded (at the first call after a start,
         if the loop has not loaded it yet)."""

@@ -19,7 +19,7 @@ from typing import Any
 
 from cluster.errors import ActorUnavailableError
 from cluster.handles import Handle
-from cluster.txn_state import TxnKind, TxnMetadata, UnknownTransactionError
+from cluster.transactions.txn_state import TxnKind, TxnMetadata, UnknownTransactionError
 from node.kafka.transactions import CoordinatorNotAvailableError, TxnDescription
 
 CALL_TIMEOUT_S = 30.0

@@ -35,8 +35,8 @@ import secrets
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cluster.transactions import TxnInfo, TxnOutcome
-from cluster.txn_state import DATA_EPOCH
+from cluster.transactions.coordinator import TxnInfo, TxnOutcome
+from cluster.transactions.txn_state import DATA_EPOCH
 from storage.records import Record, build_batch
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from cluster.txn_state import TxnState
+from cluster.transactions.txn_state import TxnState
 
 TOPIC_ROWS = 30_000
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterable
 
-from cluster.txn_state import (
+from cluster.transactions.txn_state import (
     ProducerFencedError,
     TransactionStateError,
     TxnKind,

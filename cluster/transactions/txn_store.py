@@ -26,8 +26,8 @@ from cluster.handles import Handle
 from cluster.metadata.topics import TopicMetadata
 from cluster.naming import TRANSACTION_STATE_TOPIC
 from cluster.metadata.placement import DirRoom
-from cluster.transactions import Marker
-from cluster.txn_state import DEFAULT_STATE_LOG_PARTITIONS
+from cluster.transactions.coordinator import Marker
+from cluster.transactions.txn_state import DEFAULT_STATE_LOG_PARTITIONS
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.errors import LogDirOfflineError
 from storage.log import Log

@@ -16,10 +16,10 @@ Prepare* (a marker written twice only adds an empty control batch: idempotent) a
 Ongoing transactions that timed out while no coordinator ran.
 
 Where the state log lives: in the cluster, an internal compacted topic ``__strata_transactions``
-(``cluster.txn_store.NodeStateStore``), written through the node actors with ``flush=True``. The coordinator
+(``cluster.transactions.txn_store.NodeStateStore``), written through the node actors with ``flush=True``. The coordinator
 actor has no directory of its own and Ray may restart it on another host; the nodes' directories
 survive a kill -9 of the coordinator, and the log directories are already what a cluster restart
-recovers. Unit tests and embedded users give ``storage.log.Log``s (``cluster.txn_store.LogStateStore``).
+recovers. Unit tests and embedded users give ``storage.log.Log``s (``cluster.transactions.txn_store.LogStateStore``).
 
 The state log is partitioned as Kafka's ``__transaction_state``: a transactional id's records live
 in partition ``abs(javaHashCode(id)) % partitions`` (``txn_state.partition_for``), each partition
@@ -37,7 +37,7 @@ on that partition; a member registering after the end is refused here
 
 A Kafka client's transactional producer (over the protocol, ``node.kafka.txn_apis``) is served
 by the same coordinator as a transaction of the *Kafka kind* (``TxnKind.KAFKA``, its rules in
-``cluster.txn_kafka``): ``init_producer_id``, ``add_kafka_partitions``, ``end_kafka``,
+``cluster.transactions.txn_kafka``): ``init_producer_id``, ``add_kafka_partitions``, ``end_kafka``,
 ``verify_kafka``. Its one producer id keeps its epoch across transactions; the markers carry
 that epoch, and fencing (a new InitProducerId of an Ongoing transaction, a timeout) aborts with
 the epoch bumped, so the fenced producer's later appends fail at the log and its later calls
@@ -58,7 +58,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from cluster.txn_kafka import (
+from cluster.transactions.txn_kafka import (
     InitStep,
     bumped,
     check_kind,
@@ -68,7 +68,7 @@ from cluster.txn_kafka import (
     new_kafka_txn,
     with_partitions,
 )
-from cluster.txn_state import (
+from cluster.transactions.txn_state import (
     COORDINATOR_EPOCH_KEY,
     MARKER_EPOCH,
     TXN_KEY_PREFIX,
@@ -441,7 +441,7 @@ class TransactionCoordinator:
         with self._lock:
             return sorted(self._txns.values(), key=lambda t: t.transactional_id)
 
-    # ---- a Kafka client's transactions (TxnKind.KAFKA; the rules are cluster.txn_kafka's) ---
+    # ---- a Kafka client's transactions (TxnKind.KAFKA; the rules are cluster.transactions.txn_kafka's) ---
     def init_producer_id(self, transactional_id: str, timeout_ms: int,
                          producer_id: int = -1, producer_epoch: int = -1) -> tuple[int, int]:
         """InitProducerId with a transactional id: (producer id, epoch). A new id gets a new
