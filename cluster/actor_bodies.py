@@ -22,7 +22,7 @@ from cluster.actors import current_host
 from cluster.metrics.consumer_lag import CommittedOffset, log_end_offsets
 from cluster.coordinator_service import CoordinatorService
 from cluster.handles import CoordinatorLink, NamedHandle
-from cluster.kafka_brokers import NodeBroker
+from cluster.kafka.brokers import NodeBroker
 from cluster.metrics.sink import RayMetrics
 from cluster.naming import COORDINATOR_NAME, node_actor_name
 from cluster.node_service import CoordinatorPauses, NodeMetrics, RemoteMoveSource
@@ -45,8 +45,8 @@ class NodeBody(LogDirServer):
     """A node actor's body: ``LogDirServer`` with the cluster's seams; the directory loads again
     on a background thread after a restart.
 
-    With ``kafka_properties`` (``cluster.kafka_listeners``) the node is a Kafka broker
-    (``cluster.kafka_brokers.NodeBroker``): ``serve_kafka`` starts it (the cluster's start calls
+    With ``kafka_properties`` (``cluster.kafka.listeners``) the node is a Kafka broker
+    (``cluster.kafka.brokers.NodeBroker``): ``serve_kafka`` starts it (the cluster's start calls
     it once the directories carry their identity), and a restarted actor whose directory already
     carries it serves again by itself once loaded. ``close`` stops it before the directory."""
 

@@ -201,7 +201,7 @@ def start_node(log_dir: str, namespace: str, topic_defaults: dict[str, str],
                log_dir_properties: dict[str, str],
                kafka_properties: dict[str, str] | None = None) -> Any:
     """The node actor of ``log_dir`` (an existing one of that name is reused);
-    ``kafka_properties``: its Kafka listener's (``cluster.kafka_listeners``), none without."""
+    ``kafka_properties``: its Kafka listener's (``cluster.kafka.listeners``), none without."""
     resource = dir_resource(log_dir)
     if resource in declared_resources():
         placement: dict[str, Any] = {"resources": {resource: 1}}

@@ -100,7 +100,7 @@ class Cluster:
         """Start (or complete) the cluster of ``namespace``; ``config`` holds Kafka broker keys
         (``log.dirs`` gives the directories when ``log_dirs`` does not; ``cleaners`` overrides
         ``log.cleaner.threads``). With ``listeners`` every directory is a Kafka broker, the
-        i-th on port + i (``cluster.kafka_listeners``; ``bootstrap_servers`` names them); a
+        i-th on port + i (``cluster.kafka.listeners``; ``bootstrap_servers`` names them); a
         port that cannot be bound undoes the start (``ListenerBindError``).
 
         Each directory carries the cluster's identity (``meta.properties``: ``cluster.id``,

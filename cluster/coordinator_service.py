@@ -311,7 +311,7 @@ class CoordinatorService:
     def abort_expired_transactions(self) -> list[TxnOutcome]:
         return self._txn().tick()
 
-    # ---- a Kafka client's transactions (the brokers' door: cluster.kafka_txns) ---------------
+    # ---- a Kafka client's transactions (the brokers' door: cluster.kafka.txns) ---------------
     def kafka_txn_coordinator_dir(self, transactional_id: str) -> str:
         """The directory holding ``transactional_id``'s partition of the state log (created
         when it does not exist): its broker is the id's coordinator."""

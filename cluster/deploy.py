@@ -6,7 +6,7 @@ with the node actors' host, known beforehand from the Ray nodes' resources — a
 which gets the whole description; all started at once. Actors that
 already exist under their names are reused, so deploying a running cluster again only adds what is
 missing. ``wait_loaded`` polls every node's load progress; ``serve_brokers`` starts the
-directories' Kafka brokers (``listeners``: ``cluster.kafka_listeners``). ``shutdown`` stops the
+directories' Kafka brokers (``listeners``: ``cluster.kafka.listeners``). ``shutdown`` stops the
 coordinator's loop and the cleans in flight, closes every directory cleanly (the next start
 recovers nothing) and ends the actors.
 """
@@ -26,7 +26,7 @@ from cluster.coordinator_service import worker_specs
 from cluster.errors import ActorUnavailableError, ListenerBindError
 from cluster.metadata.dir_identity import duplicate_partition_error, duplicate_partitions, plan_identity
 from cluster.handles import RayHandle, lookup
-from cluster.kafka_listeners import directory_properties
+from cluster.kafka.listeners import directory_properties
 from cluster.naming import COORDINATOR_NAME, abs_dir, node_actor_name
 from cluster.status import ClusterDescription
 from node.cluster_dirs import KnownDir
@@ -130,7 +130,7 @@ def settle_log_dirs(description: ClusterDescription, *, timeout_s: float = 120.0
 def serve_brokers(description: ClusterDescription, *,
                   timeout_s: float = 120.0) -> dict[str, tuple[str, int]]:
     """After ``settle_log_dirs``: start every directory's Kafka broker (a cluster whose config
-    has ``listeners``; ``cluster.kafka_brokers``); their advertised (host, port) by directory,
+    has ``listeners``; ``cluster.kafka.brokers``); their advertised (host, port) by directory,
     empty without listeners. A listener that cannot be bound shuts the cluster down and raises
     its ``ListenerBindError``; a directory that did not load serves nothing (its stats say
     why)."""

@@ -113,8 +113,8 @@ def run_start(args: argparse.Namespace) -> int:
 
 def _check_listeners(properties: Any, count: int) -> None:
     """Refuse, before any Ray process starts, Kafka listener settings that no directory could
-    use (``cluster.kafka_listeners``: a malformed listener, a port pushed past 65535)."""
-    from cluster.kafka_listeners import directory_properties, serves_kafka
+    use (``cluster.kafka.listeners``: a malformed listener, a port pushed past 65535)."""
+    from cluster.kafka.listeners import directory_properties, serves_kafka
     from storage.errors import InvalidConfigError
 
     if not serves_kafka(properties):

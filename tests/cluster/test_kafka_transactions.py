@@ -373,7 +373,7 @@ class _CoordinatorActor:
 def test_the_brokers_door_forwards_to_the_coordinator_and_reports_its_state(
         world: _KafkaWorld) -> None:
     from cluster.handles import LocalHandle
-    from cluster.kafka_txns import ClusterTransactions
+    from cluster.kafka.txns import ClusterTransactions
     from node.kafka.transactions import CoordinatorNotAvailableError
 
     tc = world.coordinator()

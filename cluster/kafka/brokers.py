@@ -32,7 +32,7 @@ from pathlib import Path
 from cluster.errors import ListenerBindError, TopicExistsError, UnknownTopicError
 from cluster.metrics.consumer_lag import CommittedOffset, committed_offsets
 from cluster.handles import Handle
-from cluster.kafka_txns import ClusterTransactions
+from cluster.kafka.txns import ClusterTransactions
 from cluster.naming import is_internal
 from node.errors import (
     LogDirClosedError,
@@ -261,7 +261,7 @@ class ClusterBrokerView:
             self.invalidate()
 
     def transactions(self) -> ClusterTransactions:
-        """The cluster's transaction coordinator (``cluster.kafka_txns``)."""
+        """The cluster's transaction coordinator (``cluster.kafka.txns``)."""
         return self._transactions
 
     def _node_of_dir(self, log_dir: str) -> int | None:
@@ -388,7 +388,7 @@ class NodeProducerIds(ProducerIdAllocator):
 class NodeBroker:
     """The Kafka broker of one node actor (directory ``log_dir``): ``serve`` starts a
     ``KafkaServer`` over the loaded directory with the listener ``properties`` of the directory
-    (``cluster.kafka_listeners``) once its ``meta.properties`` gives its ``node.id`` and
+    (``cluster.kafka.listeners``) once its ``meta.properties`` gives its ``node.id`` and
     ``cluster.id``; ``close`` stops it. A listener on every interface advertises the host's
     name unless ``advertised.listeners`` says otherwise. Without properties it never serves. Thread-safe; ``serve``
     after ``close`` raises ``LogDirClosedError``."""
