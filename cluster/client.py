@@ -27,7 +27,8 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Callable
 
-from cluster import attach, client_monitoring, data_path
+from cluster import client_monitoring, data_path
+from cluster.runtime import attach
 from cluster.data_path import (DEFAULT_BATCH_BYTES, DEFAULT_WINDOW, ProduceResult, TopicLayout,
                                encode_batches)
 from cluster.errors import ActorUnavailableError, UnknownLogDirError, UnknownTopicError
@@ -48,7 +49,7 @@ if TYPE_CHECKING:   # the client's answers; kept out of its imports (``strata`` 
     from cluster.txn_client import TxnHandle
     from cluster.transactions.txn_state import TxnMetadata
     from cluster.client_monitoring import ProcessSample
-    from cluster.node_restart import NodeRestart
+    from cluster.runtime.node_restart import NodeRestart
     from node.mover import MoveResult, MoveStatus
     from node.stats import LoadProgress, PartitionDescription
 
@@ -132,7 +133,7 @@ class Cluster:
         if self._stopped:
             return
         self._stopped = True
-        from cluster import deploy
+        from cluster.runtime import deploy
 
         deploy.shutdown(self.namespace)
         if self._owns_ray:
@@ -290,9 +291,9 @@ class Cluster:
 
     def restart_node(self, log_dir: str, timeout_s: float = 300.0) -> NodeRestart:
         """Restart the node actor of ``log_dir`` and return once its directory has loaded again
-        (``cluster.node_restart``): how an offline directory comes back after its disk is
+        (``cluster.runtime.node_restart``): how an offline directory comes back after its disk is
         repaired; the other directories keep serving meanwhile."""
-        from cluster.node_restart import restart_node
+        from cluster.runtime.node_restart import restart_node
 
         return restart_node(self.node(log_dir), abs_dir(log_dir), timeout_s)
 

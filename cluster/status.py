@@ -18,7 +18,7 @@ class ClusterDescription:
     namespace: str
     log_dirs: tuple[str, ...]
     node_names: dict[str, str]                    # log dir -> node actor name
-    node_hosts: dict[str, str]                    # log dir -> host key (see cluster.actors)
+    node_hosts: dict[str, str]                    # log dir -> host key (see cluster.runtime.actors)
     workers: tuple[tuple[str, str], ...]          # (worker actor name, host)
     properties: dict[str, str]                    # the broker config
     head_started_by_strata: bool

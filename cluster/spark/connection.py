@@ -24,7 +24,7 @@ import threading
 
 from cluster.client import Cluster
 from cluster.errors import ClusterNotRunningError
-from cluster.head import ensure_token_auth
+from cluster.runtime.head import ensure_token_auth
 
 PROBE_TIMEOUT_S = 5.0
 _lock = threading.Lock()

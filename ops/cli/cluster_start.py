@@ -173,7 +173,7 @@ def _refuse_running(address: str, namespace: str) -> None:
     report cleaners it does not have."""
     from cluster.errors import ActorUnavailableError
     from cluster.handles import lookup
-    from cluster.head import init_ray
+    from cluster.runtime.head import init_ray
     from cluster.naming import COORDINATOR_NAME
 
     try:
@@ -224,7 +224,7 @@ def _holder_cluster(log_dir: str, pid: Any) -> tuple[str | None, str | None]:
         return None, None
     import ray
 
-    from cluster.head import init_ray
+    from cluster.runtime.head import init_ray
     from cluster.naming import node_actor_name
 
     try:
@@ -276,7 +276,7 @@ def _abandon(namespace: str, head: Any) -> None:
     actors it deployed on the Ray cluster it joined (their failures to close are expected)."""
     import logging
 
-    from cluster import deploy
+    from cluster.runtime import deploy
 
     if head is not None:
         _stop_started_head(head)
@@ -294,7 +294,7 @@ def _abandon(namespace: str, head: Any) -> None:
 
 
 def _start_head(args: argparse.Namespace, dirs: list[str]) -> Any:
-    from cluster.head import start_head_process
+    from cluster.runtime.head import start_head_process
 
     if not args.json:
         print("starting a Ray head ...", file=sys.stderr, flush=True)
@@ -322,7 +322,7 @@ def _deploy(args: argparse.Namespace, dirs: list[str], properties: dict[str, Any
 
 
 def _stop_started_head(head: Any) -> None:
-    from cluster.head import head_session_dir, stop_head_process
+    from cluster.runtime.head import head_session_dir, stop_head_process
 
     end_driver()
     stop_head_process(head.session_dir or head_session_dir(head.temp_dir), head.address)

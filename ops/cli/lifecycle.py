@@ -181,8 +181,8 @@ def dir_summary(row: dict[str, Any]) -> dict[str, Any]:
 
 # ---- stop ----------------------------------------------------------------------------------------
 def run_stop(args: argparse.Namespace) -> int:
-    from cluster import deploy
-    from cluster.head import current_head, stop_head_process
+    from cluster.runtime import deploy
+    from cluster.runtime.head import current_head, stop_head_process
 
     cluster = connect(args)
     description = cluster.description

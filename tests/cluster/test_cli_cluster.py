@@ -22,7 +22,7 @@ import psutil
 import pytest
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from cluster.head import HeadProcess
+from cluster.runtime.head import HeadProcess
 from tests.cluster.test_cli import HEAVY
 from tests.strata_cli import live_processes, run_strata, unique_namespace
 

@@ -16,7 +16,7 @@ import cluster.client as client_module
 from ops.cli import main as cli
 from cluster.client import Cluster
 from ops.cli import topic_partition
-from cluster.coordinator_service import CoordinatorService
+from cluster.runtime.coordinator_service import CoordinatorService
 from cluster.handles import LocalHandle
 from cluster.naming import COORDINATOR_NAME
 from cluster.status import ClusterDescription

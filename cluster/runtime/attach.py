@@ -26,9 +26,9 @@ def start(log_dirs: Sequence[str] | None, cleaners: int | None,
           head_started_by_strata: bool,
           allow_missing_log_dirs: bool = False) -> tuple[ClusterDescription, bool]:
     """(the description, whether this process started the Ray head)."""
-    from cluster import deploy
+    from cluster.runtime import deploy
     from cluster.config import BrokerConfig
-    from cluster.head import connect_ray
+    from cluster.runtime.head import connect_ray
 
     broker = BrokerConfig.from_properties(config or {})
     if cleaners is not None:
@@ -58,7 +58,7 @@ def connect(address: str | None, namespace: str) -> ClusterDescription:
     there is no Ray cluster at ``address`` or no Strata cluster in it."""
     import ray
 
-    from cluster.head import check_joined_cluster, init_ray
+    from cluster.runtime.head import check_joined_cluster, init_ray
 
     if not ray.is_initialized():
         try:

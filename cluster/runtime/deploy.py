@@ -20,9 +20,9 @@ from typing import Any
 
 import ray
 
-from cluster import actors
+from cluster.runtime import actors
 from cluster.config import BrokerConfig
-from cluster.coordinator_service import worker_specs
+from cluster.runtime.coordinator_service import worker_specs
 from cluster.errors import ActorUnavailableError, ListenerBindError
 from cluster.metadata.dir_identity import duplicate_partition_error, duplicate_partitions, plan_identity
 from cluster.handles import RayHandle, lookup

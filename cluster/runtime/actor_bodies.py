@@ -3,7 +3,7 @@
 the other nodes as move sources, the node's Kafka broker), built from plain values so Ray can
 rerun them after a restart.
 
-Only actor processes import this module: the actor classes of ``cluster.actors`` are light shells
+Only actor processes import this module: the actor classes of ``cluster.runtime.actors`` are light shells
 that build their body here on construction, so a driver that merely looks an actor up (every
 ``strata`` command does) never loads the directory code, the cleaner or numba.
 """
@@ -18,14 +18,14 @@ from typing import Any
 import ray
 
 from cleaner.config import CleanerConfig
-from cluster.actors import current_host
+from cluster.runtime.actors import current_host
 from cluster.metrics.consumer_lag import CommittedOffset, log_end_offsets
-from cluster.coordinator_service import CoordinatorService
+from cluster.runtime.coordinator_service import CoordinatorService
 from cluster.handles import CoordinatorLink, NamedHandle
 from cluster.kafka.brokers import NodeBroker
 from cluster.metrics.sink import RayMetrics
 from cluster.naming import COORDINATOR_NAME, node_actor_name
-from cluster.node_service import CoordinatorPauses, NodeMetrics, RemoteMoveSource
+from cluster.runtime.node_service import CoordinatorPauses, NodeMetrics, RemoteMoveSource
 from cluster.status import ClusterDescription
 from cluster.cleaning.worker import CleanerWorker
 from node.config import LogDirConfig

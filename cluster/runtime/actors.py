@@ -21,7 +21,7 @@ otherwise). Every actor is detached, named after its role and directory, restart
 and takes no CPU (``num_cpus=0``), so a 2-core machine runs them all.
 
 Shells: an actor class here is a light shell (``NodeShell``, ``WorkerShell``, ``CoordinatorShell``)
-that builds its body (``cluster.actor_bodies``: the plain class with the cluster's seams) in its
+that builds its body (``cluster.runtime.actor_bodies``: the plain class with the cluster's seams) in its
 ``__init__``, inside the actor process, and forwards the methods of its table to it. Ray loads an
 actor's class in every process that looks the actor up (``ray.get_actor``), so a client such as a
 ``strata`` command loads only this module, not the directory code, the cleaner and numba (half a
@@ -169,17 +169,17 @@ def _shell_class(name: str, make_body: Callable[..., Any],
 
 
 def _node_body(*args: Any) -> Any:
-    from cluster.actor_bodies import NodeBody
+    from cluster.runtime.actor_bodies import NodeBody
     return NodeBody(*args)
 
 
 def _worker_body(*args: Any) -> Any:
-    from cluster.actor_bodies import WorkerBody
+    from cluster.runtime.actor_bodies import WorkerBody
     return WorkerBody(*args)
 
 
 def _coordinator_body(*args: Any) -> Any:
-    from cluster.actor_bodies import CoordinatorBody
+    from cluster.runtime.actor_bodies import CoordinatorBody
     return CoordinatorBody(*args)
 
 
