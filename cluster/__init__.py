@@ -14,6 +14,6 @@ __all__ = ["Cluster"]
 
 def __getattr__(name: str) -> Any:
     if name == "Cluster":
-        from cluster.client import Cluster
+        from cluster.client.client import Cluster
         return Cluster
     raise AttributeError(f"module 'cluster' has no attribute {name!r}")

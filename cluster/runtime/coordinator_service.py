@@ -269,7 +269,7 @@ class CoordinatorService:
         self.txn_loop.stop()
         self.coordinator.stop(abort_running=True)
 
-    # ---- transactions (cluster.transactions.coordinator; the client's side is cluster.txn_client) --------
+    # ---- transactions (cluster.transactions.coordinator; the client's side is cluster.client.txn_client) --------
     def _txn(self) -> TransactionCoordinator:
         """The transaction coordinator, its state log loaded (at the first call after a start,
         if the loop has not loaded it yet)."""

@@ -22,7 +22,7 @@ import socket
 import sys
 import threading
 
-from cluster.client import Cluster
+from cluster.client.client import Cluster
 from cluster.errors import ClusterNotRunningError
 from cluster.runtime.head import ensure_token_auth
 
@@ -115,7 +115,7 @@ def warm_up() -> None:
     heap (``settle_heap``)."""
     global _warmed
     if not _warmed:
-        from cluster.partitioner import warm_up as warm_partitioner
+        from cluster.client.partitioner import warm_up as warm_partitioner
         from cluster.spark.kernels import warm_up as warm_gather
         from storage.kernels import warm_up as warm_storage
 

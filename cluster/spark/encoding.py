@@ -48,10 +48,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cluster.partitioner import partitions_for_buffer
+from cluster.client.partitioner import partitions_for_buffer
 from cluster.spark.errors import WriteRejectedError
 from cluster.transactions.coordinator import TxnInfo
-from cluster.txn_client import REGISTER_LOOKAHEAD_BYTES
+from cluster.client.txn_client import REGISTER_LOOKAHEAD_BYTES
 from cluster.transactions.txn_state import DATA_EPOCH
 from storage.kernels import MAX_RECORD_OVERHEAD, as_input
 from storage.record_builder import RecordSlices, build_batch_slices, header_block

@@ -33,7 +33,7 @@ from cluster.spark.connection import connect
 from cluster.spark.encoding import BatchEncoder, WritePlan
 from cluster.spark.errors import SourceOptionError, WriteRejectedError
 from cluster.transactions.coordinator import TxnInfo
-from cluster.txn_client import TxnHandle, TxnProducer, new_producer_id
+from cluster.client.txn_client import TxnHandle, TxnProducer, new_producer_id
 
 logger = logging.getLogger(__name__)
 

@@ -49,7 +49,7 @@ from pyspark.sql.types import (
 
 from cluster.spark import offsets
 from cluster.spark import options as opts
-from cluster.data_path import skip_held   # a retried idempotent task's batches
+from cluster.client.data_path import skip_held   # a retried idempotent task's batches
 from cluster.spark.connection import connect, settle_heap, warm_up
 from cluster.spark.errors import SourceOptionError, WriteRejectedError
 from cluster.spark.read_tasks import ReadTask, read_tasks
@@ -59,7 +59,7 @@ from storage import files
 # unpickles the data source (a streaming query starts one per query, and waits for it), and
 # these pull in numba and the storage engine, which only tasks need.
 if TYPE_CHECKING:
-    from cluster.client import Cluster
+    from cluster.client.client import Cluster
     from cluster.spark.encoding import WritePlan
     from storage.config import LogConfig
 
@@ -225,7 +225,7 @@ class StrataWriter(DataSourceArrowWriter):
         from pyspark import TaskContext
 
         from cluster.spark.encoding import BatchEncoder
-        from cluster.txn_client import TxnHandle
+        from cluster.client.txn_client import TxnHandle
 
         context = TaskContext.get()
         spark_partition = context.partitionId() if context is not None else 0
@@ -251,7 +251,7 @@ class StrataWriter(DataSourceArrowWriter):
         decision of the coordinator; their markers are flushed. ``ProducerFencedError`` when the
         transaction was aborted meanwhile (``transactionTimeoutMs`` passed): the job fails and
         none of its rows is visible. Without a transaction: flush the topic (``flush``)."""
-        from cluster.txn_client import TxnHandle
+        from cluster.client.txn_client import TxnHandle
 
         plan = self.plan
         cluster = connect(plan.address, plan.namespace)
@@ -266,7 +266,7 @@ class StrataWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[StrataCommitMessage | None]) -> None:
         """The job failed or was cancelled: abort its transaction (every attempt's rows)."""
-        from cluster.txn_client import TxnHandle
+        from cluster.client.txn_client import TxnHandle
 
         plan = self.plan
         if plan.txn is not None:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ops.tools import UsageError
 
 if TYPE_CHECKING:
-    from cluster.client import Cluster
+    from cluster.client.client import Cluster
 
 DEFAULT_NAMESPACE = "strata"          # cluster.naming.DEFAULT_NAMESPACE, without importing it
 _driver_started = False               # connect() made this process a Ray driver
@@ -53,7 +53,7 @@ def connect(args: argparse.Namespace) -> Cluster:
         defer_imports(RAY_DEFERRABLE)
     import ray
 
-    from cluster.client import Cluster
+    from cluster.client.client import Cluster
     from cluster.errors import ClusterNotRunningError
 
     global _driver_started

@@ -311,7 +311,7 @@ def _start_head(args: argparse.Namespace, dirs: list[str]) -> Any:
 
 def _deploy(args: argparse.Namespace, dirs: list[str], properties: dict[str, Any],
             address: str, head_started: bool) -> Any:
-    from cluster.client import Cluster
+    from cluster.client.client import Cluster
 
     ray_messages_to_stderr()
     with load_progress_bar(enabled=not args.json) as on_progress:

@@ -98,11 +98,11 @@ def test_startup_imports_neither_ray_nor_numba() -> None:
 # (``ray.get_actor`` loads an actor's class in the caller) and the modules of the answers it
 # unpickles (status, topics, partitions, records, errors)
 CLIENT_SIDE = ("ops.cli.main", "ops.cli.lifecycle", "ops.cli.topics", "ops.cli.consume",
-               "ops.cli.produce", "ops.tools.output", "cluster.client", "cluster.runtime.actors",
+               "ops.cli.produce", "ops.tools.output", "cluster.client.client", "cluster.runtime.actors",
                "cluster.status", "cluster.metadata.topics", "cluster.errors", "node.stats",
                "node.errors", "storage.record_format", "storage.errors",
                # a small produce: routed by the interpreted hash, encoded by the node
-               "cluster.murmur", "cluster.data_path", "storage.batching", "storage.append_info")
+               "cluster.client.murmur", "cluster.client.data_path", "storage.batching", "storage.append_info")
 HEAVY = ("numba", "numpy", "cleaner.cleaner", "cleaner.kernels", "storage.log", "storage.records",
          "node.server", "node.logdir", "cluster.cleaning.coordinator", "cluster.runtime.actor_bodies", "pyspark",
          "rich")

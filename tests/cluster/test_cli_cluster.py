@@ -136,7 +136,7 @@ def test_the_cluster_commands_end_to_end(strata: Strata, tmp_path: Path) -> None
         loaded = {line.rpartition("|")[2].strip() for line in result.stderr.splitlines()
                   if line.startswith("import time:")}
         assert loaded & set(HEAVY) == set(), (command, sorted(loaded & set(HEAVY)))
-        assert "cluster.client" in loaded and "ray" in loaded
+        assert "cluster.client.client" in loaded and "ray" in loaded
     # a large produce: chunks of 64 KiB hashed by the kernel and encoded here, then a small
     # tail hashed by the interpreted murmur2 and encoded by the nodes; every key lands where
     # Kafka's default partitioner puts it, in order

@@ -40,8 +40,8 @@ from cluster.transactions.txn_state import DATA_EPOCH
 from storage.records import Record, build_batch
 
 if TYPE_CHECKING:
-    from cluster.client import Cluster
-    from cluster.data_path import ProduceResult
+    from cluster.client.client import Cluster
+    from cluster.client.data_path import ProduceResult
 
 PRODUCER_ID_BITS = 62
 REGISTER_LOOKAHEAD_BYTES = 8 << 20
@@ -162,7 +162,7 @@ class TxnProducer:
                            is_transactional=True)
 
     def produce(self, topic: str, partition: int, records: Iterable[Record]) -> ProduceResult:
-        from cluster.data_path import encode_batches
+        from cluster.client.data_path import encode_batches
 
         self.register([(topic, partition)])
         cluster = self.txn.cluster

@@ -1,7 +1,7 @@
 """Kafka's default partitioner: ``(murmur2(key) & 0x7fffffff) % partitions`` for keyed records,
 as the Java client computes it, so a key lands on the same partition whoever produced it.
 
-The hash is ``cluster.murmur.murmur2_hash``, compiled here into a numba kernel that runs over all
+The hash is ``cluster.client.murmur.murmur2_hash``, compiled here into a numba kernel that runs over all
 keys of a batch at once (keys concatenated in one buffer with start/length arrays); never Python's
 salted ``hash()``.
 """
@@ -13,10 +13,10 @@ from typing import Sequence
 import numba
 import numpy as np
 
-from cluster.murmur import murmur2_hash
+from cluster.client.murmur import murmur2_hash
 
 
-# the one definition of the hash (cluster.murmur), compiled
+# the one definition of the hash (cluster.client.murmur), compiled
 _murmur2 = numba.njit(cache=True, nogil=True)(murmur2_hash)
 
 

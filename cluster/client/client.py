@@ -14,10 +14,10 @@ every directory has loaded. ``Cluster.connect`` attaches to a running one. Leavi
 block (or ``stop()``) shuts the Strata actors down, every directory cleanly, and stops the Ray head
 if this object started it in this process; ``close()`` only detaches.
 
-``Cluster`` is the facade; its collaborators own the parts: ``cluster.routing`` (cached routes,
-calls that follow a moved partition, moves), ``cluster.data_path`` (encoding, produce, consume),
-``cluster.client_monitoring`` (stats, worker statuses, process samples) and
-``cluster.txn_client`` (a transaction's handle). This module keeps starting and attaching, the
+``Cluster`` is the facade; its collaborators own the parts: ``cluster.client.routing`` (cached routes,
+calls that follow a moved partition, moves), ``cluster.client.data_path`` (encoding, produce, consume),
+``cluster.client.client_monitoring`` (stats, worker statuses, process samples) and
+``cluster.client.txn_client`` (a transaction's handle). This module keeps starting and attaching, the
 topic verbs, cleaning control and the transaction verbs.
 """
 
@@ -27,14 +27,14 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Callable
 
-from cluster import client_monitoring, data_path
+from cluster.client import client_monitoring, data_path
 from cluster.runtime import attach
-from cluster.data_path import (DEFAULT_BATCH_BYTES, DEFAULT_WINDOW, ProduceResult, TopicLayout,
+from cluster.client.data_path import (DEFAULT_BATCH_BYTES, DEFAULT_WINDOW, ProduceResult, TopicLayout,
                                encode_batches)
 from cluster.errors import ActorUnavailableError, UnknownLogDirError, UnknownTopicError
 from cluster.handles import RayHandle, lookup
 from cluster.naming import COORDINATOR_NAME, DEFAULT_NAMESPACE, abs_dir
-from cluster.routing import Routes
+from cluster.client.routing import Routes
 from node.errors import UnknownPartitionError
 from storage import files
 from storage.config import READ_UNCOMMITTED
@@ -46,9 +46,9 @@ if TYPE_CHECKING:   # the client's answers; kept out of its imports (``strata`` 
     from cluster.metadata.topics import TopicInfo
     from cluster.status import CleanerStatus, ClusterDescription
     from cluster.transactions.coordinator import TxnOutcome
-    from cluster.txn_client import TxnHandle
+    from cluster.client.txn_client import TxnHandle
     from cluster.transactions.txn_state import TxnMetadata
-    from cluster.client_monitoring import ProcessSample
+    from cluster.client.client_monitoring import ProcessSample
     from cluster.runtime.node_restart import NodeRestart
     from node.mover import MoveResult, MoveStatus
     from node.stats import LoadProgress, PartitionDescription
@@ -406,7 +406,7 @@ class Cluster:
         self._routing.reroute(topic, partition, error or UnknownPartitionError(
             f"route of {topic}-{partition} refreshed", topic=topic, partition=partition))
 
-    # ---- transactions (cluster.txn_client states the contract) --------------------------------
+    # ---- transactions (cluster.client.txn_client states the contract) --------------------------------
     def begin_transaction(self, transactional_id: str, timeout_ms: int | None = None, *,
                           tag: str = "", join: bool = False) -> TxnHandle:
         """Begin a transaction of ``transactional_id`` (default timeout: the cluster's
@@ -414,7 +414,7 @@ class Cluster:
         unless ``join`` and it has the same ``tag`` (then it is returned)."""
         info = self._coordinator.call("begin_transaction", transactional_id, timeout_ms, tag,
                                       join, timeout=300)
-        from cluster.txn_client import TxnHandle
+        from cluster.client.txn_client import TxnHandle
 
         return TxnHandle(self, info)
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from cluster.errors import UnknownTopicError
 from cluster.handles import Handle, RayPending
-from cluster.routing import MOVED_RETRY_S, Routes
+from cluster.client.routing import MOVED_RETRY_S, Routes
 from storage import files
 from storage.batching import encode_batches
 from storage.config import LogConfig
