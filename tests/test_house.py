@@ -33,12 +33,10 @@ STRICT = ("storage",)
 KNOWN_CIRCLE_EDGES: frozenset[str] = frozenset({
     "cluster.runtime.actor_bodies -> cluster.runtime.actors",
     "cluster.runtime.actors -> cluster.runtime.actor_bodies",
-    "cluster.client.client -> cluster.client.txn_client",
     "cluster.spark.sink -> cluster.spark.source",
     "cluster.spark.source -> cluster.spark.sink",
     "cluster.spark.source -> cluster.spark.stream",
     "cluster.spark.stream -> cluster.spark.source",
-    "cluster.client.txn_client -> cluster.client.client",
     "ops.cli.cluster_start -> ops.cli.lifecycle",
     "ops.cli.lifecycle -> ops.cli.cluster_start",
 })

@@ -88,6 +88,12 @@ class Cluster:
         self._batch_limits: dict[str, int] = {}       # topic -> largest batch it accepts
         self._stopped = False
 
+    @property
+    def coordinator(self) -> RayHandle:
+        """The handle of the cluster's coordinator actor (its methods called by name), for the
+        transaction handles of ``cluster.client.txn_client``."""
+        return self._coordinator
+
     # ---- starting and attaching --------------------------------------------------------------
     @classmethod
     def start(cls, log_dirs: Sequence[str] | None = None, cleaners: int | None = None,

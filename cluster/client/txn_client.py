@@ -33,15 +33,15 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cluster.transactions.coordinator import TxnInfo, TxnOutcome
 from cluster.transactions.txn_state import DATA_EPOCH
 from storage.records import Record, build_batch
 
 if TYPE_CHECKING:
-    from cluster.client.client import Cluster
     from cluster.client.data_path import ProduceResult
+    from cluster.handles import Handle
 
 PRODUCER_ID_BITS = 62
 REGISTER_LOOKAHEAD_BYTES = 8 << 20
@@ -53,16 +53,28 @@ def new_producer_id() -> int:
     return secrets.randbits(PRODUCER_ID_BITS)
 
 
+class TxnCluster(Protocol):
+    """What a transaction's handle needs of its cluster: the coordinator actor, and the data
+    path of its members (``cluster.client.client.Cluster`` is one)."""
+
+    @property
+    def coordinator(self) -> Handle: ...
+
+    def batch_limit(self, topic: str) -> int: ...
+
+    def produce_batches(self, items: Iterable[tuple[str, int, bytes]]) -> ProduceResult: ...
+
+
 class TxnHandle:
     """One transaction of the cluster (picklable as its ``info``; see ``attach``)."""
 
-    def __init__(self, cluster: Cluster, info: TxnInfo) -> None:
+    def __init__(self, cluster: TxnCluster, info: TxnInfo) -> None:
         self.cluster = cluster
         self.info = info
         self._own: TxnProducer | None = None
 
     @classmethod
-    def attach(cls, cluster: Cluster, info: TxnInfo) -> TxnHandle:
+    def attach(cls, cluster: TxnCluster, info: TxnInfo) -> TxnHandle:
         """The transaction ``info`` from another process (a Spark task)."""
         return cls(cluster, info)
 
@@ -80,7 +92,7 @@ class TxnHandle:
 
     def add_partitions(self, producer_id: int, partitions: Iterable[tuple[str, int]]) -> None:
         """Register ``partitions`` for member ``producer_id`` (durable when it returns)."""
-        self.cluster._coordinator.call("add_txn_partitions", self.transactional_id, self.epoch,
+        self.cluster.coordinator.call("add_txn_partitions", self.transactional_id, self.epoch,
                                        producer_id, list(partitions), timeout=120)
 
     def produce(self, topic: str, partition: int, records: Iterable[Record]) -> ProduceResult:
@@ -92,11 +104,11 @@ class TxnHandle:
     def commit(self, producer_ids: Sequence[int] | None = None, *,
                sink_batch: int | None = None) -> TxnOutcome:
         ids = None if producer_ids is None else list(producer_ids)
-        return self.cluster._coordinator.call("end_transaction", self.transactional_id,
+        return self.cluster.coordinator.call("end_transaction", self.transactional_id,
                                               self.epoch, True, ids, sink_batch, timeout=300)
 
     def abort(self) -> TxnOutcome:
-        return self.cluster._coordinator.call("end_transaction", self.transactional_id,
+        return self.cluster.coordinator.call("end_transaction", self.transactional_id,
                                               self.epoch, False, None, None, timeout=300)
 
     def __enter__(self) -> TxnHandle:
