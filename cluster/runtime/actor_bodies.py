@@ -18,7 +18,7 @@ from typing import Any
 import ray
 
 from cleaner.config import CleanerConfig
-from cluster.runtime.actors import current_host
+from cluster.runtime.hosts import current_host
 from cluster.metrics.consumer_lag import CommittedOffset, log_end_offsets
 from cluster.runtime.coordinator_service import CoordinatorService
 from cluster.handles import CoordinatorLink, NamedHandle

@@ -38,7 +38,6 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from cluster.naming import (
     COORDINATOR_NAME,
-    HOST_RESOURCE_PREFIX,
     WORKER_HOST_UNITS,
     dir_resource,
     host_resource,
@@ -104,32 +103,6 @@ COORDINATOR_METHODS: dict[str, tuple[str | None, int]] = {
     "kafka_add_txn_partitions": (None, NO_RETRY), "kafka_end_txn": (None, NO_RETRY),
     "kafka_verify_txn": (None, RETRY),
 }
-
-
-def current_host() -> tuple[str, bool]:
-    """(host key, declared): the ``strata_host:`` resource of this Ray node when it declares
-    one, else the Ray node id."""
-    return _host_of(ray.get_runtime_context().get_node_id())
-
-
-def host_of_dir(log_dir: str) -> tuple[str, bool]:
-    """``current_host`` as the node actor of ``log_dir`` will see it, known before it starts:
-    the Ray node declaring the directory's resource, else this process's node (see
-    ``start_node``)."""
-    resource = dir_resource(log_dir)
-    for node in ray.nodes():
-        if node.get("Alive", True) and resource in node.get("Resources", {}):
-            return _host_of(node["NodeID"])
-    return current_host()
-
-
-def _host_of(node_id: str) -> tuple[str, bool]:
-    for node in ray.nodes():
-        if node.get("NodeID") == node_id:
-            for key in node.get("Resources", {}):
-                if key.startswith(HOST_RESOURCE_PREFIX):
-                    return key[len(HOST_RESOURCE_PREFIX):], True
-    return node_id, False
 
 
 class _Shell:

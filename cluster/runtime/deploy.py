@@ -21,6 +21,7 @@ from typing import Any
 import ray
 
 from cluster.runtime import actors
+from cluster.runtime.hosts import host_of_dir
 from cluster.config import BrokerConfig
 from cluster.runtime.coordinator_service import worker_specs
 from cluster.errors import ActorUnavailableError, ListenerBindError
@@ -50,7 +51,7 @@ def deploy(log_dirs: Sequence[str], broker: BrokerConfig, namespace: str, *,
         raise ValueError("a cluster needs at least one log directory (log.dirs)")
     if len(set(dirs)) != len(dirs):
         raise ValueError(f"log directories given twice: {dirs}")
-    hosts_of = {d: actors.host_of_dir(d) for d in dirs}
+    hosts_of = {d: host_of_dir(d) for d in dirs}
     hosts = dict(hosts_of.values())
     specs = worker_specs(sorted(hosts), broker.cleaner.num_threads)
     listeners = {d: directory_properties(broker.properties, i) for i, d in enumerate(dirs)}
