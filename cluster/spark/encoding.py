@@ -16,7 +16,7 @@ Exactly once under Spark task retries, two ways:
 * transactional (``WritePlan.txn``, the default): every task attempt is a member of the job's
   transaction with a producer id of its own (``BatchEncoder(producer_id=...)``), and writes
   transactional batches; the job's commit commits the attempts that succeeded and aborts the
-  others (``cluster.spark.source``), so a failed attempt's rows are never read by a
+  others (``cluster.spark.writer``), so a failed attempt's rows are never read by a
   read_committed reader;
 * idempotent (``transactional=false``): a task is one producer whose id is derived from the write
   job and the Spark partition (``producer_id``), epoch 0, and whose sequences count the records
