@@ -246,6 +246,18 @@ def disconnect() -> None:
         ray.shutdown()
 
 
+def exit_when_done() -> None:
+    """Leave the Ray driver ``connect`` starts to the end of the process: ``ops.cli.main.entry``
+    ends the process after the command, and ``disconnect`` then leaves the driver alone."""
+    global _exit_when_done
+    _exit_when_done = True
+
+
+def driver_started() -> bool:
+    """Whether ``connect`` made this process a Ray driver that ``disconnect`` has not ended."""
+    return _driver_started
+
+
 def write(document: Any) -> None:
     """``document`` as one line of JSON on stdout."""
     from ops.tools.output import write_json
