@@ -15,8 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ops.cli import parse_config, ray_messages_to_stderr, write
-from ops.cli.lifecycle import bytes_text, dir_summary, end_driver
+from ops.cli import (bytes_text, dir_summary, end_driver, parse_config, ray_messages_to_stderr,
+                     write)
 from ops.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
 
 
