@@ -252,6 +252,26 @@ def test_known_private_writes_are_still_there() -> None:
     assert sorted((Counter(KNOWN_PRIVATE_WRITES) - Counter(private_writes())).elements()) == []
 
 
+def _role(module: str) -> str:
+    """The role of a module of ``cluster``: its subpackage (``cluster.client``), or the module
+    itself on the shared floor (``cluster.errors``)."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_the_roles_of_cluster_import_one_way() -> None:
+    """No circle between the subpackages of ``cluster`` either (a module of the floor counts as
+    a role of its own): a role never imports one that imports it, so what each ``__init__``
+    says it may call reads in one direction."""
+    roles: dict[str, set[str]] = {}
+    for importer, imported in import_graph().items():
+        if importer.split(".")[0] == "cluster":
+            roles.setdefault(_role(importer), set()).update(
+                _role(m) for m in imported if m.split(".")[0] == "cluster")
+    for role, targets in roles.items():
+        targets.discard(role)
+    assert sorted(circle_edges(roles)) == []
+
+
 def test_the_checks_see_type_checking_imports_and_private_writes(tmp_path: Path) -> None:
     """An import under ``TYPE_CHECKING`` closes a circle; a free function setting a field of its
     argument, a tuple target, an augmented assignment and ``setattr`` are private writes, and a
