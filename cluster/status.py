@@ -22,8 +22,8 @@ class ClusterDescription:
     workers: tuple[tuple[str, str], ...]          # (worker actor name, host)
     properties: dict[str, str]                    # the broker config
     head_started_by_strata: bool
-    # the identity the directories carry (cluster.metadata.dir_identity): meta.properties' cluster.id,
-    # node.id and directory.id of each directory, every directory the cluster knows as
+    # the identity the directories carry (cluster.metadata.dir_identity): meta.properties'
+    # cluster.id, node.id and directory.id of each directory, every directory the cluster knows as
     # (node id, directory id, path), and those missing from this start (path -> node id)
     cluster_id: str = ""
     node_ids: dict[str, int] = field(default_factory=dict)

@@ -26,9 +26,9 @@ nodes on demand, so cleaning resumes where the last clean stopped.
 The view of the nodes (snapshots, offline and unreachable directories, the calls the loop makes
 to them) is ``cluster.cleaning.coordinator_nodes.NodeViews``; the pauses' bookkeeping (an operator's
 against a node's, named reasons, many at once) is
-``cluster.cleaning.pauses.PauseBook``; the requested cleans and their tickets ``cluster.cleaning.clean_requests``;
-the counts and summaries of past cleans ``cluster.cleaning.clean_history``; the gauges
-``cluster.cleaning.coordinator_metrics``.
+``cluster.cleaning.pauses.PauseBook``; the requested cleans and their tickets
+``cluster.cleaning.clean_requests``; the counts and summaries of past cleans
+``cluster.cleaning.clean_history``; the gauges ``cluster.cleaning.coordinator_metrics``.
 
 Thread-safe: the loop runs on its own thread; the API methods run on the actor's threads.
 ``_lock`` guards the slots and tables and is never held across a call to a node or worker.

@@ -140,8 +140,8 @@ class NodeViews:
                 self._dir_of[tp] = abs_dir(snap.dir.parent)
 
     def consumer_lags(self) -> list[ConsumerLag]:
-        """Every group's lag on every partition (``cluster.metrics.consumer_lag``): the committed offsets
-        of every node's group coordinator, then the log end offsets of those partitions from
+        """Every group's lag on every partition (``cluster.metrics.consumer_lag``): the committed
+        offsets of every node's group coordinator, then the log end offsets of those partitions from
         every node. A node offline, unreachable or not answering within ``LAG_TIMEOUT_S``
         contributes nothing this round."""
         timeout = min(self._timeout, LAG_TIMEOUT_S)

@@ -14,11 +14,11 @@ every directory has loaded. ``Cluster.connect`` attaches to a running one. Leavi
 block (or ``stop()``) shuts the Strata actors down, every directory cleanly, and stops the Ray head
 if this object started it in this process; ``close()`` only detaches.
 
-``Cluster`` is the facade; its collaborators own the parts: ``cluster.client.routing`` (cached routes,
-calls that follow a moved partition, moves), ``cluster.client.data_path`` (encoding, produce, consume),
-``cluster.client.client_monitoring`` (stats, worker statuses, process samples) and
-``cluster.client.txn_client`` (a transaction's handle). This module keeps starting and attaching, the
-topic verbs, cleaning control and the transaction verbs.
+``Cluster`` is the facade; its collaborators own the parts: ``cluster.client.routing`` (cached
+routes, calls that follow a moved partition, moves), ``cluster.client.data_path`` (encoding,
+produce, consume), ``cluster.client.client_monitoring`` (stats, worker statuses, process samples)
+and ``cluster.client.txn_client`` (a transaction's handle). This module keeps starting and
+attaching, the topic verbs, cleaning control and the transaction verbs.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from cluster.client import client_monitoring, data_path
 from cluster.runtime import attach
-from cluster.client.data_path import (DEFAULT_BATCH_BYTES, DEFAULT_WINDOW, ProduceResult, TopicLayout,
-                               encode_batches)
+from cluster.client.data_path import (DEFAULT_BATCH_BYTES, DEFAULT_WINDOW, ProduceResult,
+                                      TopicLayout, encode_batches)
 from cluster.errors import ActorUnavailableError, UnknownLogDirError, UnknownTopicError
 from cluster.handles import RayHandle, lookup
 from cluster.naming import COORDINATOR_NAME, DEFAULT_NAMESPACE, abs_dir
@@ -224,8 +224,8 @@ class Cluster:
     def add_partitions(self, name: str, total: int) -> TopicInfo:
         """Grow ``name`` to ``total`` partitions (Kafka's ``kafka-topics --alter --partitions``:
         the total, not the number added); the new ones are placed as a new topic's are
-        (``cluster.metadata.placement``) and take the topic's overrides. ``InvalidPartitionsError`` when
-        ``total`` is not above the current count."""
+        (``cluster.metadata.placement``) and take the topic's overrides. ``InvalidPartitionsError``
+        when ``total`` is not above the current count."""
         files.validate_topic(name)
         total = files.validate_partition_count(total, name)
         info = self._coordinator.call("add_partitions", name, total, timeout=120)
@@ -412,7 +412,7 @@ class Cluster:
         self._routing.reroute(topic, partition, error or UnknownPartitionError(
             f"route of {topic}-{partition} refreshed", topic=topic, partition=partition))
 
-    # ---- transactions (cluster.client.txn_client states the contract) --------------------------------
+    # ---- transactions (cluster.client.txn_client states the contract) ----------------------------
     def begin_transaction(self, transactional_id: str, timeout_ms: int | None = None, *,
                           tag: str = "", join: bool = False) -> TxnHandle:
         """Begin a transaction of ``transactional_id`` (default timeout: the cluster's

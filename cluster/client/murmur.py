@@ -1,9 +1,9 @@
 """Kafka's ``Utils.murmur2``, the hash of its default partitioner, as one plain Python function.
 
-This is the only definition of the hash. ``cluster.client.partitioner`` compiles this same function with
-numba and runs it over many keys at once (the Spark writer, large produces). A process that routes
-a few keys, such as ``strata produce`` with a small input, calls it as plain Python and does not
-load numba. The arithmetic uses Python ints masked to 32 bits, and every product stays below
+This is the only definition of the hash. ``cluster.client.partitioner`` compiles this same function
+with numba and runs it over many keys at once (the Spark writer, large produces). A process that
+routes a few keys, such as ``strata produce`` with a small input, calls it as plain Python and does
+not load numba. The arithmetic uses Python ints masked to 32 bits, and every product stays below
 2**63, so compiled (int64) and interpreted results are the same.
 """
 

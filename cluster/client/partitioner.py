@@ -1,9 +1,9 @@
 """Kafka's default partitioner: ``(murmur2(key) & 0x7fffffff) % partitions`` for keyed records,
 as the Java client computes it, so a key lands on the same partition whoever produced it.
 
-The hash is ``cluster.client.murmur.murmur2_hash``, compiled here into a numba kernel that runs over all
-keys of a batch at once (keys concatenated in one buffer with start/length arrays); never Python's
-salted ``hash()``.
+The hash is ``cluster.client.murmur.murmur2_hash``, compiled here into a numba kernel that runs over
+all keys of a batch at once (keys concatenated in one buffer with start/length arrays); never
+Python's salted ``hash()``.
 """
 
 from __future__ import annotations

@@ -325,8 +325,8 @@ class TopicMetadata:
 
     def add_partitions(self, name: str, total: int, rooms: list[DirRoom]) -> TopicInfo:
         """Kafka's ``kafka-topics --alter --partitions``: grow ``name`` to ``total`` partitions,
-        the new ones numbered after the last and placed by ``cluster.metadata.placement.place`` with the
-        topic's current spread, each created with the topic's overrides.
+        the new ones numbered after the last and placed by ``cluster.metadata.placement.place`` with
+        the topic's current spread, each created with the topic's overrides.
         ``InvalidPartitionsError`` when ``total`` is not above the current count."""
         files.validate_topic(name)
         total = files.validate_partition_count(total, name)

@@ -3,8 +3,8 @@
 the other nodes as move sources, the node's Kafka broker), built from plain values so Ray can
 rerun them after a restart.
 
-Only actor processes import this module: the actor classes of ``cluster.runtime.actors`` are light shells
-that build their body here on construction, so a driver that merely looks an actor up (every
+Only actor processes import this module: the actor classes of ``cluster.runtime.actors`` are light
+shells that build their body here on construction, so a driver that merely looks an actor up (every
 ``strata`` command does) never loads the directory code, the cleaner or numba.
 """
 

@@ -1,9 +1,10 @@
 """``CoordinatorService``: the body of the coordinator actor — the ``Coordinator`` (cleaning),
-the ``TopicMetadata`` (routing) and the ``TransactionCoordinator`` (``cluster.transactions.coordinator``; its
-state log is the internal topic ``__strata_transactions``) of one cluster, built from names only
-so that Ray can rerun the constructor after a restart: it looks the node and worker actors up
-again, starts the control loops, and rebuilds its tables from the directories (the transaction
-loop loads the state log, completes decided transactions and aborts expired ones).
+the ``TopicMetadata`` (routing) and the ``TransactionCoordinator``
+(``cluster.transactions.coordinator``; its state log is the internal topic
+``__strata_transactions``) of one cluster, built from names only so that Ray can rerun the
+constructor after a restart: it looks the node and worker actors up again, starts the control loops,
+and rebuilds its tables from the directories (the transaction loop loads the state log, completes
+decided transactions and aborts expired ones).
 """
 
 from __future__ import annotations
@@ -269,7 +270,7 @@ class CoordinatorService:
         self.txn_loop.stop()
         self.coordinator.stop(abort_running=True)
 
-    # ---- transactions (cluster.transactions.coordinator; the client's side is cluster.client.txn_client) --------
+    # ---- transactions (cluster.transactions; the client's side: cluster.client.txn_client) ---
     def _txn(self) -> TransactionCoordinator:
         """The transaction coordinator, its state log loaded (at the first call after a start,
         if the loop has not loaded it yet)."""

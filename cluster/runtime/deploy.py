@@ -25,7 +25,8 @@ from cluster.runtime.hosts import host_of_dir
 from cluster.config import BrokerConfig
 from cluster.runtime.coordinator_service import worker_specs
 from cluster.errors import ActorUnavailableError, ListenerBindError
-from cluster.metadata.dir_identity import duplicate_partition_error, duplicate_partitions, plan_identity
+from cluster.metadata.dir_identity import (duplicate_partition_error, duplicate_partitions,
+                                           plan_identity)
 from cluster.handles import RayHandle, lookup
 from cluster.kafka.listeners import directory_properties
 from cluster.naming import COORDINATOR_NAME, abs_dir, node_actor_name

@@ -1,7 +1,7 @@
 """The cluster's parts of a node actor, given to ``node.server.LogDirServer`` (the actor's body)
-through its seams by ``cluster.runtime.actors``: ``NodeMetrics`` (its ``observer``: appended bytes and
-records, directory gauges, recovery progress, published every few seconds by a loop of its own so
-they reach Prometheus without anyone asking for stats), ``CoordinatorPauses`` (its
+through its seams by ``cluster.runtime.actors``: ``NodeMetrics`` (its ``observer``: appended bytes
+and records, directory gauges, recovery progress, published every few seconds by a loop of its own
+so they reach Prometheus without anyone asking for stats), ``CoordinatorPauses`` (its
 ``cleaning_pauses``: the pause of cleaning asked of the coordinator around truncation, deletion,
 retention and moves) and ``RemoteMoveSource`` (its ``move_sources``: the node actor of a move's
 source directory).

@@ -16,10 +16,11 @@ Prepare* (a marker written twice only adds an empty control batch: idempotent) a
 Ongoing transactions that timed out while no coordinator ran.
 
 Where the state log lives: in the cluster, an internal compacted topic ``__strata_transactions``
-(``cluster.transactions.txn_store.NodeStateStore``), written through the node actors with ``flush=True``. The coordinator
-actor has no directory of its own and Ray may restart it on another host; the nodes' directories
-survive a kill -9 of the coordinator, and the log directories are already what a cluster restart
-recovers. Unit tests and embedded users give ``storage.log.Log``s (``cluster.transactions.txn_store.LogStateStore``).
+(``cluster.transactions.txn_store.NodeStateStore``), written through the node actors with
+``flush=True``. The coordinator actor has no directory of its own and Ray may restart it on another
+host; the nodes' directories survive a kill -9 of the coordinator, and the log directories are
+already what a cluster restart recovers. Unit tests and embedded users give ``storage.log.Log``s
+(``cluster.transactions.txn_store.LogStateStore``).
 
 The state log is partitioned as Kafka's ``__transaction_state``: a transactional id's records live
 in partition ``abs(javaHashCode(id)) % partitions`` (``txn_state.partition_for``), each partition
@@ -441,7 +442,7 @@ class TransactionCoordinator:
         with self._lock:
             return sorted(self._txns.values(), key=lambda t: t.transactional_id)
 
-    # ---- a Kafka client's transactions (TxnKind.KAFKA; the rules are cluster.transactions.txn_kafka's) ---
+    # ---- a Kafka client's transactions (TxnKind.KAFKA; rules: cluster.transactions.txn_kafka) --
     def init_producer_id(self, transactional_id: str, timeout_ms: int,
                          producer_id: int = -1, producer_epoch: int = -1) -> tuple[int, int]:
         """InitProducerId with a transactional id: (producer id, epoch). A new id gets a new

@@ -2,14 +2,14 @@
 
 ``NodeStateStore``: the internal compacted topic ``__strata_transactions``, created at the first
 write with ``transaction.state.log.num.partitions`` partitions (50 by default, as Kafka's
-``__transaction_state``) placed over the directories like any topic (``cluster.metadata.placement``), so a
-cluster that never uses transactions has none; appended with ``flush=True`` through the node
-holding the partition, read back at load with ``read_records``. A state log that exists keeps the
-partition count it has, as Kafka's does (``TransactionStateManager`` takes the count of the
-existing topic): a cluster written when the state log had one partition keeps it, and every
-transactional id maps to partition 0, where its state is. While known directories are missing
-(a start told to go on without them) a partition count can only be trusted up to the configured
-one: the larger of the two is taken, and the partitions not routed fail their ids.
+``__transaction_state``) placed over the directories like any topic
+(``cluster.metadata.placement``), so a cluster that never uses transactions has none; appended with
+``flush=True`` through the node holding the partition, read back at load with ``read_records``. A
+state log that exists keeps the partition count it has, as Kafka's does (``TransactionStateManager``
+takes the count of the existing topic): a cluster written when the state log had one partition keeps
+it, and every transactional id maps to partition 0, where its state is. While known directories are
+missing (a start told to go on without them) a partition count can only be trusted up to the
+configured one: the larger of the two is taken, and the partitions not routed fail their ids.
 ``NodeMarkerWriter``: markers grouped by directory, one ``write_txn_markers`` call per node (the
 node flushes before answering). ``LogStateStore`` and ``LogMarkerWriter``: the same on local
 ``storage.log.Log``s (tests, embedded use).

@@ -12,7 +12,8 @@ directories of a running cluster (``Cluster.move_partition``, KIP-113).
   numbers them (one per host, in host order); each partition has one replica, on the broker of
   its host.
 * ``drain DIR`` moves every partition off ``DIR`` (before a disk swap), each to the directory
-  that placement would choose for a new partition (``cluster.metadata.placement.place``) among the others.
+  that placement would choose for a new partition (``cluster.metadata.placement.place``) among the
+  others.
 * ``rebalance`` evens out the bytes held: while moving the largest partition that fits from
   the fullest directory to the emptiest narrows the gap between them, plan that move. A dry run
   by default: it prints the plan; ``--execute`` carries it out.

@@ -18,8 +18,8 @@ itself. A run that stops half-way (Ctrl-C, SIGTERM from ``timeout``, a directory
 offline) says per partition what it had stored (records acknowledged, log end offset) and exits
 non-zero; running the same command again on the unchanged file resumes: it asks each partition
 for the producer's last stored sequence and sends only the records after it
-(``cluster.client.data_path.skip_held``), so nothing is stored twice. Input from stdin cannot be read
-again and is sent as before (without a producer id).
+(``cluster.client.data_path.skip_held``), so nothing is stored twice. Input from stdin cannot be
+read again and is sent as before (without a producer id).
 """
 
 from __future__ import annotations

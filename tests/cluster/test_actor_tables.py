@@ -1,6 +1,6 @@
-"""The actor shells forward only the methods of their tables (``cluster.runtime.actors``): a public method
-of a body missing from its table could not be called remotely, and a table entry with no method
-behind it would fail only when called. Every public method is in its table or named here as a
+"""The actor shells forward only the methods of their tables (``cluster.runtime.actors``): a public
+method of a body missing from its table could not be called remotely, and a table entry with no
+method behind it would fail only when called. Every public method is in its table or named here as a
 call the actor process makes on itself."""
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ PARTITIONS = 200
 
 
 class CountingLink:
-    """``cluster.runtime.node_service.PauseLink`` straight to a coordinator object, counting each call
-    (each is one actor call in a cluster) and what the node still lists when it comes."""
+    """``cluster.runtime.node_service.PauseLink`` straight to a coordinator object, counting each
+    call (each is one actor call in a cluster) and what the node still lists when it comes."""
 
     def __init__(self, server: LogDirServer | None) -> None:
         self.server = server

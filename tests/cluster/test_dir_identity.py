@@ -10,8 +10,8 @@ import pickle
 
 import pytest
 
-from cluster.metadata.dir_identity import IdentityPlan, duplicate_partition_error, duplicate_partitions, \
-    plan_identity
+from cluster.metadata.dir_identity import (IdentityPlan, duplicate_partition_error,
+                                           duplicate_partitions, plan_identity)
 from cluster.errors import DuplicatePartitionError, ForeignLogDirError, MissingLogDirError
 from node.cluster_dirs import DirIdentity
 from node.meta_properties import MetaProperties, random_uuid

@@ -1,7 +1,7 @@
 """A retried idempotent task (``transactional=false``) sends only the records the log does not
-hold yet (``cluster.client.data_path.skip_held``), so the log's duplicate rule (an exact retry of one
-of the last five batches) never has to reach further back, and a batch cut where the first attempt
-did not cut is re-encoded from the first record the log lacks."""
+hold yet (``cluster.client.data_path.skip_held``), so the log's duplicate rule (an exact retry of
+one of the last five batches) never has to reach further back, and a batch cut where the first
+attempt did not cut is re-encoded from the first record the log lacks."""
 
 from __future__ import annotations
 
