@@ -64,7 +64,7 @@ def _cluster_figures(root: Path, batches: list[bytes], rounds: int) -> list[Figu
     import ray
 
     from cluster import Cluster
-    from cluster.head import head_resources, head_system_config
+    from cluster.runtime.head import head_resources, head_system_config
     from cluster.naming import abs_dir
 
     dirs = [abs_dir(root / f"d{i}") for i in range(DIRS)]

@@ -51,7 +51,7 @@ KAFKA_DEFAULT_DELAY_MS = 3000
 def run(quick: bool = False) -> list[Figure]:
     import ray
 
-    from cluster.head import head_system_config
+    from cluster.runtime.head import head_system_config
 
     commits = 300 if quick else 2000
     wide_commits = 30 if quick else 200
@@ -79,7 +79,7 @@ def run(quick: bool = False) -> list[Figure]:
 
 
 def _resources(root: Path) -> dict[str, float]:
-    from cluster.head import head_resources
+    from cluster.runtime.head import head_resources
     from cluster.naming import abs_dir
 
     return head_resources([abs_dir(root / f"{run}-d{i}") for run in ("fast", "default")

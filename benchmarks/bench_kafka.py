@@ -68,7 +68,7 @@ def _brokers(root: Path) -> Iterator[str]:
     import ray
 
     from cluster import Cluster
-    from cluster.head import head_resources, head_system_config
+    from cluster.runtime.head import head_resources, head_system_config
     from cluster.naming import abs_dir
 
     dirs = [abs_dir(root / f"d{i}") for i in range(DIRS)]

@@ -48,7 +48,7 @@ def spark_and_cluster(namespace: str) -> Iterator[tuple[Any, Any, Path, dict[str
     import ray
 
     from cluster import Cluster
-    from cluster.head import head_resources
+    from cluster.runtime.head import head_resources
     from cluster.spark.session import local_session, ray_address
 
     root = Path(tempfile.mkdtemp(prefix=f"{namespace}-"))

@@ -12,10 +12,10 @@ that own them (STYLE.md P8):
   ``transaction.abort.timed.out.transaction.cleanup.interval.ms``.
 
 A key that belongs to none of them is refused when it looks like ours (``log.*``) or is no key of
-Kafka's broker (``cluster.kafka_keys``), and otherwise kept in ``ignored`` (a real
+Kafka's broker (``cluster.kafka.keys``), and otherwise kept in ``ignored`` (a real
 ``server.properties`` holds ``broker.id``, ``controller.quorum.voters``, ... that a storage layer
 has no use for). ``listeners`` and the other keys of ``node.kafka.config.KafkaServerConfig`` are
-among them here, and are taken from ``properties`` by ``cluster.kafka_listeners`` (each
+among them here, and are taken from ``properties`` by ``cluster.kafka.listeners`` (each
 directory's Kafka listener), checked when the cluster starts. ``read_server_properties`` reads
 Java's properties format.
 """
@@ -30,8 +30,8 @@ from typing import Any
 
 from cleaner.config import KEYS as CLEANER_KEYS
 from cleaner.config import CleanerConfig
-from cluster.txn_state import KEYS as TXN_KEYS
-from cluster.txn_state import TransactionConfig
+from cluster.transactions.txn_state import KEYS as TXN_KEYS
+from cluster.transactions.txn_state import TransactionConfig
 from node.config import KEYS as LOG_DIR_KEYS
 from node.config import LogDirConfig
 from storage.config import BROKER_SYNONYMS, TOPIC_KEYS, LogConfig
@@ -197,7 +197,7 @@ def _unescape(path: str | Path, number: int, text: str) -> str:
 
 def _known_key(key: str) -> bool:
     """A key of ours (any scope) or one Kafka's broker reads."""
-    from cluster.kafka_keys import is_kafka_broker_key
+    from cluster.kafka.keys import is_kafka_broker_key
 
     return (key in LOG_DIRS_KEYS or key in BROKER_SYNONYMS or key in TOPIC_KEYS
             or key in CLEANER_KEYS or key in LOG_DIR_KEYS or key in TXN_KEYS

@@ -164,8 +164,8 @@ class NamedHandle(RayHandle):
 
 
 class CoordinatorLink:
-    """``cluster.node_service.PauseLink`` over the coordinator actor, looked up at each use (it
-    may be restarting, or not started yet)."""
+    """``cluster.runtime.node_service.PauseLink`` over the coordinator actor, looked up at each use
+    (it may be restarting, or not started yet)."""
 
     def __init__(self, name: str, namespace: str, timeout_s: float = 120.0) -> None:
         self.name = name

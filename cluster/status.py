@@ -18,12 +18,12 @@ class ClusterDescription:
     namespace: str
     log_dirs: tuple[str, ...]
     node_names: dict[str, str]                    # log dir -> node actor name
-    node_hosts: dict[str, str]                    # log dir -> host key (see cluster.actors)
+    node_hosts: dict[str, str]                    # log dir -> host key (see cluster.runtime.actors)
     workers: tuple[tuple[str, str], ...]          # (worker actor name, host)
     properties: dict[str, str]                    # the broker config
     head_started_by_strata: bool
-    # the identity the directories carry (cluster.dir_identity): meta.properties' cluster.id,
-    # node.id and directory.id of each directory, every directory the cluster knows as
+    # the identity the directories carry (cluster.metadata.dir_identity): meta.properties'
+    # cluster.id, node.id and directory.id of each directory, every directory the cluster knows as
     # (node id, directory id, path), and those missing from this start (path -> node id)
     cluster_id: str = ""
     node_ids: dict[str, int] = field(default_factory=dict)

@@ -1,7 +1,7 @@
 """``LogDirServer``: the body of a node actor, the only one (STYLE.md P10, Ray Serve's plain-class
-actors): ``cluster.actors`` binds it to Ray and gives it the cluster's parts through three seams,
-``observer`` (metrics, ``NodeObserver``), ``cleaning_pauses`` (pauses held by the coordinator,
-``CleaningPauses``) and ``move_sources`` (the other node actors, for a move).
+actors): ``cluster.runtime.actors`` binds it to Ray and gives it the cluster's parts through three
+seams, ``observer`` (metrics, ``NodeObserver``), ``cleaning_pauses`` (pauses held by the
+coordinator, ``CleaningPauses``) and ``move_sources`` (the other node actors, for a move).
 
 A thin adapter over ``LogDir``: every method takes and returns plain, picklable values (topic and
 partition instead of ``Log`` objects, bytes, frozen dataclasses) and forwards to the directory.

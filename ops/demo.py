@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     import ray
 
     from cluster import Cluster
-    from cluster.head import head_resources, head_system_config
+    from cluster.runtime.head import head_resources, head_system_config
 
     with console.status("starting Ray and the Strata cluster"):
         context = ray.init(address="local", resources=head_resources(dirs),

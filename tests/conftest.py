@@ -17,7 +17,7 @@ from storage.clock import FakeClock
 from storage.scheduler import FakeScheduler
 
 if TYPE_CHECKING:
-    from cluster.head import HeadProcess
+    from cluster.runtime.head import HeadProcess
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "kafka-real"
 
@@ -67,7 +67,7 @@ def ray_session():
     ``ray.init(address="auto")`` from executors). Yields the head's address."""
     import ray
 
-    from cluster.head import head_system_config
+    from cluster.runtime.head import head_system_config
 
     if ray.is_initialized():
         pytest.fail("Ray is already initialised in this process")

@@ -3,10 +3,10 @@
 ``run_strata`` runs ``python -m ops.cli`` (what the ``strata`` console script calls) in a
 process of its own, with ``RAY_ADDRESS`` emptied: only ``--address`` names the Ray cluster.
 ``start_head`` is a Ray head started the way a user starts one before ``strata cluster start
---address``: in processes of its own (``cluster.head.start_head_process``, the helper ``strata
-cluster start`` uses), declaring no log directory (nobody had chosen them yet), on free ports and
-in a temp dir of its own, so it runs beside the session's Ray cluster of the test process and
-beside another test run on the host. ``stop_head`` stops exactly that head and returns the
+--address``: in processes of its own (``cluster.runtime.head.start_head_process``, the helper
+``strata cluster start`` uses), declaring no log directory (nobody had chosen them yet), on free
+ports and in a temp dir of its own, so it runs beside the session's Ray cluster of the test process
+and beside another test run on the host. ``stop_head`` stops exactly that head and returns the
 processes of it still alive (none, normally).
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import psutil
 
-from cluster.head import HeadProcess, head_processes, start_head_process, stop_head_process
+from cluster.runtime.head import HeadProcess, head_processes, start_head_process, stop_head_process
 
 ROOT = Path(__file__).resolve().parents[1]
 _namespaces = itertools.count()

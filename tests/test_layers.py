@@ -24,7 +24,7 @@ FORBIDDEN = {
     | {lib for lib, lowest in THIRD_PARTY_ABOVE.items() if LAYERS.index(lowest) > i}
     for i, package in enumerate(LAYERS)
 }
-REMOTE_MODULE = Path("cluster/actors.py")
+REMOTE_MODULE = Path("cluster/runtime/actors.py")
 MODULE_NAME = re.compile(rf"^(?:{'|'.join(LAYERS)})(?:\.\w+)+$")
 
 

@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from cluster.metrics import COUNTER, METRICS
+from cluster.metrics.sink import COUNTER, METRICS
 
 OPS = Path(__file__).resolve().parents[1] / "ops"
 

@@ -11,6 +11,16 @@ Options (``address``, ``namespace``, ``startingOffsets``, ``valueFormat``...) ar
 ``cluster.spark.options``; ``cluster.spark.session.local_session`` builds a light local session
 whose Python workers join a given Ray cluster. Importing this package loads neither pyspark nor
 ray; ``register`` does.
+
+Owns: ``source`` (the ``strata`` data source Spark sees), ``reader`` and ``writer`` (the batch
+read and write), ``stream`` (the streaming source), ``sink`` (the streaming sink), ``stats`` (the
+``strata-stats`` source), and their parts: ``options``, ``offsets``, ``read_tasks``,
+``connection``, ``encoding``, ``decoding``, ``kernels``, ``session``, ``errors``.
+
+May call: ``cluster.client`` (every call to the cluster goes through a ``Cluster``),
+``cluster.client.txn_client`` and ``cluster.transactions`` (a write's transaction),
+``cluster.runtime.head`` (a Ray cluster's token check), the shared floor, and storage's
+read-only views of the segment files. Nothing else of the cluster calls it.
 """
 
 from __future__ import annotations

@@ -22,9 +22,9 @@ import socket
 import sys
 import threading
 
-from cluster.client import Cluster
+from cluster.client.client import Cluster
 from cluster.errors import ClusterNotRunningError
-from cluster.head import ensure_token_auth
+from cluster.runtime.head import ensure_token_auth
 
 PROBE_TIMEOUT_S = 5.0
 _lock = threading.Lock()
@@ -115,7 +115,7 @@ def warm_up() -> None:
     heap (``settle_heap``)."""
     global _warmed
     if not _warmed:
-        from cluster.partitioner import warm_up as warm_partitioner
+        from cluster.client.partitioner import warm_up as warm_partitioner
         from cluster.spark.kernels import warm_up as warm_gather
         from storage.kernels import warm_up as warm_storage
 

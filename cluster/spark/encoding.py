@@ -16,7 +16,7 @@ Exactly once under Spark task retries, two ways:
 * transactional (``WritePlan.txn``, the default): every task attempt is a member of the job's
   transaction with a producer id of its own (``BatchEncoder(producer_id=...)``), and writes
   transactional batches; the job's commit commits the attempts that succeeded and aborts the
-  others (``cluster.spark.source``), so a failed attempt's rows are never read by a
+  others (``cluster.spark.writer``), so a failed attempt's rows are never read by a
   read_committed reader;
 * idempotent (``transactional=false``): a task is one producer whose id is derived from the write
   job and the Spark partition (``producer_id``), epoch 0, and whose sequences count the records
@@ -48,11 +48,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cluster.partitioner import partitions_for_buffer
+from cluster.client.partitioner import partitions_for_buffer
 from cluster.spark.errors import WriteRejectedError
-from cluster.transactions import TxnInfo
-from cluster.txn_client import REGISTER_LOOKAHEAD_BYTES
-from cluster.txn_state import DATA_EPOCH
+from cluster.transactions.coordinator import TxnInfo
+from cluster.client.txn_client import REGISTER_LOOKAHEAD_BYTES
+from cluster.transactions.txn_state import DATA_EPOCH
 from storage.kernels import MAX_RECORD_OVERHEAD, as_input
 from storage.record_builder import RecordSlices, build_batch_slices, header_block
 from storage.records import HEADER_SIZE, Compression

@@ -32,8 +32,9 @@ from cluster.spark import options as opts
 from cluster.spark.connection import connect
 from cluster.spark.encoding import BatchEncoder, WritePlan
 from cluster.spark.errors import SourceOptionError, WriteRejectedError
-from cluster.transactions import TxnInfo
-from cluster.txn_client import TxnHandle, TxnProducer, new_producer_id
+from cluster.spark.writer import plan_write
+from cluster.transactions.coordinator import TxnInfo
+from cluster.client.txn_client import TxnHandle, TxnProducer, new_producer_id
 
 logger = logging.getLogger(__name__)
 
@@ -145,8 +146,6 @@ class StrataStreamWriter(DataSourceStreamArrowWriter):
 def stream_writer(options: dict[str, str], schema: StructType,
                   overwrite: bool) -> StrataStreamWriter:
     """The sink of ``writeStream.format("strata")``: output mode append only."""
-    from cluster.spark.source import plan_write
-
     if overwrite:
         raise SourceOptionError("a topic is an append-only log: the strata sink takes output "
                                 "mode append only", option="outputMode")

@@ -24,7 +24,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from cluster.client import Cluster
+from cluster.client.client import Cluster
 from cluster.spark import options as opts
 from cluster.spark.connection import connect
 

@@ -44,7 +44,7 @@ from cluster.spark import options as opts
 from cluster.spark.connection import connect
 from cluster.spark.errors import SourceOptionError
 from cluster.spark.read_tasks import ReadTask, read_tasks
-from cluster.spark.source import ReadPartition, read_task
+from cluster.spark.reader import ReadPartition, read_task
 
 Offsets = dict[int, int]
 

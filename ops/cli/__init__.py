@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ops.tools import UsageError
 
 if TYPE_CHECKING:
-    from cluster.client import Cluster
+    from cluster.client.client import Cluster
 
 DEFAULT_NAMESPACE = "strata"          # cluster.naming.DEFAULT_NAMESPACE, without importing it
 _driver_started = False               # connect() made this process a Ray driver
@@ -53,7 +53,7 @@ def connect(args: argparse.Namespace) -> Cluster:
         defer_imports(RAY_DEFERRABLE)
     import ray
 
-    from cluster.client import Cluster
+    from cluster.client.client import Cluster
     from cluster.errors import ClusterNotRunningError
 
     global _driver_started
@@ -244,6 +244,45 @@ def disconnect() -> None:
     _driver_started = False
     if ray.is_initialized():
         ray.shutdown()
+
+
+def end_driver() -> None:
+    """End this process's Ray driver, whoever started it (start and stop run as commands of
+    their own: their driver is theirs)."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def exit_when_done() -> None:
+    """Leave the Ray driver ``connect`` starts to the end of the process: ``ops.cli.main.entry``
+    ends the process after the command, and ``disconnect`` then leaves the driver alone."""
+    global _exit_when_done
+    _exit_when_done = True
+
+
+def driver_started() -> bool:
+    """Whether ``connect`` made this process a Ray driver that ``disconnect`` has not ended."""
+    return _driver_started
+
+
+def dir_summary(row: dict[str, Any]) -> dict[str, Any]:
+    """A directory's row of ``Cluster.stats`` as ``cluster status`` and ``cluster start`` report
+    it."""
+    return {"log_dir": row["log_dir"], "online": bool(row.get("online")),
+            "offline_reason": row.get("offline_reason"), "partitions": row.get("partitions", 0),
+            "pid": row.get("pid") or None,
+            "log_bytes": row.get("log_bytes", 0), "free_bytes": row.get("disk_free_bytes", 0),
+            "total_bytes": row.get("disk_total_bytes", 0),
+            "had_clean_shutdown": row.get("had_clean_shutdown")}
+
+
+def bytes_text(count: Any) -> str | None:
+    """A byte count for a table (``1.5 KiB``); None stays None."""
+    from ops.tools.output import human_bytes
+
+    return None if count is None else human_bytes(int(count))
 
 
 def write(document: Any) -> None:

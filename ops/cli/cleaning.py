@@ -147,7 +147,7 @@ def run_explain(args: argparse.Namespace) -> int:
 
 
 def run_trigger(args: argparse.Namespace) -> int:
-    from cluster.pauses import pause_holders
+    from cluster.cleaning.pauses import pause_holders
     from cluster.errors import PartitionPausedError, UnknownTopicError
 
     tp = f"{args.topic}-{args.partition}"
@@ -210,7 +210,7 @@ def _fail(action: str, message: str) -> int:
 
 
 def run_pause(args: argparse.Namespace) -> int:
-    from cluster.pauses import pause_holders
+    from cluster.cleaning.pauses import pause_holders
 
     cluster = connect(args)
     try:
@@ -229,7 +229,7 @@ def run_pause(args: argparse.Namespace) -> int:
 
 
 def run_resume(args: argparse.Namespace) -> int:
-    from cluster.pauses import pause_holders
+    from cluster.cleaning.pauses import pause_holders
 
     tp = f"{args.topic}-{args.partition}"
     cluster = connect(args)

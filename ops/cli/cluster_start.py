@@ -15,8 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ops.cli import parse_config, ray_messages_to_stderr, write
-from ops.cli.lifecycle import bytes_text, dir_summary, end_driver
+from ops.cli import (bytes_text, dir_summary, end_driver, parse_config, ray_messages_to_stderr,
+                     write)
 from ops.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
 
 
@@ -113,8 +113,8 @@ def run_start(args: argparse.Namespace) -> int:
 
 def _check_listeners(properties: Any, count: int) -> None:
     """Refuse, before any Ray process starts, Kafka listener settings that no directory could
-    use (``cluster.kafka_listeners``: a malformed listener, a port pushed past 65535)."""
-    from cluster.kafka_listeners import directory_properties, serves_kafka
+    use (``cluster.kafka.listeners``: a malformed listener, a port pushed past 65535)."""
+    from cluster.kafka.listeners import directory_properties, serves_kafka
     from storage.errors import InvalidConfigError
 
     if not serves_kafka(properties):
@@ -173,7 +173,7 @@ def _refuse_running(address: str, namespace: str) -> None:
     report cleaners it does not have."""
     from cluster.errors import ActorUnavailableError
     from cluster.handles import lookup
-    from cluster.head import init_ray
+    from cluster.runtime.head import init_ray
     from cluster.naming import COORDINATOR_NAME
 
     try:
@@ -224,7 +224,7 @@ def _holder_cluster(log_dir: str, pid: Any) -> tuple[str | None, str | None]:
         return None, None
     import ray
 
-    from cluster.head import init_ray
+    from cluster.runtime.head import init_ray
     from cluster.naming import node_actor_name
 
     try:
@@ -276,7 +276,7 @@ def _abandon(namespace: str, head: Any) -> None:
     actors it deployed on the Ray cluster it joined (their failures to close are expected)."""
     import logging
 
-    from cluster import deploy
+    from cluster.runtime import deploy
 
     if head is not None:
         _stop_started_head(head)
@@ -294,7 +294,7 @@ def _abandon(namespace: str, head: Any) -> None:
 
 
 def _start_head(args: argparse.Namespace, dirs: list[str]) -> Any:
-    from cluster.head import start_head_process
+    from cluster.runtime.head import start_head_process
 
     if not args.json:
         print("starting a Ray head ...", file=sys.stderr, flush=True)
@@ -311,7 +311,7 @@ def _start_head(args: argparse.Namespace, dirs: list[str]) -> Any:
 
 def _deploy(args: argparse.Namespace, dirs: list[str], properties: dict[str, Any],
             address: str, head_started: bool) -> Any:
-    from cluster.client import Cluster
+    from cluster.client.client import Cluster
 
     ray_messages_to_stderr()
     with load_progress_bar(enabled=not args.json) as on_progress:
@@ -322,7 +322,7 @@ def _deploy(args: argparse.Namespace, dirs: list[str], properties: dict[str, Any
 
 
 def _stop_started_head(head: Any) -> None:
-    from cluster.head import head_session_dir, stop_head_process
+    from cluster.runtime.head import head_session_dir, stop_head_process
 
     end_driver()
     stop_head_process(head.session_dir or head_session_dir(head.temp_dir), head.address)

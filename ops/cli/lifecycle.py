@@ -22,7 +22,8 @@ import argparse
 import sys
 from typing import Any
 
-from ops.cli import add_common_args, connect, disconnect, jsonable, write
+from ops.cli import (add_common_args, bytes_text, connect, dir_summary, disconnect, end_driver,
+                     jsonable, write)
 from ops.tools import EXIT_OK, EXIT_PROBLEMS
 
 DEFAULT_METRICS_PORT = 8080
@@ -170,19 +171,10 @@ def status_document(cluster: Any) -> dict[str, Any]:
             "loop_failures": status.loop_failures}}
 
 
-def dir_summary(row: dict[str, Any]) -> dict[str, Any]:
-    return {"log_dir": row["log_dir"], "online": bool(row.get("online")),
-            "offline_reason": row.get("offline_reason"), "partitions": row.get("partitions", 0),
-            "pid": row.get("pid") or None,
-            "log_bytes": row.get("log_bytes", 0), "free_bytes": row.get("disk_free_bytes", 0),
-            "total_bytes": row.get("disk_total_bytes", 0),
-            "had_clean_shutdown": row.get("had_clean_shutdown")}
-
-
 # ---- stop ----------------------------------------------------------------------------------------
 def run_stop(args: argparse.Namespace) -> int:
-    from cluster import deploy
-    from cluster.head import current_head, stop_head_process
+    from cluster.runtime import deploy
+    from cluster.runtime.head import current_head, stop_head_process
 
     cluster = connect(args)
     description = cluster.description
@@ -213,20 +205,3 @@ def run_stop(args: argparse.Namespace) -> int:
         print(f"stopped Strata cluster {args.namespace}: {len(description.log_dirs)} log "
               f"directories closed cleanly{head_said}")
     return EXIT_PROBLEMS if unclean else EXIT_OK
-
-
-# ---- helpers -------------------------------------------------------------------------------------
-def end_driver() -> None:
-    """End this process's Ray driver, whoever started it (start and stop run as commands of
-    their own: their driver is theirs)."""
-    import ray
-
-    if ray.is_initialized():
-        ray.shutdown()
-
-
-
-def bytes_text(count: Any) -> str | None:
-    from ops.tools.output import human_bytes
-
-    return None if count is None else human_bytes(int(count))

@@ -12,7 +12,8 @@ directories of a running cluster (``Cluster.move_partition``, KIP-113).
   numbers them (one per host, in host order); each partition has one replica, on the broker of
   its host.
 * ``drain DIR`` moves every partition off ``DIR`` (before a disk swap), each to the directory
-  that placement would choose for a new partition (``cluster.placement.place``) among the others.
+  that placement would choose for a new partition (``cluster.metadata.placement.place``) among the
+  others.
 * ``rebalance`` evens out the bytes held: while moving the largest partition that fits from
   the fullest directory to the emptiest narrows the gap between them, plan that move. A dry run
   by default: it prints the plan; ``--execute`` carries it out.
@@ -144,9 +145,9 @@ def parse_reassignment(text: str, source: str, routes: dict[str, dict[int, str]]
 def plan_drain(log_dir: str, partitions: list[tuple[str, int, int]],
                rooms: list[Any]) -> list[PlannedMove]:
     """Moves of every ``(topic, partition, size)`` of ``log_dir`` to the other online
-    directories of ``rooms`` (``cluster.placement.DirRoom``), chosen as placement chooses,
+    directories of ``rooms`` (``cluster.metadata.placement.DirRoom``), chosen as placement chooses,
     largest partition first. ``UsageError`` when no other directory is online."""
-    from cluster.placement import DirRoom, place
+    from cluster.metadata.placement import DirRoom, place
 
     others = [r for r in rooms if r.log_dir != log_dir and r.online]
     if not others and partitions:
@@ -238,7 +239,7 @@ def run_rebalance(args: argparse.Namespace) -> int:
 
 
 def rooms_of(rows: list[dict[str, Any]]) -> list[Any]:
-    from cluster.placement import DirRoom
+    from cluster.metadata.placement import DirRoom
 
     return [DirRoom(r["log_dir"], r.get("disk_free_bytes", 0), r.get("log_bytes", 0),
                     r.get("partitions", 0), bool(r.get("online")),

@@ -125,9 +125,9 @@ def entry() -> NoReturn:
     called in a process that goes on (the tests) keeps disconnecting as before."""
     import ops.cli as cli
 
-    cli._exit_when_done = True
+    cli.exit_when_done()
     code = main()
-    if cli._driver_started:
+    if cli.driver_started():
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

@@ -18,8 +18,8 @@ itself. A run that stops half-way (Ctrl-C, SIGTERM from ``timeout``, a directory
 offline) says per partition what it had stored (records acknowledged, log end offset) and exits
 non-zero; running the same command again on the unchanged file resumes: it asks each partition
 for the producer's last stored sequence and sends only the records after it
-(``cluster.data_path.skip_held``), so nothing is stored twice. Input from stdin cannot be read
-again and is sent as before (without a producer id).
+(``cluster.client.data_path.skip_held``), so nothing is stored twice. Input from stdin cannot be
+read again and is sent as before (without a producer id).
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ class _HeldAtStart:
 def _producer_id(args: argparse.Namespace, stat: os.stat_result) -> int:
     """The producer id of a ``--file`` run: the same for the same topic, options and unchanged
     file (so a run again resumes), another for anything else. 62 bits, as
-    ``cluster.txn_client.new_producer_id``'s random ones."""
+    ``cluster.client.txn_client.new_producer_id``'s random ones."""
     what = "\0".join(str(v) for v in (
         args.topic, args.partition, os.path.abspath(args.file), stat.st_size, stat.st_mtime_ns,
         stat.st_ino, args.value_only, args.separator, args.null_marker, args.batch_bytes))
@@ -257,9 +257,9 @@ def _route(records: list[Any], partition: int | None, count: int, chunk_index: i
     out: dict[int, list[Any]] = {}
     if keyed:
         if compiled:
-            from cluster.partitioner import partitions_for_keys as hash_keys
+            from cluster.client.partitioner import partitions_for_keys as hash_keys
         else:
-            from cluster.murmur import partitions_of as hash_keys
+            from cluster.client.murmur import partitions_of as hash_keys
 
         for record, p in zip(keyed, hash_keys([r.key for r in keyed], count)):
             out.setdefault(int(p), []).append(record)
@@ -277,7 +277,7 @@ def _send(cluster: Any, topic: str, by_partition: dict[int, list[Any]],
             [(topic, p, records) for p, records in sorted(by_partition.items())],
             flush=args.flush, batch_bytes=args.batch_bytes)
     else:
-        from cluster.data_path import encode_batches, skip_held
+        from cluster.client.data_path import encode_batches, skip_held
 
         limit = min(args.batch_bytes, cluster.batch_limit(topic))
         if producer is None:

@@ -1,7 +1,7 @@
 """``strata topic create|list|delete`` (and ``alter|describe|delete-records|offsets``, in
 ``ops.cli.topic_admin``): topics of a running cluster, with Kafka's topic keys as
 overrides (``--config cleanup.policy=compact``). New partitions spread over the directories in
-proportion to their room (``cluster.placement``)."""
+proportion to their room (``cluster.metadata.placement``)."""
 
 from __future__ import annotations
 

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     if args.address is None and len(names) > 1:
         import ray
 
-        from cluster.head import head_system_config
+        from cluster.runtime.head import head_system_config
 
         ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
                  log_to_driver=False, _system_config=head_system_config())

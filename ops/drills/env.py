@@ -78,7 +78,7 @@ class DrillEnv:
         import ray
 
         from cluster import Cluster
-        from cluster.head import head_resources, head_system_config, init_ray
+        from cluster.runtime.head import head_resources, head_system_config, init_ray
 
         dirs = [os.path.abspath(d) for d in log_dirs]
         owns = False

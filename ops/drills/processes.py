@@ -260,7 +260,8 @@ def restart_all(ctx: DrillContext) -> None:
     """A clean stop of every actor and a start of the same cluster again, producers retrying
     throughout: every directory reports a clean shutdown and re-validates no segment; nothing is
     lost."""
-    from cluster import Cluster, deploy
+    from cluster import Cluster
+    from cluster.runtime import deploy
 
     env = ctx.open_env()
     ctx.setup()

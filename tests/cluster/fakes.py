@@ -11,7 +11,7 @@ from typing import Any
 from cleaner.config import CleanerConfig
 from cluster.errors import ActorUnavailableError
 from cluster.handles import LocalHandle
-from cluster.worker import CleanAssignment, CleanerWorker
+from cluster.cleaning.worker import CleanAssignment, CleanerWorker
 from node.server import LogDirServer
 from storage.records import Record, build_batch
 

@@ -1,6 +1,6 @@
-"""The actor shells forward only the methods of their tables (``cluster.actors``): a public method
-of a body missing from its table could not be called remotely, and a table entry with no method
-behind it would fail only when called. Every public method is in its table or named here as a
+"""The actor shells forward only the methods of their tables (``cluster.runtime.actors``): a public
+method of a body missing from its table could not be called remotely, and a table entry with no
+method behind it would fail only when called. Every public method is in its table or named here as a
 call the actor process makes on itself."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import inspect
 
 import pytest
 
-from cluster.actor_bodies import CoordinatorBody, NodeBody, WorkerBody
-from cluster.actors import COORDINATOR_METHODS, NODE_METHODS, WORKER_METHODS
+from cluster.runtime.actor_bodies import CoordinatorBody, NodeBody, WorkerBody
+from cluster.runtime.actors import COORDINATOR_METHODS, NODE_METHODS, WORKER_METHODS
 
 # called inside the actor's own process only (its periodic tasks, its start-up; its broker
 # routing the markers of __consumer_offsets through its group coordinator)

@@ -14,8 +14,8 @@ from typing import Callable
 import pytest
 
 from cleaner.errors import CleanerIOError
-from cluster.coordinator import Coordinator
-from cluster.worker import CleanAssignment, CleanerWorker
+from cluster.cleaning.coordinator import Coordinator
+from cluster.cleaning.worker import CleanAssignment, CleanerWorker
 from storage.files import TopicPartition
 from tests.cleaner.test_cleaner_disk_full import fill_to, open_paths
 from tests.cluster.fakes import SMALL_CLEANER, fill, make_workers, open_nodes

@@ -98,14 +98,16 @@ def test_startup_imports_neither_ray_nor_numba() -> None:
 # (``ray.get_actor`` loads an actor's class in the caller) and the modules of the answers it
 # unpickles (status, topics, partitions, records, errors)
 CLIENT_SIDE = ("ops.cli.main", "ops.cli.lifecycle", "ops.cli.topics", "ops.cli.consume",
-               "ops.cli.produce", "ops.tools.output", "cluster.client", "cluster.actors",
-               "cluster.status", "cluster.metadata", "cluster.errors", "node.stats",
-               "node.errors", "storage.record_format", "storage.errors",
+               "ops.cli.produce", "ops.tools.output", "cluster.client.client",
+               "cluster.runtime.actors", "cluster.status", "cluster.metadata.topics",
+               "cluster.errors", "node.stats", "node.errors", "storage.record_format",
+               "storage.errors",
                # a small produce: routed by the interpreted hash, encoded by the node
-               "cluster.murmur", "cluster.data_path", "storage.batching", "storage.append_info")
+               "cluster.client.murmur", "cluster.client.data_path", "storage.batching",
+               "storage.append_info")
 HEAVY = ("numba", "numpy", "cleaner.cleaner", "cleaner.kernels", "storage.log", "storage.records",
-         "node.server", "node.logdir", "cluster.coordinator", "cluster.actor_bodies", "pyspark",
-         "rich")
+         "node.server", "node.logdir", "cluster.cleaning.coordinator",
+         "cluster.runtime.actor_bodies", "pyspark", "rich")
 
 
 def test_the_client_and_the_answers_of_common_commands_load_no_numba_cleaner_or_spark() -> None:

@@ -22,7 +22,7 @@ import psutil
 import pytest
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from cluster.head import HeadProcess
+from cluster.runtime.head import HeadProcess
 from tests.cluster.test_cli import HEAVY
 from tests.strata_cli import live_processes, run_strata, unique_namespace
 
@@ -136,7 +136,7 @@ def test_the_cluster_commands_end_to_end(strata: Strata, tmp_path: Path) -> None
         loaded = {line.rpartition("|")[2].strip() for line in result.stderr.splitlines()
                   if line.startswith("import time:")}
         assert loaded & set(HEAVY) == set(), (command, sorted(loaded & set(HEAVY)))
-        assert "cluster.client" in loaded and "ray" in loaded
+        assert "cluster.client.client" in loaded and "ray" in loaded
     # a large produce: chunks of 64 KiB hashed by the kernel and encoded here, then a small
     # tail hashed by the interpreted murmur2 and encoded by the nodes; every key lands where
     # Kafka's default partitioner puts it, in order

@@ -151,7 +151,7 @@ def test_a_start_without_a_known_directory_is_refused_unless_told_to_go_on(
         tmp_path: Path) -> None:
     """Two directories of one cluster, as a first start leaves them; `cluster start` given only
     one of them refuses naming the other, and starts with --allow-missing-log-dirs."""
-    from cluster.dir_identity import plan_identity
+    from cluster.metadata.dir_identity import plan_identity
     from node.cluster_dirs import DirIdentity, write_cluster_dirs
     from node.meta_properties import write_meta_properties
 

@@ -25,7 +25,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from cluster.metadata import BATCH
+from cluster.metadata.topics import BATCH
 from tests.cluster.test_cli_cluster import ROOT, Strata, strata  # noqa: F401 - the fixture
 from tests.cluster.test_cli_cluster_mistakes import one_line
 

@@ -10,8 +10,8 @@ import signal
 import pytest
 
 from cluster import Cluster
-from cluster.txn_state import ProducerFencedError, TxnState
-from cluster.txn_store import STATE_TOPIC
+from cluster.transactions.txn_state import ProducerFencedError, TxnState
+from cluster.transactions.txn_store import STATE_TOPIC
 from storage.records import Record
 from tests.cluster.conftest import wait_for
 from tests.cluster.test_cluster_faults import coordinator_pid
@@ -99,7 +99,7 @@ def test_an_offline_directory_costs_only_the_transactional_ids_mapped_to_it(
     """``__strata_transactions`` has Kafka's 50 partitions over the directories: when one
     directory goes offline (its disk refuses a write), the ids whose state partition lives there
     fail and every other id keeps committing, on every other directory."""
-    from cluster.txn_state import partition_for
+    from cluster.transactions.txn_state import partition_for
     from pathlib import Path
 
     from storage.errors import LogDirOfflineError

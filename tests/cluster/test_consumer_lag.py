@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.consumer_lag import (
+from cluster.metrics.consumer_lag import (
     LAG,
     CommittedOffset,
     ConsumerLag,
@@ -21,9 +21,9 @@ from cluster.consumer_lag import (
     consumer_lags,
     log_end_offsets,
 )
-from cluster.coordinator import Coordinator
+from cluster.cleaning.coordinator import Coordinator
 from cluster.handles import LocalHandle
-from cluster.metrics import RecordingMetrics
+from cluster.metrics.sink import RecordingMetrics
 from node.groups.config import OFFSETS_TOPIC, GroupCoordinatorConfig
 from node.groups.coordinator import GroupCoordinator
 from node.groups.messages import CommittedOffset as Commit

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster.coordinator import Coordinator
+from cluster.cleaning.coordinator import Coordinator
 from cluster.errors import ActorUnavailableError
-from cluster.metrics import RecordingMetrics
+from cluster.metrics.sink import RecordingMetrics
 from storage.errors import LogCleaningAbortedError
 from storage.files import TopicPartition
 from tests.cluster.fakes import (

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cluster.coordinator import Coordinator
+from cluster.cleaning.coordinator import Coordinator
 from cluster.handles import LocalHandle
-from cluster.node_service import CoordinatorPauses
+from cluster.runtime.node_service import CoordinatorPauses
 from node.server import LogDirServer
 from storage.files import TopicPartition
 from tests.cluster.fakes import SMALL_CLEANER, ManualWorker
@@ -20,8 +20,8 @@ PARTITIONS = 200
 
 
 class CountingLink:
-    """``cluster.node_service.PauseLink`` straight to a coordinator object, counting each call
-    (each is one actor call in a cluster) and what the node still lists when it comes."""
+    """``cluster.runtime.node_service.PauseLink`` straight to a coordinator object, counting each
+    call (each is one actor call in a cluster) and what the node still lists when it comes."""
 
     def __init__(self, server: LogDirServer | None) -> None:
         self.server = server

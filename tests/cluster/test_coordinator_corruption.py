@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from cluster.coordinator import Coordinator
+from cluster.cleaning.coordinator import Coordinator
 from storage.records import scan_batches
 from tests.cluster.fakes import COMPACT, SMALL_CLEANER, fill, make_workers, open_nodes, read_all
 

@@ -1,4 +1,4 @@
-"""What a start decides from the identity its directories carry (``cluster.dir_identity``):
+"""What a start decides from the identity its directories carry (``cluster.metadata.dir_identity``):
 node ids given in order and kept, a missing directory, another cluster's directory, a copy, and a
 partition held twice. Plain values, no Ray; the scenario on a real cluster is in
 ``test_cluster_identity``."""
@@ -10,8 +10,8 @@ import pickle
 
 import pytest
 
-from cluster.dir_identity import IdentityPlan, duplicate_partition_error, duplicate_partitions, \
-    plan_identity
+from cluster.metadata.dir_identity import (IdentityPlan, duplicate_partition_error,
+                                           duplicate_partitions, plan_identity)
 from cluster.errors import DuplicatePartitionError, ForeignLogDirError, MissingLogDirError
 from node.cluster_dirs import DirIdentity
 from node.meta_properties import MetaProperties, random_uuid

@@ -12,11 +12,11 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import pytest
 
-import cluster.client as client_module
+import cluster.client.client as client_module
 from ops.cli import main as cli
-from cluster.client import Cluster
+from cluster.client.client import Cluster
 from ops.cli import topic_partition
-from cluster.coordinator_service import CoordinatorService
+from cluster.runtime.coordinator_service import CoordinatorService
 from cluster.handles import LocalHandle
 from cluster.naming import COORDINATOR_NAME
 from cluster.status import ClusterDescription

@@ -1,5 +1,5 @@
 """The cluster's Kafka parts without Ray: the per-directory listener rule
-(``cluster.kafka_listeners``), ``ClusterBrokerView`` over in-process handles (a fake coordinator
+(``cluster.kafka.listeners``), ``ClusterBrokerView`` over in-process handles (a fake coordinator
 and fake nodes, a real ``LogDir``) and ``NodeProducerIds`` on real checkpoint files."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from kio.schema.errors import ErrorCode
 
 from cluster.errors import ListenerBindError, TopicExistsError, UnknownTopicError
 from cluster.handles import LocalHandle
-from cluster.kafka_brokers import (MAX_NODE_ID, NODE_ID_SHIFT, ClusterBrokerView, NodeBroker,
+from cluster.kafka.brokers import (MAX_NODE_ID, NODE_ID_SHIFT, ClusterBrokerView, NodeBroker,
                                    NodeProducerIds)
-from cluster.kafka_listeners import directory_properties, serves_kafka
+from cluster.kafka.listeners import directory_properties, serves_kafka
 from cluster.status import ClusterDescription
 from node import LogDir
 from node.errors import LogDirClosedError

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from cluster.transactions import Marker, TransactionCoordinator
-from cluster.txn_kafka import MAX_EPOCH
-from cluster.txn_state import (
+from cluster.transactions.coordinator import Marker, TransactionCoordinator
+from cluster.transactions.txn_kafka import MAX_EPOCH
+from cluster.transactions.txn_state import (
     ProducerFencedError,
     TransactionConfig,
     TransactionStateError,
@@ -54,7 +54,7 @@ class _FailMarkers:
     """A marker writer that fails while ``failing`` (a node down at the end)."""
 
     def __init__(self, world: _World) -> None:
-        from cluster.txn_store import LogMarkerWriter
+        from cluster.transactions.txn_store import LogMarkerWriter
 
         self.inner = LogMarkerWriter(world.log)
         self.failing = False
@@ -373,7 +373,7 @@ class _CoordinatorActor:
 def test_the_brokers_door_forwards_to_the_coordinator_and_reports_its_state(
         world: _KafkaWorld) -> None:
     from cluster.handles import LocalHandle
-    from cluster.kafka_txns import ClusterTransactions
+    from cluster.kafka.txns import ClusterTransactions
     from node.kafka.transactions import CoordinatorNotAvailableError
 
     tc = world.coordinator()

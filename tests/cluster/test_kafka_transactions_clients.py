@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from cluster import Cluster
 from cluster.naming import TRANSACTION_STATE_TOPIC
-from cluster.txn_state import partition_for
+from cluster.transactions.txn_state import partition_for
 from node.kafka.versions import ApiKey
 from storage.record_builder import build_batch
 from storage.record_format import Record

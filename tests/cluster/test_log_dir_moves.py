@@ -13,7 +13,7 @@ import pytest
 from ops.cli import main as cli
 from ops.cli.log_dir_moves import (PlannedMove, parse_reassignment, plan_drain,
                                             plan_rebalance)
-from cluster.placement import DirRoom
+from cluster.metadata.placement import DirRoom
 from ops.tools import UsageError
 from storage.records import Record
 from tests.cluster.test_cli_mistakes import refused

@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cluster.coordinator import Coordinator
+from cluster.cleaning.coordinator import Coordinator
 from cluster.handles import LocalHandle
-from cluster.node_service import CoordinatorPauses, RemoteMoveSource
+from cluster.runtime.node_service import CoordinatorPauses, RemoteMoveSource
 from node.server import LogDirServer
 from storage.files import TopicPartition
 from storage.records import Record, build_batch
@@ -20,7 +20,7 @@ COMPACT = {"cleanup.policy": "compact", "segment.bytes": "4096"}
 
 
 class Link:
-    """``cluster.node_service.PauseLink`` straight to a coordinator object."""
+    """``cluster.runtime.node_service.PauseLink`` straight to a coordinator object."""
 
     def __init__(self) -> None:
         self.coordinator: Coordinator | None = None     # set once the coordinator exists

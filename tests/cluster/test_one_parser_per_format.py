@@ -11,7 +11,7 @@ from pathlib import Path
 import crc32c
 import pytest
 
-from cluster.data_path import encode_batches
+from cluster.client.data_path import encode_batches
 from ops.cli.main import main
 from storage import batch_layout, kernels, legacy
 from storage.errors import CorruptRecordError

@@ -7,8 +7,8 @@ import random
 
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from cluster.murmur import murmur2_hash, partitions_of
-from cluster.partitioner import murmur2, partitions_for_keys
+from cluster.client.murmur import murmur2_hash, partitions_of
+from cluster.client.partitioner import murmur2, partitions_for_keys
 
 KAFKA_VECTORS = {b"21": -973932308, b"foobar": -790332482,
                  b"a-little-bit-long-string": -985981536,
@@ -32,7 +32,7 @@ def test_partitions_match_kafka_python_for_random_keys() -> None:
 
 
 def test_the_interpreted_hash_is_kafkas_murmur2() -> None:
-    """``cluster.murmur.murmur2_hash`` run as plain Python (what a small ``strata produce``
+    """``cluster.client.murmur.murmur2_hash`` run as plain Python (what a small ``strata produce``
     routes with) gives Kafka's vectors, as the compiled kernel does."""
     for key, expected in KAFKA_VECTORS.items():
         assert murmur2_hash(key, 0, len(key)) == expected & 0xFFFFFFFF, key

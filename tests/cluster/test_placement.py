@@ -1,4 +1,4 @@
-"""Where new partitions go (``cluster.placement``): a topic spreads over the directories in
+"""Where new partitions go (``cluster.metadata.placement``): a topic spreads over the directories in
 proportion to their room, a nearly full file system takes none, never an offline directory; and
 a real cluster on file systems of different sizes places that way."""
 
@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import pytest
 
-from cluster.placement import DirRoom, place
+from cluster.metadata.placement import DirRoom, place
 
 GB = 1 << 30
 

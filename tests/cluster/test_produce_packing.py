@@ -1,6 +1,6 @@
-"""How ``cluster.data_path.produce_batches`` packs batches into node calls: a call leaves with
-``batch_bytes`` while its directory is idle, and grows (up to ``BUSY_CALL_BYTES``) while a call is
-running there; every call is one buffer the node appends in place. A real ``LogDirServer`` on
+"""How ``cluster.client.data_path.produce_batches`` packs batches into node calls: a call leaves
+with ``batch_bytes`` while its directory is idle, and grows (up to ``BUSY_CALL_BYTES``) while a call
+is running there; every call is one buffer the node appends in place. A real ``LogDirServer`` on
 real files behind a ``LocalHandle`` whose first append waits for the test."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any, Iterator
 
-from cluster.data_path import produce_batches
+from cluster.client.data_path import produce_batches
 from cluster.handles import LocalHandle
 from node.server import LogDirServer
 from storage.records import Record, build_batch

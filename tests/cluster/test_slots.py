@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from cluster.handles import LocalHandle
-from cluster.slots import CleanerSlot, SlotState, SlotStateError
-from cluster.worker import CleanAssignment
+from cluster.cleaning.slots import CleanerSlot, SlotState, SlotStateError
+from cluster.cleaning.clean_assignment import CleanAssignment
 from storage.config import LogConfig
 from storage.files import TopicPartition
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from cluster.errors import ActorUnavailableError, InvalidPartitionsError
-from cluster.metadata import TopicMetadata
-from cluster.placement import DirRoom
+from cluster.metadata.topics import TopicMetadata
+from cluster.metadata.placement import DirRoom
 from storage.config import LogConfig
 from storage.errors import InvalidConfigError
 from tests.cluster.fakes import open_nodes

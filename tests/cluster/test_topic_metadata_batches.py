@@ -14,8 +14,8 @@ import pytest
 
 from cluster.errors import ActorUnavailableError, TopicExistsError, UnknownTopicError
 from cluster.handles import LocalHandle
-from cluster.metadata import TopicMetadata
-from cluster.placement import DirRoom
+from cluster.metadata.topics import TopicMetadata
+from cluster.metadata.placement import DirRoom
 from node.server import LogDirServer
 from storage.config import LogConfig
 from tests.cluster.fakes import open_nodes

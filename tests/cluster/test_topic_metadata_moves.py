@@ -10,8 +10,8 @@ from typing import Any, Callable
 import pytest
 
 from cluster.errors import TopicExistsError
-from cluster.metadata import TopicMetadata
-from cluster.placement import DirRoom
+from cluster.metadata.topics import TopicMetadata
+from cluster.metadata.placement import DirRoom
 from node.move import CopyRecord, SourceSnapshot
 from node.mover import SwitchResult
 from node.server import LogDirServer

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from cluster.metadata import TopicMetadata
-from cluster.placement import DirRoom
-from cluster.transactions import TransactionCoordinator
-from cluster.txn_state import (COORDINATOR_EPOCH_KEY, DATA_EPOCH, TXN_KEY_PREFIX,
+from cluster.metadata.topics import TopicMetadata
+from cluster.metadata.placement import DirRoom
+from cluster.transactions.coordinator import TransactionCoordinator
+from cluster.transactions.txn_state import (COORDINATOR_EPOCH_KEY, DATA_EPOCH, TXN_KEY_PREFIX,
                                TransactionConfig, TxnState, java_string_hash, kafka_abs,
                                partition_for)
-from cluster.txn_store import STATE_TOPIC, LogMarkerWriter, LogStateStore, NodeMarkerWriter, \
-    NodeStateStore
+from cluster.transactions.txn_store import (STATE_TOPIC, LogMarkerWriter, LogStateStore,
+                                            NodeMarkerWriter, NodeStateStore)
 from storage.clock import FakeClock
 from storage.config import LogConfig
 from storage.errors import LogDirOfflineError

@@ -13,9 +13,9 @@ from typing import Sequence
 
 import pytest
 
-from cluster.transactions import Marker, TransactionCoordinator
-from cluster.txn_store import LogMarkerWriter, LogStateStore
-from cluster.txn_state import (
+from cluster.transactions.coordinator import Marker, TransactionCoordinator
+from cluster.transactions.txn_store import LogMarkerWriter, LogStateStore
+from cluster.transactions.txn_state import (
     DATA_EPOCH,
     ProducerFencedError,
     TransactionConfig,

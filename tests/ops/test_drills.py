@@ -20,7 +20,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from cluster.head import HeadProcess
+from cluster.runtime.head import HeadProcess
 from ops.drills import DRILLS, DrillOptions, run_drill
 from ops.drills.report import schema_problems, write_report
 from tests.ops.conftest import leftovers

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from cluster.txn_state import TxnState
+from cluster.transactions.txn_state import TxnState
 
 TOPIC_ROWS = 30_000
 
@@ -134,7 +134,7 @@ def test_a_job_whose_driver_dies_is_aborted_by_the_timeout(strata) -> None:
     log end and nothing is visible."""
     from pyspark.sql.types import StringType, StructField, StructType
 
-    from cluster.spark.source import StrataWriter, plan_write
+    from cluster.spark.writer import StrataWriter, plan_write
     from tests.cluster.conftest import wait_for
 
     c = strata.cluster

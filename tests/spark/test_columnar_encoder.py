@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from cluster.partitioner import murmur2
+from cluster.client.partitioner import murmur2
 from cluster.spark.encoding import PRODUCER_EPOCH, BatchEncoder, WritePlan
 from storage.records import Compression, Record, RecordBatch, build_batch
 

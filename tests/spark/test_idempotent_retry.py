@@ -1,11 +1,11 @@
 """A retried idempotent task (``transactional=false``) sends only the records the log does not
-hold yet (``cluster.spark.source.skip_held``), so the log's duplicate rule (an exact retry of one
-of the last five batches) never has to reach further back, and a batch cut where the first attempt
-did not cut is re-encoded from the first record the log lacks."""
+hold yet (``cluster.client.data_path.skip_held``), so the log's duplicate rule (an exact retry of
+one of the last five batches) never has to reach further back, and a batch cut where the first
+attempt did not cut is re-encoded from the first record the log lacks."""
 
 from __future__ import annotations
 
-from cluster.spark.source import skip_held
+from cluster.client.data_path import skip_held
 from storage.records import Compression, Record, RecordBatch, build_batch
 
 PID = 77

@@ -18,10 +18,10 @@ def test_every_option_the_parsers_read_is_in_the_table() -> None:
     import inspect
     import re
 
-    from cluster.spark import source, stream
+    from cluster.spark import reader, source, stream, writer
 
     known = {s.name for s in opts.KNOWN_OPTIONS}
-    text = inspect.getsource(opts) + inspect.getsource(source) + inspect.getsource(stream)
+    text = "".join(inspect.getsource(m) for m in (opts, source, reader, writer, stream))
     read = set(re.findall(r'_get\(options, "(\w+)"', text))
     read |= set(re.findall(r'(?:positive_int|boolean)\(options, "(\w+)"', text))
     assert read and read <= known, read - known
@@ -165,7 +165,7 @@ def test_a_task_whose_start_retention_deleted_since_the_plan_reports_data_loss(t
     from pyspark.sql.types import StructField, StructType
 
     from cluster.spark.decoding import FIXED_COLUMNS
-    from cluster.spark.source import ReadPartition, read_partition
+    from cluster.spark.reader import ReadPartition, read_partition
     from storage.config import LogConfig
     from storage.log import Log
     from storage.records import Record

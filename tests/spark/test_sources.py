@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
 
-from cluster.partitioner import partitions_for_keys
+from cluster.client.partitioner import partitions_for_keys
 from tests.spark.conftest import wait_for
 
 COMPACT = {"cleanup.policy": "compact", "segment.bytes": 64 * 1024,

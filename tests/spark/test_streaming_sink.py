@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from cluster.spark.sink import sink_id
-from cluster.txn_state import TxnState
+from cluster.transactions.txn_state import TxnState
 
 FILES = 3
 ROWS_PER_FILE = 400
