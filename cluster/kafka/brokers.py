@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cluster.errors import ListenerBindError, TopicExistsError, UnknownTopicError
-from cluster.metrics.consumer_lag import CommittedOffset, committed_offsets
+from cluster.metrics.consumer_lag import CommittedOffset
+from cluster.metrics.group_offsets import committed_offsets
 from cluster.handles import Handle
 from cluster.kafka.txns import ClusterTransactions
 from cluster.naming import is_internal

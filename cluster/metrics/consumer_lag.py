@@ -4,9 +4,9 @@ such metric: tools compute it from the committed offsets (OffsetFetch) and the l
 (ListOffsets). The cluster computes it in the coordinator actor's metrics round, because no
 single node knows both: a node's group coordinator holds the committed offsets of the groups of
 the ``__consumer_offsets`` partitions its directory holds, and a node holds the logs of its own
-partitions only. The round asks every node for its committed offsets (``committed_offsets``),
-then every node for the log end offsets of the partitions those name (``log_end_offsets``), and
-publishes ``strata_consumer_group_lag`` for each committed offset whose partition's log end
+partitions only. The round asks every node for its committed offsets (``committed_offsets``,
+in ``cluster.metrics.group_offsets``), then every node for the log end offsets of the partitions
+those name (``log_end_offsets``), and publishes ``strata_consumer_group_lag`` for each committed offset whose partition's log end
 offset some node gave. A series not published again (its group deleted, its offset expired, its
 partition's node unreachable this round) is forgotten, so Prometheus drops it.
 """
@@ -18,10 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cluster.metrics.sink import MetricsSink
-from node.groups.messages import ErrorCode, OffsetFetch
 
 if TYPE_CHECKING:   # annotations only: the coordinator's process loads no numba
-    from node.groups.coordinator import GroupCoordinator
     from node.logdir import LogDir
 
 LAG = "strata_consumer_group_lag"
@@ -51,24 +49,6 @@ class ConsumerLag:
     @property
     def lag(self) -> int:
         return self.log_end_offset - self.committed_offset
-
-
-def committed_offsets(coordinator: GroupCoordinator, timeout_s: float
-                      ) -> tuple[CommittedOffset, ...]:
-    """Every committed offset of every group the coordinator has loaded (a group loading or
-    moving away contributes none; an offset of -1 is no offset)."""
-    listings = coordinator.list_groups().result(timeout_s)
-    fetches = [coordinator.fetch_offsets(OffsetFetch(listing.group_id, None))
-               for listing in listings]
-    found = []
-    for fetch in fetches:
-        result = fetch.result(timeout_s)
-        if result.error_code != ErrorCode.none:
-            continue
-        found.extend(CommittedOffset(result.group_id, p.topic, p.partition, p.offset)
-                     for p in result.partitions
-                     if p.error_code == ErrorCode.none and p.offset >= 0)
-    return tuple(found)
 
 
 def log_end_offsets(logdir: LogDir, partitions: Iterable[tuple[str, int]]

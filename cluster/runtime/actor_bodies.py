@@ -1,7 +1,8 @@
-"""The bodies of the Strata actors: the plain classes (``LogDirServer``, ``CleanerWorker``,
-``CoordinatorService``) with the cluster's seams plugged in (metrics, the coordinator's pauses,
-the other nodes as move sources, the node's Kafka broker), built from plain values so Ray can
-rerun them after a restart.
+"""The bodies of the node and cleaner actors: the plain classes (``LogDirServer``,
+``CleanerWorker``) with the cluster's seams plugged in (metrics, the coordinator's pauses, the
+other nodes as move sources, the node's Kafka broker), built from plain values so Ray can rerun
+them after a restart. The coordinator's body has a module of its own
+(``cluster.runtime.coordinator_body``): its process loads neither the storage engine nor numba.
 
 Only actor processes import this module: the actor classes of ``cluster.runtime.actors`` are light
 shells that build their body here on construction, so a driver that merely looks an actor up (every
@@ -20,7 +21,6 @@ import ray
 from cleaner.config import CleanerConfig
 from cluster.runtime.hosts import current_host
 from cluster.metrics.consumer_lag import CommittedOffset, log_end_offsets
-from cluster.runtime.coordinator_service import CoordinatorService
 from cluster.handles import CoordinatorLink, NamedHandle
 from cluster.kafka.brokers import NodeBroker
 from cluster.metrics.sink import RayMetrics
@@ -135,16 +135,3 @@ class WorkerBody(CleanerWorker):
     def info(self) -> dict[str, Any]:
         return {"cleaner_id": self.cleaner_id, "host": self.host, "pid": os.getpid(),
                 "node_id": ray.get_runtime_context().get_node_id()}
-
-
-class CoordinatorBody(CoordinatorService):
-    """The coordinator actor's body: nodes and workers reached through named handles."""
-
-    def __init__(self, description: ClusterDescription) -> None:
-        namespace = description.namespace
-        super().__init__(
-            description,
-            node_handle=lambda name, d: NamedHandle(name, namespace,
-                                                    description.node_hosts.get(d, "")),
-            worker_handle=lambda name, host: NamedHandle(name, namespace, host),
-            metrics=RayMetrics())

@@ -152,7 +152,7 @@ def _worker_body(*args: Any) -> Any:
 
 
 def _coordinator_body(*args: Any) -> Any:
-    from cluster.runtime.actor_bodies import CoordinatorBody
+    from cluster.runtime.coordinator_body import CoordinatorBody
     return CoordinatorBody(*args)
 
 

@@ -11,8 +11,12 @@ it, and every transactional id maps to partition 0, where its state is. While kn
 missing (a start told to go on without them) a partition count can only be trusted up to the
 configured one: the larger of the two is taken, and the partitions not routed fail their ids.
 ``NodeMarkerWriter``: markers grouped by directory, one ``write_txn_markers`` call per node (the
-node flushes before answering). ``LogStateStore`` and ``LogMarkerWriter``: the same on local
+node flushes before answering). ``cluster.transactions.log_store`` has the same on local
 ``storage.log.Log``s (tests, embedded use).
+
+This module runs in the coordinator's process and loads no part of the storage engine: a state
+record is encoded by the node that appends it (``append_records_or_moved``), so the coordinator
+starts without numba and the record kernels.
 """
 
 from __future__ import annotations
@@ -29,9 +33,7 @@ from cluster.metadata.placement import DirRoom
 from cluster.transactions.coordinator import Marker
 from cluster.transactions.txn_state import DEFAULT_STATE_LOG_PARTITIONS
 from storage.clock import SYSTEM_CLOCK, Clock
-from storage.errors import LogDirOfflineError
-from storage.log import Log
-from storage.records import Record, build_batch
+from storage.record_format import Record
 
 logger = logging.getLogger(__name__)
 
@@ -100,9 +102,11 @@ class NodeStateStore:
     def append(self, partition: int, key: bytes, value: bytes | None) -> None:
         node = self._node(partition, create=True)
         assert node is not None
-        batch = build_batch([Record(key=key, value=value, timestamp=self._clock.milliseconds())])
-        node.call("append_batches", [(STATE_TOPIC, partition, batch)], True,
-                  timeout=CALL_TIMEOUT_S)
+        record = Record(key=key, value=value, timestamp=self._clock.milliseconds())
+        _, refused = node.call("append_records_or_moved", [(STATE_TOPIC, partition, [record])],
+                               True, timeout=CALL_TIMEOUT_S)
+        if refused:
+            raise refused[0][1]    # moved away or not there yet: the caller's typed error
 
     def read(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
         node = self._node(partition, create=False)
@@ -143,60 +147,3 @@ class NodeMarkerWriter:
                     for d, items in by_dir.items()]
         for pending in pendings:
             pending.result(CALL_TIMEOUT_S)
-
-
-# ---- a state log and markers on local Logs (tests, embedded use) ------------------------------
-class LogStateStore:
-    """``StateStore`` on ``storage.log.Log``s, one per partition (compacted or not); ``None`` in
-    place of a log stands for a partition that cannot be read or written (``unavailable``)."""
-
-    def __init__(self, logs: Log | Sequence[Log | None], clock: Clock = SYSTEM_CLOCK, *,
-                 unavailable: Callable[[int], Exception] | None = None) -> None:
-        self.logs = [logs] if isinstance(logs, Log) else list(logs)
-        self._clock = clock
-        self._unavailable = unavailable or (lambda p: LogDirOfflineError(
-            f"state log partition {p} is unavailable", partition=p))
-
-    @property
-    def log(self) -> Log:
-        """The log of partition 0."""
-        first = self.logs[0]
-        assert first is not None
-        return first
-
-    def partition_count(self) -> int:
-        return len(self.logs)
-
-    def _log(self, partition: int) -> Log:
-        log = self.logs[partition]
-        if log is None:
-            raise self._unavailable(partition)
-        return log
-
-    def append(self, partition: int, key: bytes, value: bytes | None) -> None:
-        log = self._log(partition)
-        log.append([Record(key=key, value=value, timestamp=self._clock.milliseconds())])
-        log.flush()
-
-    def read(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
-        for record in self._log(partition).read():
-            if record.key is not None:
-                yield record.key, record.value
-
-
-class LogMarkerWriter:
-    """``MarkerWriter`` on local ``Log``s: ``logs(topic, partition)`` gives one, or None when the
-    partition is gone."""
-
-    def __init__(self, logs: Callable[[str, int], Log | None]) -> None:
-        self._logs = logs
-
-    def write_markers(self, markers: Sequence[Marker]) -> None:
-        for marker in markers:
-            target = self._logs(marker.topic, marker.partition)
-            if target is None:
-                continue
-            target.append_end_txn_marker(marker.control_type, producer_id=marker.producer_id,
-                                         producer_epoch=marker.producer_epoch,
-                                         coordinator_epoch=marker.coordinator_epoch)
-            target.flush()

@@ -14,6 +14,14 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from node.kafka.transactions import (
+    ConcurrentTransactionsError,
+    CoordinatorNotAvailableError,
+    InvalidProducerIdMappingError,
+    InvalidTransactionTimeoutError,
+    ProducerFencedError,
+    TransactionStateError,
+)
 from node.errors import (
     LogDirClosedError,
     LogDirNotFoundError,
@@ -117,6 +125,13 @@ _CODES: dict[type[BaseException], ErrorCode] = {
     LogDirNotFoundError: ErrorCode.log_dir_not_found,
     NotLeaderOrFollowerError: ErrorCode.not_leader_or_follower,
     TopicAlreadyExistsError: ErrorCode.topic_already_exists,
+    # the transaction coordinator's errors (node.kafka.transactions)
+    ProducerFencedError: ErrorCode.producer_fenced,
+    TransactionStateError: ErrorCode.invalid_txn_state,
+    ConcurrentTransactionsError: ErrorCode.concurrent_transactions,
+    InvalidProducerIdMappingError: ErrorCode.invalid_producer_id_mapping,
+    InvalidTransactionTimeoutError: ErrorCode.invalid_transaction_timeout,
+    CoordinatorNotAvailableError: ErrorCode.coordinator_not_available,
 }
 
 

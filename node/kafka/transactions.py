@@ -11,8 +11,10 @@ the directory's logs would be a second coordinator to keep in step with the firs
 transaction APIs answer COORDINATOR_NOT_AVAILABLE, Kafka's answer while no coordinator is
 reachable, so a transactional client waits and never writes a transaction nobody could end.
 
-Errors: each is Kafka's error of the same name (``error_code``); the coordinator raises them (or
-subclasses of them) and the handlers turn them into codes. They pickle (``StorageError``).
+Errors: each is Kafka's error of the same name; the coordinator raises them (or subclasses of
+them) and the handlers turn them into codes (``node.kafka.errors.error_code_for``). They pickle
+(``StorageError``). Nothing here loads the protocol's schemas: the coordinator's process imports
+this module.
 """
 
 from __future__ import annotations
@@ -20,9 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
-from kio.schema.errors import ErrorCode
-
-from node.kafka.errors import error_code_for
 from storage.errors import InvalidTxnStateError, StorageError
 
 __all__ = [
@@ -34,7 +33,6 @@ __all__ = [
     "TransactionService",
     "TransactionStateError",
     "TxnDescription",
-    "txn_error_code",
 ]
 
 
@@ -71,25 +69,6 @@ class CoordinatorNotAvailableError(StorageError):
     """No transaction coordinator can be reached from this broker (a directory served without a
     cluster, or the coordinator's state log partition has no leader now): Kafka's
     COORDINATOR_NOT_AVAILABLE, retriable."""
-
-
-_CODES: dict[type[BaseException], ErrorCode] = {
-    ProducerFencedError: ErrorCode.producer_fenced,
-    TransactionStateError: ErrorCode.invalid_txn_state,
-    ConcurrentTransactionsError: ErrorCode.concurrent_transactions,
-    InvalidProducerIdMappingError: ErrorCode.invalid_producer_id_mapping,
-    InvalidTransactionTimeoutError: ErrorCode.invalid_transaction_timeout,
-    CoordinatorNotAvailableError: ErrorCode.coordinator_not_available,
-}
-
-
-def txn_error_code(error: BaseException) -> ErrorCode:
-    """The Kafka code of ``error``: its most specific class here, else ``error_code_for``'s."""
-    for cls in type(error).__mro__:
-        code = _CODES.get(cls)
-        if code is not None:
-            return code
-    return error_code_for(error)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ first transactional batch on a partition (the log holds no open transaction of t
 epoch) is refused with INVALID_TXN_STATE unless the coordinator has the partition in the
 producer's open transaction (Kafka's KIP-890 verification, asked of the coordinator).
 
-Error codes per Kafka's ``TransactionCoordinator`` (``node.kafka.transactions.txn_error_code``;
+Error codes per Kafka's ``TransactionCoordinator`` (``node.kafka.errors.error_code_for``;
 PRODUCER_FENCED is INVALID_PRODUCER_EPOCH for the versions before it, ``FENCED_SINCE``);
 AddPartitionsToTxn answers one code for every partition of the request, as Kafka's coordinator
 does, after UNKNOWN_TOPIC_OR_PARTITION for a partition no broker holds (the others then
@@ -34,13 +34,13 @@ from kio.schema.errors import ErrorCode
 from node.groups.config import OFFSETS_TOPIC
 from node.kafka.codec import Request, build, millis, response_class
 from node.groups.placement import partition_for
+from node.kafka.errors import error_code_for
 from node.kafka.context import ServedDir
 from node.kafka.transactions import (
     CoordinatorNotAvailableError,
     TransactionService,
     TransactionStateError,
     TxnDescription,
-    txn_error_code,
 )
 from node.kafka.versions import ApiKey
 from storage.batch_layout import ATTRIBUTES_OFFSET, PRODUCER_EPOCH_OFFSET, PRODUCER_ID_OFFSET
@@ -76,7 +76,7 @@ FENCED_SINCE = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.ADD_PARTITIONS_TO_TXN: 2,
 
 def _code(error: StorageError, request: Request) -> ErrorCode:
     """``error``'s code for ``request``'s version (``FENCED_SINCE``)."""
-    code = txn_error_code(error)
+    code = error_code_for(error)
     if code == ErrorCode.producer_fenced and \
             request.api_version < FENCED_SINCE.get(ApiKey(request.api_key), 0):
         return ErrorCode.invalid_producer_epoch
@@ -96,7 +96,7 @@ def find_transaction_coordinator(served: ServedDir, transactional_id: str
         raise CoordinatorNotAvailableError(
             f"the coordinator of {transactional_id}, broker {node_id}, is not serving")
     except StorageError as err:
-        code = txn_error_code(err)
+        code = error_code_for(err)
         if code == ErrorCode.unknown_server_error:
             code = ErrorCode.coordinator_not_available
         return code, str(err), -1, "", -1
@@ -191,7 +191,7 @@ def handle_describe_transactions(served: ServedDir, request: Request) -> Any:
     try:
         found = service(served).describe(ids)
     except StorageError as err:
-        found, code = [None] * len(ids), txn_error_code(err)
+        found, code = [None] * len(ids), error_code_for(err)
     else:
         code = ErrorCode.transactional_id_not_found
     for tid, txn in zip(ids, found):
@@ -233,7 +233,7 @@ def handle_list_transactions(served: ServedDir, request: Request) -> Any:
     try:
         found: list[TxnDescription] = service(served).list_transactions()
     except StorageError as err:
-        return build(cls, {"throttle_time": 0, "error_code": txn_error_code(err),
+        return build(cls, {"throttle_time": 0, "error_code": error_code_for(err),
                            "unknown_state_filters": [], "transaction_states": []})
     now = _now_ms()
     listed = [t for t in found

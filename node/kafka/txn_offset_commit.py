@@ -32,10 +32,10 @@ from node.groups.messages import (
     TxnOffsetCommit,
 )
 from node.kafka.codec import Request, build, response_class
+from node.kafka.errors import error_code_for
 from node.kafka.context import ServedDir
 from node.kafka.offset_commit import partition_errors, split_known
 from node.kafka.pending import done, then
-from node.kafka.transactions import txn_error_code
 from node.kafka.txn_apis import service
 from node.kafka.versions import ApiKey
 from storage.errors import StorageError
@@ -101,5 +101,5 @@ def _verify(served: ServedDir, transactional_id: str, producer_id: int, producer
         added = service(served).verify(transactional_id, producer_id, producer_epoch,
                                        OFFSETS_TOPIC, partition)
     except StorageError as err:
-        return txn_error_code(err)
+        return error_code_for(err)
     return ErrorCode.none if added else ErrorCode.invalid_txn_state

@@ -9,7 +9,8 @@ import inspect
 
 import pytest
 
-from cluster.runtime.actor_bodies import CoordinatorBody, NodeBody, WorkerBody
+from cluster.runtime.actor_bodies import NodeBody, WorkerBody
+from cluster.runtime.coordinator_body import CoordinatorBody
 from cluster.runtime.actors import COORDINATOR_METHODS, NODE_METHODS, WORKER_METHODS
 
 # called inside the actor's own process only (its periodic tasks, its start-up; its broker

@@ -17,10 +17,10 @@ from cluster.metrics.consumer_lag import (
     CommittedOffset,
     ConsumerLag,
     LagGauges,
-    committed_offsets,
     consumer_lags,
     log_end_offsets,
 )
+from cluster.metrics.group_offsets import committed_offsets
 from cluster.cleaning.coordinator import Coordinator
 from cluster.handles import LocalHandle
 from cluster.metrics.sink import RecordingMetrics

@@ -54,7 +54,7 @@ class _FailMarkers:
     """A marker writer that fails while ``failing`` (a node down at the end)."""
 
     def __init__(self, world: _World) -> None:
-        from cluster.transactions.txn_store import LogMarkerWriter
+        from cluster.transactions.log_store import LogMarkerWriter
 
         self.inner = LogMarkerWriter(world.log)
         self.failing = False

@@ -15,8 +15,8 @@ from cluster.transactions.coordinator import TransactionCoordinator
 from cluster.transactions.txn_state import (COORDINATOR_EPOCH_KEY, DATA_EPOCH, TXN_KEY_PREFIX,
                                TransactionConfig, TxnState, java_string_hash, kafka_abs,
                                partition_for)
-from cluster.transactions.txn_store import (STATE_TOPIC, LogMarkerWriter, LogStateStore,
-                                            NodeMarkerWriter, NodeStateStore)
+from cluster.transactions.log_store import LogMarkerWriter, LogStateStore
+from cluster.transactions.txn_store import STATE_TOPIC, NodeMarkerWriter, NodeStateStore
 from storage.clock import FakeClock
 from storage.config import LogConfig
 from storage.errors import LogDirOfflineError

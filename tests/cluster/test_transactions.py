@@ -14,7 +14,7 @@ from typing import Sequence
 import pytest
 
 from cluster.transactions.coordinator import Marker, TransactionCoordinator
-from cluster.transactions.txn_store import LogMarkerWriter, LogStateStore
+from cluster.transactions.log_store import LogMarkerWriter, LogStateStore
 from cluster.transactions.txn_state import (
     DATA_EPOCH,
     ProducerFencedError,
