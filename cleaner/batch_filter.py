@@ -2,10 +2,10 @@
 batch whole, the batch rebuilt with its kept records (a rewritten body, or re-encoded with a delete
 horizon, or a legacy batch made v2), an empty batch that keeps an active producer's last record
 or the round's last offset, or nothing. This module owns those rules and the byte-level rewrites of
-a batch (its CRC recomputed). ``cleaner.cleaner.Cleaner`` hands each run of plain batches (v2,
-uncompressed, no transaction, see ``cleaner.kernels``) to ``filter_plain_batches``, whose kernel
-applies the same rules, and every other batch to ``filter_batch``; both write to the chunk's
-``ChunkOutput``.
+a batch (its CRC recomputed). ``cleaner.cleaner.Cleaner`` hands the batches of a chunk to
+``filter_plain_batches``, whose kernel applies the same rules to each run of plain batches (v2,
+uncompressed, no transaction, see ``cleaner.kernels``), and every batch it stops at to
+``filter_batch``; both write to the chunk's ``ChunkOutput``.
 """
 
 from __future__ import annotations
@@ -102,8 +102,8 @@ class PlainRun:
 def filter_plain_batches(lookup: MapLookup, data: np.ndarray, scan: BatchScan, first: int,
                          last: int, now_ms: int, upper_bound: int, written: ChunkOutput,
                          stats: CleanerStats) -> PlainRun:
-    """Filter the plain batches ``first..last-1`` of ``scan`` (over the chunk ``data``) with
-    ``kernels.filter_batches``, ``filter_batch``'s rules for them, into ``written``; the CRC of
+    """Filter the batches ``first..last-1`` of ``scan`` (over the chunk ``data``) with
+    ``kernels.filter_batches``, ``filter_batch``'s rules for plain batches, into ``written``; the CRC of
     every rewritten batch is computed here. Stops early as ``PlainRun`` says."""
     result = np.empty(RESULT_FIELDS, dtype=np.int64)
     rewritten = np.empty(last - first, dtype=np.int64)

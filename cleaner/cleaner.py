@@ -39,7 +39,7 @@ import numpy as np
 from cleaner.batch_filter import (ChunkOutput, LastBatches, LastRecord, empty_batch, filter_batch,
                                   filter_plain_batches, retain_empty)
 from cleaner.config import CleanerConfig
-from cleaner.kernels import DONE, EMPTY, MAP_FULL, PlainRuns
+from cleaner.kernels import DONE, EMPTY, MAP_FULL
 from cleaner.errors import CleanerIOError
 from cleaner.offset_map import OffsetMap
 from cleaner.segment_reader import (Records, batch_header, control_type, following_bases,
@@ -169,20 +169,17 @@ class Cleaner:
         for chunk_position, chunk, scan in self._chunks(log, segment, position,
                                                         following=following):
             data = np.frombuffer(chunk, dtype=np.uint8)
-            runs = PlainRuns(scan)
-            i = 0
-            while i < len(scan):
-                stop = runs.end_of_run(i)
-                if stop > i:
-                    progress = self.offset_map.put_batches(data, scan, i, stop, start)
-                    stats.index_messages_read(progress.consumed)
-                    if progress.next > i:   # the transactions see the run as one batch
-                        txns.on_batch_read(-1, int(scan.last_offsets[progress.next - 1]), False)
-                    if progress.status == MAP_FULL:
-                        return True
-                    i = progress.next
-                    if progress.status == DONE:
-                        continue
+            i, count = 0, len(scan)
+            while i < count:
+                progress = self.offset_map.put_batches(data, scan, i, count, start)
+                stats.index_messages_read(progress.consumed)
+                if progress.next > i:   # the transactions see the run as one batch
+                    txns.on_batch_read(-1, int(scan.last_offsets[progress.next - 1]), False)
+                if progress.status == MAP_FULL:
+                    return True
+                i = progress.next
+                if progress.status == DONE:
+                    break
                 if self._map_batch(log, segment, start, stats, txns, chunk, chunk_position, scan,
                                    i):
                     return True
@@ -321,25 +318,22 @@ class Cleaner:
             written = ChunkOutput(self._output_buffer(len(chunk)))
             lookup = self.offset_map.lookup()
             data = np.frombuffer(chunk, dtype=np.uint8)
-            runs = PlainRuns(scan)
-            i = 0
-            while i < len(scan):
-                stop = runs.end_of_run(i)
-                if stop > i:
-                    run = filter_plain_batches(lookup, data, scan, i, stop, now_ms, upper_bound,
-                                               written, stats)
-                    if run.next > i:   # the transactions see the run as one batch
-                        txns.on_batch_read(-1, int(scan.last_offsets[run.next - 1]), False)
-                    i = run.next
-                    if run.status == DONE:
-                        continue
-                    if run.status == EMPTY:
-                        header = BatchHeader.parse(chunk, int(scan.positions[i]))
-                        if retain_empty(header, upper_bound, last_batch_of_producer):
-                            written.add(empty_batch(header), 0, header.max_timestamp,
-                                        header.last_offset, stats)
-                        i += 1
-                        continue
+            i, count = 0, len(scan)
+            while i < count:
+                run = filter_plain_batches(lookup, data, scan, i, count, now_ms, upper_bound,
+                                           written, stats)
+                if run.next > i:   # the transactions see the run as one batch
+                    txns.on_batch_read(-1, int(scan.last_offsets[run.next - 1]), False)
+                i = run.next
+                if run.status == DONE:
+                    break
+                if run.status == EMPTY:
+                    header = BatchHeader.parse(chunk, int(scan.positions[i]))
+                    if retain_empty(header, upper_bound, last_batch_of_producer):
+                        written.add(empty_batch(header), 0, header.max_timestamp,
+                                    header.last_offset, stats)
+                    i += 1
+                    continue
                 self._clean_batch(log, source, chunk, chunk_position, scan, i, now_ms, stats,
                                   retain_legacy_deletes, upper_bound, last_batch_of_producer,
                                   txns, written)

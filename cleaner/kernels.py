@@ -1,8 +1,8 @@
-"""Per-record kernels of the cleaner (numba): the keys of a run of batches into the offset map, and
-the records a clean keeps of a run of batches.
+"""Per-record kernels of the cleaner (numba): the keys of a run of batches into the offset map, the
+records a clean keeps of a run of batches, and the check of a chunk's batch offsets.
 
-Both work on *plain* batches only: v2, uncompressed, neither transactional nor control (what
-``plain_batches`` selects from a chunk's scan). Everything else (legacy entries, compressed
+Both take *plain* batches only: v2, uncompressed, neither transactional nor control
+and stop at any other batch. Everything else (legacy entries, compressed
 batches, transactions and their markers) keeps the per-batch Python path of ``cleaner.cleaner`` and
 ``cleaner.batch_filter``, which these kernels reproduce rule for rule on the common case: a run of
 a thousand batches costs one call instead of a thousand rounds of Python.
@@ -22,7 +22,7 @@ import numba
 import numpy as np
 
 from cleaner.offset_map_kernels import LATEST, OUT_OF_BOUNDS, STATUS, get_kernel, put_kernel
-from storage.kernels import (LOG_OVERHEAD, MIN_RECORD_SIZE, REC_END, REC_KEY_LEN, REC_KEY_POS,
+from storage.kernels import (LOG_OVERHEAD, MAGIC_OFFSET, MIN_RECORD_SIZE, REC_END, REC_KEY_LEN, REC_KEY_POS,
                              REC_OFFSET_DELTA, REC_START, REC_TIMESTAMP_DELTA, REC_VALUE_LEN,
                              RECORD_ROWS, V2_ATTRIBUTES_OFFSET,
                              V2_BASE_TIMESTAMP_OFFSET, V2_HEADER_SIZE, V2_LENGTH_OFFSET,
@@ -30,13 +30,12 @@ from storage.kernels import (LOG_OVERHEAD, MIN_RECORD_SIZE, REC_END, REC_KEY_LEN
                              V2_RECORDS_COUNT_OFFSET, read_int16, read_int32, read_int64,
                              walk_records)
 from storage.kernels import OK as WALK_OK
-from storage.records import BatchScan
 
 # how a kernel run ended (the ``status`` of its result)
 DONE = 0          # every batch of the run was handled
 MAP_FULL = 1      # map_batches: the map filled up inside batch ``next``
-PER_BATCH = 2     # batch ``next`` needs the per-batch path (unreadable records, or a tombstone
-#                   that needs its delete horizon): nothing of it was counted
+PER_BATCH = 2     # batch ``next`` needs the per-batch path (not plain, unreadable records, or a
+#                   tombstone that needs its delete horizon): nothing of it was counted
 EMPTY = 3         # filter_batches: batch ``next`` kept no record and its producer may still need
 #                   it (read and counted; the caller decides whether it stays as an empty batch)
 
@@ -50,25 +49,24 @@ _TIMESTAMP_TYPE_MASK = 0x08
 _DELETE_HORIZON_MASK = 0x40
 
 
-def plain_batches(scan: BatchScan) -> np.ndarray:
-    """Which batches of ``scan`` the kernels take: v2, uncompressed, not transactional, not
-    control."""
-    return (scan.magics == 2) & ((scan.attributes & _PLAIN_MASK) == 0)
+@numba.njit(cache=True, nogil=True)
+def first_misplaced_batch(bases, lasts, previous_last, upper):  # type: ignore[no-untyped-def]
+    """The index of the first batch whose base offset is not above the last offset before it
+    (``previous_last`` for the first), whose last offset is below its base offset, or whose last
+    offset is past ``upper``; -1 when every batch is in place."""
+    before = previous_last
+    for i in range(bases.shape[0]):
+        if bases[i] <= before or lasts[i] < bases[i] or lasts[i] > upper:
+            return i
+        before = lasts[i]
+    return -1
 
 
-class PlainRuns:
-    """The runs of plain batches of one chunk's scan, for a loop that hands each run to a kernel
-    and every other batch to the per-batch path."""
-
-    def __init__(self, scan: BatchScan) -> None:
-        self._others = np.flatnonzero(~plain_batches(scan))
-        self._count = len(scan)
-
-    def end_of_run(self, i: int) -> int:
-        """The end (exclusive) of the run of plain batches starting at batch ``i``; ``i`` itself
-        when batch ``i`` is not plain."""
-        k = int(np.searchsorted(self._others, i))
-        return int(self._others[k]) if k < len(self._others) else self._count
+@numba.njit(inline="always")
+def _is_plain(buf, pos):  # type: ignore[no-untyped-def]
+    """The batch at ``pos`` is v2, uncompressed, neither transactional nor control."""
+    return buf[pos + MAGIC_OFFSET] == 2 and \
+        (read_int16(buf, pos + V2_ATTRIBUTES_OFFSET) & _PLAIN_MASK) == 0
 
 
 @numba.njit(inline="always")
@@ -88,17 +86,19 @@ def _records(buf, pos, size):  # type: ignore[no-untyped-def]
 @numba.njit(cache=True, nogil=True)
 def map_batches(t, state, cap, grow_load, growth, stop_at, k0, k1, buf, positions, sizes,
                 last_offsets, first, last, start):  # type: ignore[no-untyped-def]
-    """Put the keys of the plain batches ``first..last-1`` of ``buf`` into the offset map (its
+    """Put the keys of the batches ``first..last-1`` of ``buf`` into the offset map (its
     table ``t`` and ``state``, ``put_kernel``'s arguments), each record at or past ``start``
     (records before it count as null keys, as the per-batch path counts them). After each batch
     wholly put whose last offset is at or past ``start``, the map's latest offset becomes it.
 
     Returns ``(next, consumed, status)``: ``consumed`` records put or skipped in all;
     ``DONE`` (``next == last``), ``MAP_FULL`` (the map filled up inside batch ``next``) or
-    ``PER_BATCH`` (batch ``next`` cannot be read; nothing of it was put)."""
+    ``PER_BATCH`` (batch ``next`` is not plain or cannot be read; nothing of it was put)."""
     consumed_total = np.int64(0)
     for j in range(first, last):
         pos = positions[j]
+        if not _is_plain(buf, pos):
+            return j, consumed_total, PER_BATCH
         table, readable = _records(buf, pos, sizes[j])
         if not readable:
             return j, consumed_total, PER_BATCH
@@ -151,7 +151,7 @@ def _put_int64(out, pos, value):  # type: ignore[no-untyped-def]
 @numba.njit(cache=True, nogil=True)
 def filter_batches(t, n, k0, k1, latest, buf, positions, sizes, last_offsets, first, last,
                    now_ms, upper_bound, out, out_pos, rewritten, result):  # type: ignore[no-untyped-def]
-    """What a clean keeps of the plain batches ``first..last-1`` of ``buf``, written to ``out``
+    """What a clean keeps of the batches ``first..last-1`` of ``buf``, written to ``out``
     from ``out_pos`` (``batch_filter.filter_batch``'s rules for a non-transactional v2 batch).
 
     A record is kept when its offset is past ``latest`` (the map's latest offset), or it has a key,
@@ -183,6 +183,9 @@ def filter_batches(t, n, k0, k1, latest, buf, positions, sizes, last_offsets, fi
     while j < last:
         pos = positions[j]
         size = sizes[j]
+        if not _is_plain(buf, pos):
+            status = PER_BATCH
+            break
         table, readable = _records(buf, pos, size)
         if not readable:
             status = PER_BATCH
@@ -290,5 +293,6 @@ def warm_up() -> None:
                    batches, scan.positions, scan.sizes, scan.last_offsets, 0, len(scan), 0,
                    1 << 40, np.empty(len(batches), np.uint8), 0, np.empty(len(scan), np.int64),
                    np.empty(RESULT_FIELDS, np.int64))
+    first_misplaced_batch(scan.base_offsets, scan.last_offsets, -1, 1 << 40)
     gather_records(batches, np.zeros(1, np.int64), np.ones(1, np.int64), np.ones(1, np.bool_),
                    np.zeros(16, np.uint8))

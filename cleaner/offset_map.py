@@ -247,9 +247,9 @@ class OffsetMap:
 
     def put_batches(self, buf: np.ndarray, scan: BatchScan, first: int, last: int,
                     start: int) -> MapProgress:
-        """Put the keys of the plain batches ``first..last-1`` of ``scan`` (over ``buf``, see
-        ``kernels.plain_batches``) in order, each record at or past offset ``start``; stops at
-        the load factor as ``put_batch`` does. The latest offset follows every batch wholly put
+        """Put the keys of the batches ``first..last-1`` of ``scan`` (over ``buf``) in order,
+        each record at or past offset ``start``, stopping at the first batch that is not plain
+        (see ``cleaner.kernels``) and at the load factor as ``put_batch`` does. The latest offset follows every batch wholly put
         whose last offset is at or past ``start``."""
         nxt, consumed, status = map_batches(
             self._table, self._state, self._slots, min(self._load_factor, GROWTH_LOAD_FACTOR),

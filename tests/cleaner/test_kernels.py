@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from cleaner.batch_filter import ChunkOutput, LastBatches, filter_batch, filter_plain_batches
-from cleaner.kernels import DONE, EMPTY, MAP_FULL, PER_BATCH, PlainRuns, plain_batches
+from cleaner.kernels import DONE, EMPTY, MAP_FULL, PER_BATCH
 from cleaner.offset_map import OffsetMap
 from cleaner.segment_reader import Records
 from cleaner.stats import CleanerStats
@@ -161,12 +161,21 @@ def test_the_filter_kernel_hands_back_a_producer_batch_that_kept_nothing() -> No
     assert stats.messages_read == 1 and written.pieces == []
 
 
-def test_only_uncompressed_v2_data_batches_outside_transactions_are_plain() -> None:
+def test_the_kernels_stop_at_every_batch_that_is_not_uncompressed_v2_data_outside_a_txn() -> None:
     record = [Record(b"k", b"v", NOW)]
     batches = [build_batch(record), build_batch(record, compression=Compression.GZIP),
                build_batch(record, producer_id=1, producer_epoch=0, base_sequence=0,
                            is_transactional=True), build_batch(record), build_batch(record)]
-    scan = scan_batches(b"".join(batches))
-    assert plain_batches(scan).tolist() == [True, False, False, True, True]
-    runs = PlainRuns(scan)
-    assert [runs.end_of_run(i) for i in range(5)] == [1, 1, 2, 5, 5]
+    data = b"".join(batches)
+    scan = scan_batches(data)
+    array = np.frombuffer(data, np.uint8)
+    offset_map = OffsetMap(1 << 20, hash_key=HASH_KEY)
+    stops = []
+    for first in range(5):
+        progress = offset_map.put_batches(array, scan, first, 5, 0)
+        written = ChunkOutput(np.empty(len(data), np.uint8))
+        run = filter_plain_batches(offset_map.lookup(), array, scan, first, 5, NOW, 100, written,
+                                   CleanerStats(FakeClock()))
+        stops.append((progress.next, progress.status, run.next, run.status))
+    assert stops == [(1, PER_BATCH, 1, PER_BATCH), (1, PER_BATCH, 1, PER_BATCH),
+                     (2, PER_BATCH, 2, PER_BATCH), (5, DONE, 5, DONE), (5, DONE, 5, DONE)]
