@@ -193,8 +193,10 @@ class OffsetMap:
         self._state[LATEST] = offset
 
     def clear(self) -> None:
-        """Forget every entry; zeroes only the part of the table in use and shrinks it."""
-        self._table[: self.table_slots * WORDS_PER_ENTRY] = 0
+        """Forget every entry; zeroes only the part of the table in use (nothing when it holds
+        no entry: an empty slot is all zeros) and shrinks it."""
+        if self.size:
+            self._table[: self.table_slots * WORDS_PER_ENTRY] = 0
         self._state[:] = 0
         self._state[TABLE_SLOTS] = self._initial
         self._state[LATEST] = -1
