@@ -103,8 +103,8 @@ def filter_plain_batches(lookup: MapLookup, data: np.ndarray, scan: BatchScan, f
                          last: int, now_ms: int, upper_bound: int, written: ChunkOutput,
                          stats: CleanerStats) -> PlainRun:
     """Filter the batches ``first..last-1`` of ``scan`` (over the chunk ``data``) with
-    ``kernels.filter_batches``, ``filter_batch``'s rules for plain batches, into ``written``; the CRC of
-    every rewritten batch is computed here. Stops early as ``PlainRun`` says."""
+    ``kernels.filter_batches``, ``filter_batch``'s rules for plain batches, into ``written``; the
+    CRC of every rewritten batch is computed here. Stops early as ``PlainRun`` says."""
     result = np.empty(RESULT_FIELDS, dtype=np.int64)
     rewritten = np.empty(last - first, dtype=np.int64)
     out = written.buffer

@@ -21,10 +21,12 @@
 4. Swap each group in with ``Log.replace_segments`` (the crash-safe rename order).
 
 Reading segments is ``cleaner.segment_reader``; what is kept of each batch, and the rewrite of a
-batch, is ``cleaner.batch_filter``; this module drives a clean (the offset map, the groups, the
-swap). ``check_done`` runs at every chunk; when it raises (an abort), the ``.cleaned`` files are deleted and
-the log is exactly as before. Memory: the offset map plus read/write buffers that grow only up to
-``max.message.bytes`` for one oversized batch.
+batch, is ``cleaner.batch_filter``; the per-record work on runs of plain batches (v2, uncompressed,
+no transaction), mapping and filtering, is ``cleaner.kernels``; this module drives a clean (the
+offset map, the groups, the swap). ``check_done`` runs at every chunk; when it raises (an abort),
+the ``.cleaned`` files are deleted and the log is exactly as before. Memory: the offset map plus
+the read buffer and the output buffer of one chunk, which grow only up to ``max.message.bytes``
+for one oversized batch.
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ import numpy as np
 from cleaner.batch_filter import (ChunkOutput, LastBatches, LastRecord, empty_batch, filter_batch,
                                   filter_plain_batches, retain_empty)
 from cleaner.config import CleanerConfig
-from cleaner.kernels import DONE, EMPTY, MAP_FULL
 from cleaner.errors import CleanerIOError
+from cleaner.kernels import DONE, EMPTY, MAP_FULL
 from cleaner.offset_map import OffsetMap
 from cleaner.segment_reader import (Records, batch_header, control_type, following_bases,
                                     read_chunks)

@@ -22,9 +22,9 @@ import numba
 import numpy as np
 
 from cleaner.offset_map_kernels import LATEST, OUT_OF_BOUNDS, STATUS, get_kernel, put_kernel
-from storage.kernels import (LOG_OVERHEAD, MAGIC_OFFSET, MIN_RECORD_SIZE, REC_END, REC_KEY_LEN, REC_KEY_POS,
-                             REC_OFFSET_DELTA, REC_START, REC_TIMESTAMP_DELTA, REC_VALUE_LEN,
-                             RECORD_ROWS, V2_ATTRIBUTES_OFFSET,
+from storage.kernels import (LOG_OVERHEAD, MAGIC_OFFSET, MIN_RECORD_SIZE, REC_END, REC_KEY_LEN,
+                             REC_KEY_POS, REC_OFFSET_DELTA, REC_START, REC_TIMESTAMP_DELTA,
+                             REC_VALUE_LEN, RECORD_ROWS, V2_ATTRIBUTES_OFFSET,
                              V2_BASE_TIMESTAMP_OFFSET, V2_HEADER_SIZE, V2_LENGTH_OFFSET,
                              V2_MAX_TIMESTAMP_OFFSET, V2_PRODUCER_ID_OFFSET,
                              V2_RECORDS_COUNT_OFFSET, read_int16, read_int32, read_int64,
@@ -149,8 +149,9 @@ def _put_int64(out, pos, value):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(cache=True, nogil=True)
-def filter_batches(t, n, k0, k1, latest, buf, positions, sizes, last_offsets, first, last,
-                   now_ms, upper_bound, out, out_pos, rewritten, result):  # type: ignore[no-untyped-def]
+def filter_batches(t, n, k0, k1, latest, buf, positions,  # type: ignore[no-untyped-def]
+                   sizes, last_offsets, first, last, now_ms, upper_bound, out, out_pos, rewritten,
+                   result):
     """What a clean keeps of the batches ``first..last-1`` of ``buf``, written to ``out``
     from ``out_pos`` (``batch_filter.filter_batch``'s rules for a non-transactional v2 batch).
 

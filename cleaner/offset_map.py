@@ -39,7 +39,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from cleaner.kernels import map_batches
-
 from cleaner.offset_map_kernels import (
     BAD_INDEX,
     BYTES_PER_ENTRY,
@@ -251,8 +250,8 @@ class OffsetMap:
                     start: int) -> MapProgress:
         """Put the keys of the batches ``first..last-1`` of ``scan`` (over ``buf``) in order,
         each record at or past offset ``start``, stopping at the first batch that is not plain
-        (see ``cleaner.kernels``) and at the load factor as ``put_batch`` does. The latest offset follows every batch wholly put
-        whose last offset is at or past ``start``."""
+        (see ``cleaner.kernels``) and at the load factor as ``put_batch`` does. The latest
+        offset follows every batch wholly put whose last offset is at or past ``start``."""
         nxt, consumed, status = map_batches(
             self._table, self._state, self._slots, min(self._load_factor, GROWTH_LOAD_FACTOR),
             GROWTH_FACTOR, self._usable, self._k0, self._k1, buf, scan.positions, scan.sizes,

@@ -242,7 +242,8 @@ def _lanes_fit(buf_len, starts, lengths, first):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(inline="always")
-def _hash_lanes(k0, k1, buf, starts, length, first, words, lanes_out):  # type: ignore[no-untyped-def]
+def _hash_lanes(k0, k1, buf, starts, length, first, words,  # type: ignore[no-untyped-def]
+                lanes_out):
     """SipHash-2-4-128 of the ``LANES`` keys of ``length`` bytes from key ``first`` into
     ``lanes_out`` (see ``_siphash128_lanes``)."""
     blocks = length >> 3
