@@ -2,7 +2,10 @@
 batch whole, the batch rebuilt with its kept records (a rewritten body, or re-encoded with a delete
 horizon, or a legacy batch made v2), an empty batch that keeps an active producer's last record
 or the round's last offset, or nothing. This module owns those rules and the byte-level rewrites of
-a batch (its CRC recomputed); ``cleaner.cleaner.Cleaner`` calls ``filter_batch`` for every batch.
+a batch (its CRC recomputed). ``cleaner.cleaner.Cleaner`` hands the batches of a chunk to
+``filter_plain_batches``, whose kernel applies the same rules to each run of plain batches (v2,
+uncompressed, no transaction, see ``cleaner.kernels``), and every batch it stops at to
+``filter_batch``; both write to the chunk's ``ChunkOutput``.
 """
 
 from __future__ import annotations
@@ -14,14 +17,18 @@ from typing import Callable
 import crc32c
 import numpy as np
 
-from cleaner.kernels import gather_records
-from cleaner.offset_map import OffsetMap
+from cleaner.kernels import (R_INVALID, R_KEPT_RECORDS, R_LAST_OFFSET, R_MAX_TIMESTAMP,
+                             R_MAX_TIMESTAMP_OFFSET, R_NEXT, R_OUT_END, R_READ_BYTES,
+                             R_READ_RECORDS, R_REWRITTEN, R_STATUS, RESULT_FIELDS, filter_batches,
+                             gather_records)
+from cleaner.offset_map import MapLookup, OffsetMap
 from cleaner.segment_reader import Records
 from cleaner.stats import CleanerStats
 from storage import compression
-from storage.batch_layout import CRC_OFFSET, V2_FIELD_INDEX
+from storage.batch_layout import CRC_OFFSET, SIZE_OFFSET, V2_FIELD_INDEX
 from storage.records import (ATTRIBUTES_OFFSET, BATCH_HEADER, HEADER_SIZE, LOG_OVERHEAD,
-                             BatchHeader, Compression, RecordBatch, TimestampType, build_batch)
+                             BatchHeader, BatchScan, Compression, RecordBatch, TimestampType,
+                             build_batch)
 
 INT64_MAX = 2**63 - 1     # a delete horizon past it saturates (Kafka's long would wrap)
 _DELETE_HORIZON_FLAG = 0x40
@@ -50,6 +57,74 @@ class LastBatches:
         if self._found is None:
             self._found = self._compute()
         return self._found.get(producer_id)
+
+
+class ChunkOutput:
+    """The batches kept of one chunk, in order: pieces for one ``writev`` (the runs a kernel
+    wrote into ``buffer``, the batches of the per-batch path), with what the segment's append
+    needs: the last offset written, and the largest max timestamp with the last offset of the
+    first batch carrying it. Owned by the clean of one chunk."""
+
+    def __init__(self, buffer: np.ndarray) -> None:
+        self.buffer = buffer
+        self.position = 0                   # where the next kernel run writes in ``buffer``
+        self.pieces: list[bytes | bytearray | memoryview] = []
+        self.size = 0
+        self.last_offset = -1
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+
+    def add(self, data: bytes | bytearray | memoryview, count: int, max_timestamp: int,
+            last_offset: int, stats: CleanerStats, offset_of_max_timestamp: int | None = None
+            ) -> None:
+        """Append ``data`` (``count`` records kept, ending at ``last_offset``) and count it."""
+        self.pieces.append(data)
+        self.size += len(data)
+        stats.recopy_messages(count, len(data))
+        self.last_offset = last_offset
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = (last_offset if offset_of_max_timestamp is None
+                                            else offset_of_max_timestamp)
+
+
+@dataclass(frozen=True, slots=True)
+class PlainRun:
+    """How far ``filter_plain_batches`` went: the batch to go on from and ``kernels.DONE``,
+    ``kernels.EMPTY`` (batch ``next`` was read and kept no record, and may stay as an empty
+    batch: ``retain_empty`` decides) or ``kernels.PER_BATCH`` (batch ``next`` is left, uncounted,
+    to ``filter_batch``)."""
+
+    next: int
+    status: int
+
+
+def filter_plain_batches(lookup: MapLookup, data: np.ndarray, scan: BatchScan, first: int,
+                         last: int, now_ms: int, upper_bound: int, written: ChunkOutput,
+                         stats: CleanerStats) -> PlainRun:
+    """Filter the batches ``first..last-1`` of ``scan`` (over the chunk ``data``) with
+    ``kernels.filter_batches``, ``filter_batch``'s rules for plain batches, into ``written``; the
+    CRC of every rewritten batch is computed here. Stops early as ``PlainRun`` says."""
+    result = np.empty(RESULT_FIELDS, dtype=np.int64)
+    rewritten = np.empty(last - first, dtype=np.int64)
+    out = written.buffer
+    start = written.position
+    filter_batches(lookup.table, lookup.table_slots, lookup.k0, lookup.k1, lookup.latest_offset,
+                   data, scan.positions, scan.sizes, scan.last_offsets, first, last, now_ms,
+                   upper_bound, out, start, rewritten, result)
+    end = int(result[R_OUT_END])
+    view = memoryview(out)
+    for at in rewritten[:int(result[R_REWRITTEN])].tolist():
+        size = int.from_bytes(view[at + SIZE_OFFSET:at + LOG_OVERHEAD], "big") + LOG_OVERHEAD
+        _CRC.pack_into(view, at + _CRC_POSITION,
+                       crc32c.crc32c(view[at + ATTRIBUTES_OFFSET:at + size]))
+    stats.read_messages(int(result[R_READ_RECORDS]), int(result[R_READ_BYTES]))
+    stats.invalid_messages(int(result[R_INVALID]))
+    if end > start:
+        written.position = end
+        written.add(view[start:end], int(result[R_KEPT_RECORDS]), int(result[R_MAX_TIMESTAMP]),
+                    int(result[R_LAST_OFFSET]), stats, int(result[R_MAX_TIMESTAMP_OFFSET]))
+    return PlainRun(int(result[R_NEXT]), int(result[R_STATUS]))
 
 
 def filter_batch(offset_map: OffsetMap, chunk: bytes, pos: int, size: int, header: BatchHeader,
@@ -91,9 +166,7 @@ def filter_batch(offset_map: OffsetMap, chunk: bytes, pos: int, size: int, heade
     else:
         retain_deletes = retain_legacy_deletes
     keep = (offsets > latest) | (has_key & (offsets >= mapped) & (has_value | retain_deletes))
-    invalid = int(np.count_nonzero(~has_key & (offsets <= latest)))
-    for _ in range(invalid):
-        stats.invalid_message()
+    stats.invalid_messages(int(np.count_nonzero(~has_key & (offsets <= latest))))
     kept = int(np.count_nonzero(keep))
     if kept == 0:
         if retain_empty(header, upper_bound, last_batch_of_producer):
@@ -188,5 +261,5 @@ def empty_batch(header: BatchHeader) -> bytes:
     return bytes(out)
 
 
-__all__ = ["INT64_MAX", "LastBatches", "LastRecord", "empty_batch", "filter_batch", "rebuild",
-           "retain_empty", "rewrite_batch"]
+__all__ = ["INT64_MAX", "ChunkOutput", "LastBatches", "LastRecord", "PlainRun", "empty_batch",
+           "filter_batch", "filter_plain_batches", "rebuild", "retain_empty", "rewrite_batch"]

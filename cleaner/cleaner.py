@@ -21,10 +21,12 @@
 4. Swap each group in with ``Log.replace_segments`` (the crash-safe rename order).
 
 Reading segments is ``cleaner.segment_reader``; what is kept of each batch, and the rewrite of a
-batch, is ``cleaner.batch_filter``; this module drives a clean (the offset map, the groups, the
-swap). ``check_done`` runs at every chunk; when it raises (an abort), the ``.cleaned`` files are deleted and
-the log is exactly as before. Memory: the offset map plus read/write buffers that grow only up to
-``max.message.bytes`` for one oversized batch.
+batch, is ``cleaner.batch_filter``; the per-record work on runs of plain batches (v2, uncompressed,
+no transaction), mapping and filtering, is ``cleaner.kernels``; this module drives a clean (the
+offset map, the groups, the swap). ``check_done`` runs at every chunk; when it raises (an abort),
+the ``.cleaned`` files are deleted and the log is exactly as before. Memory: the offset map plus
+the read buffer and the output buffer of one chunk, which grow only up to ``max.message.bytes``
+for one oversized batch.
 """
 
 from __future__ import annotations
@@ -36,9 +38,11 @@ from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from cleaner.batch_filter import LastBatches, LastRecord, filter_batch
+from cleaner.batch_filter import (ChunkOutput, LastBatches, LastRecord, empty_batch, filter_batch,
+                                  filter_plain_batches, retain_empty)
 from cleaner.config import CleanerConfig
 from cleaner.errors import CleanerIOError
+from cleaner.kernels import DONE, EMPTY, MAP_FULL
 from cleaner.offset_map import OffsetMap
 from cleaner.segment_reader import (Records, batch_header, control_type, following_bases,
                                     read_chunks)
@@ -49,7 +53,7 @@ from storage import files
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.files import TopicPartition
 from storage.log import Log
-from storage.records import HEADER_SIZE, BatchScan
+from storage.records import HEADER_SIZE, BatchHeader, BatchScan
 from storage.segment import LogSegment, SegmentIdentity
 
 logger = logging.getLogger(__name__)
@@ -85,6 +89,7 @@ class Cleaner:
         self.throttler = throttler or Throttler(self.config.max_io_bytes_per_second, clock=clock)
         self.check_done = check_done or (lambda _tp: None)
         self.io_buffer_size = max(self.config.io_buffer_per_cleaner, HEADER_SIZE)
+        self._output = np.empty(0, dtype=np.uint8)
 
     # ---- entry point -------------------------------------------------------------------------
     def clean(self, log: Log, first_dirty_offset: int, now_ms: int | None = None,
@@ -165,31 +170,51 @@ class Cleaner:
         position = segment.offset_index.lookup(start).position
         for chunk_position, chunk, scan in self._chunks(log, segment, position,
                                                         following=following):
-            for pos, size, magic in zip(scan.positions.tolist(), scan.sizes.tolist(),
-                                        scan.magics.tolist()):
-                header = batch_header(chunk, pos, size, magic, log, segment, chunk_position + pos)
-                if header.is_control:
-                    txns.on_control_batch_read(header.producer_id, header.last_offset,
-                                               control_type(chunk, pos, size, header))
-                    stats.index_messages_read(1)
-                elif txns.on_batch_read(header.producer_id, header.last_offset,
-                                        header.is_transactional):
-                    stats.index_messages_read(max(header.records_count, 0))
-                else:
-                    batch = Records.read(chunk, pos, size, header, log, segment,
-                                         chunk_position + pos)
-                    n = batch.count
-                    offsets = batch.offsets()
-                    lengths = np.where(offsets >= start, batch.key_len, -1)
-                    consumed = self.offset_map.put_batch(batch.buf, batch.key_start, lengths,
-                                                         offsets)
-                    stats.index_messages_read(consumed)
-                    if consumed < n:
-                        return True
-                if header.last_offset >= start:
-                    self.offset_map.update_latest_offset(header.last_offset)
+            data = np.frombuffer(chunk, dtype=np.uint8)
+            i, count = 0, len(scan)
+            while i < count:
+                progress = self.offset_map.put_batches(data, scan, i, count, start)
+                stats.index_messages_read(progress.consumed)
+                if progress.next > i:   # the transactions see the run as one batch
+                    txns.on_batch_read(-1, int(scan.last_offsets[progress.next - 1]), False)
+                if progress.status == MAP_FULL:
+                    return True
+                i = progress.next
+                if progress.status == DONE:
+                    break
+                if self._map_batch(log, segment, start, stats, txns, chunk, chunk_position, scan,
+                                   i):
+                    return True
+                i += 1
             stats.index_bytes_read(scan.valid_bytes)
         self.offset_map.update_latest_offset(next_start - 1)
+        return False
+
+    def _map_batch(self, log: Log, segment: LogSegment, start: int, stats: CleanerStats,
+                   txns: CleanedTransactionMetadata, chunk: bytes, chunk_position: int,
+                   scan: BatchScan, i: int) -> bool:
+        """The map's per-batch path (what the kernel does not take): batch ``i`` of ``scan``.
+        Returns True when the map filled up inside it."""
+        pos, size, magic = int(scan.positions[i]), int(scan.sizes[i]), int(scan.magics[i])
+        header = batch_header(chunk, pos, size, magic, log, segment, chunk_position + pos)
+        if header.is_control:
+            txns.on_control_batch_read(header.producer_id, header.last_offset,
+                                       control_type(chunk, pos, size, header))
+            stats.index_messages_read(1)
+        elif txns.on_batch_read(header.producer_id, header.last_offset,
+                                header.is_transactional):
+            stats.index_messages_read(max(header.records_count, 0))
+        else:
+            batch = Records.read(chunk, pos, size, header, log, segment, chunk_position + pos)
+            n = batch.count
+            offsets = batch.offsets()
+            lengths = np.where(offsets >= start, batch.key_len, -1)
+            consumed = self.offset_map.put_batch(batch.buf, batch.key_start, lengths, offsets)
+            stats.index_messages_read(consumed)
+            if consumed < n:
+                return True
+        if header.last_offset >= start:
+            self.offset_map.update_latest_offset(header.last_offset)
         return False
 
     def _chunks(self, log: Log, segment: LogSegment, position: int, *, check_crc: bool = True,
@@ -291,37 +316,66 @@ class Cleaner:
                     txns: CleanedTransactionMetadata | None = None,
                     following: Mapping[int, int] | None = None) -> None:
         txns = txns or CleanedTransactionMetadata()
-        delete_retention = log.config.delete_retention_ms
         for chunk_position, chunk, scan in self._chunks(log, source, 0, following=following):
-            pieces: list[bytes | bytearray | memoryview] = []
-            max_ts, max_ts_offset, last_offset = -1, -1, -1
-            for pos, size, magic in zip(scan.positions.tolist(), scan.sizes.tolist(),
-                                        scan.magics.tolist()):
-                header = batch_header(chunk, pos, size, magic, log, source, chunk_position + pos)
-                stats.read_messages(max(header.records_count, 0), size)
-                records = None if header.is_control else Records.read(
-                    chunk, pos, size, header, log, source, chunk_position + pos)
-                if header.is_control:
-                    can_discard = txns.on_control_batch_read(
-                        header.producer_id, header.last_offset,
-                        control_type(chunk, pos, size, header))
-                else:
-                    can_discard = header.magic >= 2 and txns.on_batch_read(
-                        header.producer_id, header.last_offset, header.is_transactional)
-                out = filter_batch(self.offset_map, chunk, pos, size, header, records, now_ms,
-                                   stats, retain_legacy_deletes, delete_retention, upper_bound,
-                                   last_batch_of_producer, can_discard)
-                if out is None:
+            written = ChunkOutput(self._output_buffer(len(chunk)))
+            lookup = self.offset_map.lookup()
+            data = np.frombuffer(chunk, dtype=np.uint8)
+            i, count = 0, len(scan)
+            while i < count:
+                run = filter_plain_batches(lookup, data, scan, i, count, now_ms, upper_bound,
+                                           written, stats)
+                if run.next > i:   # the transactions see the run as one batch
+                    txns.on_batch_read(-1, int(scan.last_offsets[run.next - 1]), False)
+                i = run.next
+                if run.status == DONE:
+                    break
+                if run.status == EMPTY:
+                    header = BatchHeader.parse(chunk, int(scan.positions[i]))
+                    if retain_empty(header, upper_bound, last_batch_of_producer):
+                        written.add(empty_batch(header), 0, header.max_timestamp,
+                                    header.last_offset, stats)
+                    i += 1
                     continue
-                data, count, batch_max_ts = out
-                pieces.append(data)
-                stats.recopy_messages(count, len(data))
-                last_offset = header.last_offset
-                if batch_max_ts > max_ts:
-                    max_ts, max_ts_offset = batch_max_ts, header.last_offset
-            if pieces:
-                dest.append(last_offset, max_ts, max_ts_offset, pieces)
-                self.throttler.maybe_throttle(sum(len(p) for p in pieces))
+                self._clean_batch(log, source, chunk, chunk_position, scan, i, now_ms, stats,
+                                  retain_legacy_deletes, upper_bound, last_batch_of_producer,
+                                  txns, written)
+                i += 1
+            if written.pieces:
+                dest.append(written.last_offset, written.max_timestamp,
+                            written.offset_of_max_timestamp, written.pieces)
+                self.throttler.maybe_throttle(written.size)
+
+    def _clean_batch(self, log: Log, source: LogSegment, chunk: bytes, chunk_position: int,
+                     scan: BatchScan, i: int, now_ms: int, stats: CleanerStats,
+                     retain_legacy_deletes: bool, upper_bound: int,
+                     last_batch_of_producer: LastBatches, txns: CleanedTransactionMetadata,
+                     written: ChunkOutput) -> None:
+        """The clean's per-batch path (what the kernel does not take): batch ``i`` of ``scan``
+        filtered by ``batch_filter.filter_batch`` into ``written``."""
+        pos, size, magic = int(scan.positions[i]), int(scan.sizes[i]), int(scan.magics[i])
+        header = batch_header(chunk, pos, size, magic, log, source, chunk_position + pos)
+        stats.read_messages(max(header.records_count, 0), size)
+        records = None if header.is_control else Records.read(
+            chunk, pos, size, header, log, source, chunk_position + pos)
+        if header.is_control:
+            can_discard = txns.on_control_batch_read(
+                header.producer_id, header.last_offset, control_type(chunk, pos, size, header))
+        else:
+            can_discard = header.magic >= 2 and txns.on_batch_read(
+                header.producer_id, header.last_offset, header.is_transactional)
+        out = filter_batch(self.offset_map, chunk, pos, size, header, records, now_ms, stats,
+                           retain_legacy_deletes, log.config.delete_retention_ms, upper_bound,
+                           last_batch_of_producer, can_discard)
+        if out is not None:
+            data, count, batch_max_ts = out
+            written.add(data, count, batch_max_ts, header.last_offset, stats)
+
+    def _output_buffer(self, size: int) -> np.ndarray:
+        """The buffer a chunk's kept batches are written to: reused from chunk to chunk, grown to
+        the largest chunk read (so bounded by the I/O buffer, or one oversized batch)."""
+        if len(self._output) < size:
+            self._output = np.empty(size, dtype=np.uint8)
+        return self._output
 
 
 def io_error(log: Log, err: OSError, where: Path) -> CleanerIOError:

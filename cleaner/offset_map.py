@@ -34,9 +34,11 @@ GIL.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
+from cleaner.kernels import map_batches
 from cleaner.offset_map_kernels import (
     BAD_INDEX,
     BYTES_PER_ENTRY,
@@ -53,6 +55,7 @@ from cleaner.offset_map_kernels import (
     put_kernel,
 )
 from storage.errors import StorageError
+from storage.records import BatchScan
 
 DEFAULT_LOAD_FACTOR = 0.9
 INITIAL_TABLE_SLOTS = 64 * 1024  # 1.5 MiB: a small log never touches more
@@ -81,6 +84,30 @@ def siphash128(key: bytes, data: bytes) -> bytes:
     out = np.empty((1, 2), dtype=np.uint64)
     hash_kernel(k0, k1, buf, np.zeros(1, np.int64), np.array([len(data)], np.int64), out)
     return out.astype("<u8").tobytes()
+
+
+@dataclass(frozen=True, slots=True)
+class MapLookup:
+    """What a kernel needs to look keys up in an ``OffsetMap`` (``get_kernel``'s arguments) and
+    the map's latest offset; valid until the map's next ``put``, ``put_batch(es)`` or ``clear``."""
+
+    table: np.ndarray
+    table_slots: int
+    k0: np.uint64
+    k1: np.uint64
+    latest_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class MapProgress:
+    """How far ``OffsetMap.put_batches`` went: the batch to go on from (``next``), the records
+    put or skipped (``consumed``), and ``status``: ``kernels.DONE``, ``kernels.MAP_FULL`` (the map
+    filled up inside batch ``next``) or ``kernels.PER_BATCH`` (batch ``next`` cannot be read by the
+    kernel; nothing of it was put)."""
+
+    next: int
+    consumed: int
+    status: int
 
 
 class OffsetMap:
@@ -165,8 +192,10 @@ class OffsetMap:
         self._state[LATEST] = offset
 
     def clear(self) -> None:
-        """Forget every entry; zeroes only the part of the table in use and shrinks it."""
-        self._table[: self.table_slots * WORDS_PER_ENTRY] = 0
+        """Forget every entry; zeroes only the part of the table in use (nothing when it holds
+        no entry: an empty slot is all zeros) and shrinks it."""
+        if self.size:
+            self._table[: self.table_slots * WORDS_PER_ENTRY] = 0
         self._state[:] = 0
         self._state[TABLE_SLOTS] = self._initial
         self._state[LATEST] = -1
@@ -216,6 +245,22 @@ class OffsetMap:
         if bad >= 0:
             raise ValueError(f"key {bad} lies outside the key buffer")
         return out
+
+    def put_batches(self, buf: np.ndarray, scan: BatchScan, first: int, last: int,
+                    start: int) -> MapProgress:
+        """Put the keys of the batches ``first..last-1`` of ``scan`` (over ``buf``) in order,
+        each record at or past offset ``start``, stopping at the first batch that is not plain
+        (see ``cleaner.kernels``) and at the load factor as ``put_batch`` does. The latest
+        offset follows every batch wholly put whose last offset is at or past ``start``."""
+        nxt, consumed, status = map_batches(
+            self._table, self._state, self._slots, min(self._load_factor, GROWTH_LOAD_FACTOR),
+            GROWTH_FACTOR, self._usable, self._k0, self._k1, buf, scan.positions, scan.sizes,
+            scan.last_offsets, first, last, start)
+        return MapProgress(int(nxt), int(consumed), int(status))
+
+    def lookup(self) -> MapLookup:
+        """The table and hash key for a lookup kernel (see ``MapLookup``)."""
+        return MapLookup(self._table, self.table_slots, self._k0, self._k1, self.latest_offset)
 
     def _put(self, buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, offsets: np.ndarray,
              stop_at: int) -> int:

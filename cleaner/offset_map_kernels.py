@@ -7,6 +7,8 @@ null_keys, status, bad_index``. Everything here is per-key work; ``OffsetMap`` i
 
 from __future__ import annotations
 
+import sys
+
 import numba
 import numpy as np
 from llvmlite import ir
@@ -56,6 +58,23 @@ def _prefetch(typingctx, array, index):  # type: ignore[no-untyped-def]
     return signature, codegen
 
 
+@intrinsic
+def _load64(typingctx, array, index):  # type: ignore[no-untyped-def]
+    """The little-endian uint64 at bytes ``array[index:index + 8]`` of a uint8 array, as one
+    unaligned load (byte-swapped on a big-endian host); the caller checks the bounds."""
+    signature = types.uint64(array, index)
+
+    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+        array_type = sig.args[0]
+        view = context.make_array(array_type)(context, builder, args[0])
+        pointer = cgutils.get_item_pointer(context, builder, array_type, view, [args[1]],
+                                           wraparound=False)
+        word = builder.load(builder.bitcast(pointer, ir.IntType(64).as_pointer()), align=1)
+        return builder.bswap(word) if sys.byteorder == "big" else word
+
+    return signature, codegen
+
+
 @numba.njit(inline="always")
 def _rotl(x, b):  # type: ignore[no-untyped-def]
     return (x << b) | (x >> (_R64 - b))
@@ -78,14 +97,6 @@ def _sipround(v0, v1, v2, v3):  # type: ignore[no-untyped-def]
     v1 ^= v2
     v2 = _rotl(v2, _R32)
     return v0, v1, v2, v3
-
-
-@numba.njit(inline="always")
-def _load64(buf, p):  # type: ignore[no-untyped-def]
-    x = _U64(0)
-    for j in range(8):
-        x |= _U64(buf[p + j]) << (_U64(j) * _R8)
-    return x
 
 
 @numba.njit(inline="always")
@@ -121,6 +132,127 @@ def _siphash128(k0, k1, buf, start, length):  # type: ignore[no-untyped-def]
         v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
     h1 = v0 ^ v1 ^ v2 ^ v3
     return h0, h1
+
+
+# SipHash of LANES keys of one length at once: the rounds on <LANES x i64> vectors (AVX-512 does
+# them in one register each, narrower hosts in several), the message words prepared by the caller
+LANES = 8
+_LANE_WORDS = 33          # keys up to 256 bytes go through the lanes; longer ones one at a time
+_I64 = ir.IntType(64)
+_I32 = ir.IntType(32)
+_VEC = ir.VectorType(_I64, LANES)
+
+
+def _splat(builder, x):  # type: ignore[no-untyped-def]
+    v = builder.insert_element(ir.Constant(_VEC, ir.Undefined), x, ir.Constant(_I32, 0))
+    return builder.shuffle_vector(v, ir.Constant(_VEC, ir.Undefined),
+                                  ir.Constant(ir.VectorType(_I32, LANES), [0] * LANES))
+
+
+def _vconst(value):  # type: ignore[no-untyped-def]
+    return ir.Constant(_VEC, [ir.Constant(_I64, value)] * LANES)
+
+
+def _vrotl(builder, x, r):  # type: ignore[no-untyped-def]
+    return builder.or_(builder.shl(x, _vconst(r)), builder.lshr(x, _vconst(64 - r)))
+
+
+def _vsipround(builder, v0, v1, v2, v3):  # type: ignore[no-untyped-def]
+    v0 = builder.add(v0, v1)
+    v1 = builder.xor(_vrotl(builder, v1, 13), v0)
+    v0 = _vrotl(builder, v0, 32)
+    v2 = builder.add(v2, v3)
+    v3 = builder.xor(_vrotl(builder, v3, 16), v2)
+    v0 = builder.add(v0, v3)
+    v3 = builder.xor(_vrotl(builder, v3, 21), v0)
+    v2 = builder.add(v2, v1)
+    v1 = builder.xor(_vrotl(builder, v1, 17), v2)
+    v2 = _vrotl(builder, v2, 32)
+    return v0, v1, v2, v3
+
+
+@intrinsic
+def _siphash128_lanes(typingctx, k0, k1, words, count, out):  # type: ignore[no-untyped-def]
+    """SipHash-2-4-128 of ``LANES`` messages of ``count`` words each, word ``w`` of lane ``l`` at
+    ``words[w * LANES + l]`` (the last word the length byte and the tail, as ``_siphash128``
+    builds it); the first output words to ``out[:LANES]``, the second to ``out[LANES:]``."""
+    signature = types.void(k0, k1, words, count, out)
+
+    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+        key0, key1, word_array, count_value, out_array = args
+        state = [cgutils.alloca_once(builder, _VEC) for _ in range(4)]
+        for pointer, value in zip(state, (
+                builder.xor(key0, ir.Constant(_I64, int(_C0))),
+                builder.xor(builder.xor(key1, ir.Constant(_I64, int(_C1))),
+                            ir.Constant(_I64, int(_EE))),
+                builder.xor(key0, ir.Constant(_I64, int(_C2))),
+                builder.xor(key1, ir.Constant(_I64, int(_C3))))):
+            builder.store(_splat(builder, value), pointer)
+        word_view = context.make_array(sig.args[2])(context, builder, word_array)
+        word_base = builder.bitcast(word_view.data, _VEC.as_pointer())
+        with cgutils.for_range(builder, count_value) as loop:
+            m = builder.load(builder.gep(word_base, [loop.index]), align=8)
+            v0, v1, v2, v3 = (builder.load(p) for p in state)
+            v3 = builder.xor(v3, m)
+            v0, v1, v2, v3 = _vsipround(builder, v0, v1, v2, v3)
+            v0, v1, v2, v3 = _vsipround(builder, v0, v1, v2, v3)
+            v0 = builder.xor(v0, m)
+            for pointer, value in zip(state, (v0, v1, v2, v3)):
+                builder.store(value, pointer)
+        v0, v1, v2, v3 = (builder.load(p) for p in state)
+        v2 = builder.xor(v2, _vconst(int(_EE)))
+        for _ in range(4):
+            v0, v1, v2, v3 = _vsipround(builder, v0, v1, v2, v3)
+        h0 = builder.xor(builder.xor(v0, v1), builder.xor(v2, v3))
+        v1 = builder.xor(v1, _vconst(int(_DD)))
+        for _ in range(4):
+            v0, v1, v2, v3 = _vsipround(builder, v0, v1, v2, v3)
+        h1 = builder.xor(builder.xor(v0, v1), builder.xor(v2, v3))
+        out_view = context.make_array(sig.args[4])(context, builder, out_array)
+        out_base = builder.bitcast(out_view.data, _VEC.as_pointer())
+        builder.store(h0, builder.gep(out_base, [ir.Constant(_I64, 0)]), align=8)
+        builder.store(h1, builder.gep(out_base, [ir.Constant(_I64, 1)]), align=8)
+        return context.get_dummy_value()
+
+    return signature, codegen
+
+
+@numba.njit(inline="always")
+def _last_word(buf, start, length):  # type: ignore[no-untyped-def]
+    tail = length & 7
+    p = start + length - tail
+    b = _U64(length) << _R56
+    for j in range(tail):
+        b |= _U64(buf[p + j]) << (_U64(j) * _R8)
+    return b
+
+
+@numba.njit(inline="always")
+def _lanes_fit(buf_len, starts, lengths, first):  # type: ignore[no-untyped-def]
+    """Keys ``first..first+LANES-1`` share one length, short enough for the lanes, and lie
+    inside the buffer."""
+    length = np.int64(lengths[first])
+    if length < 0 or (length >> 3) + 1 > _LANE_WORDS:
+        return False
+    for lane in range(LANES):
+        start = np.int64(starts[first + lane])
+        if lengths[first + lane] != length or start < 0 or start + length > buf_len:
+            return False
+    return True
+
+
+@numba.njit(inline="always")
+def _hash_lanes(k0, k1, buf, starts, length, first, words,  # type: ignore[no-untyped-def]
+                lanes_out):
+    """SipHash-2-4-128 of the ``LANES`` keys of ``length`` bytes from key ``first`` into
+    ``lanes_out`` (see ``_siphash128_lanes``)."""
+    blocks = length >> 3
+    for lane in range(LANES):
+        start = np.int64(starts[first + lane])
+        for b in range(blocks):
+            words[b * LANES + lane] = _load64(buf, start + 8 * b)
+        words[blocks * LANES + lane] = _last_word(buf, start, length)
+    _siphash128_lanes(k0, k1, words, blocks + 1, lanes_out)
 
 
 @numba.njit(inline="always")
@@ -266,21 +398,34 @@ def grow(t, n, m, count):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(inline="always")
-def _hash_block(t, n, k0, k1, buf, starts, lengths, first, last, hb0, hb1):  # type: ignore[no-untyped-def]
+def _hash_block(t, n, k0, k1, buf, starts, lengths, first, last, hb0, hb1, words, lanes_out):  # type: ignore[no-untyped-def]
     """Hash keys ``first..last-1`` into ``hb0/hb1`` and prefetch their home slots, so the table
-    lookups of the block overlap their cache misses. Null and out-of-bounds keys are left out."""
+    lookups of the block overlap their cache misses. Null and out-of-bounds keys are left out.
+    ``LANES`` keys of one length are hashed together (``words``, ``lanes_out``: their scratch)."""
     buf_len = buf.shape[0]
-    for j in range(first, last):
+    j = first
+    while j < last:
+        if j + LANES <= last and _lanes_fit(buf_len, starts, lengths, j):
+            _hash_lanes(k0, k1, buf, starts, np.int64(lengths[j]), j, words, lanes_out)
+            for lane in range(LANES):
+                h0 = lanes_out[lane]
+                if h0 == 0:
+                    h0 = _ONE
+                hb0[j + lane - first] = h0
+                hb1[j + lane - first] = lanes_out[LANES + lane]
+                _prefetch(t, 3 * _home(h0, n))
+            j += LANES
+            continue
         length = np.int64(lengths[j])
         start = np.int64(starts[j])
-        if length < 0 or start < 0 or start + length > buf_len:
-            continue
-        h0, h1 = _siphash128(k0, k1, buf, start, length)
-        if h0 == 0:
-            h0 = _ONE
-        hb0[j - first] = h0
-        hb1[j - first] = h1
-        _prefetch(t, 3 * _home(h0, n))
+        if length >= 0 and start >= 0 and start + length <= buf_len:
+            h0, h1 = _siphash128(k0, k1, buf, start, length)
+            if h0 == 0:
+                h0 = _ONE
+            hb0[j - first] = h0
+            hb1[j - first] = h1
+            _prefetch(t, 3 * _home(h0, n))
+        j += 1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -295,12 +440,15 @@ def put_kernel(t, state, cap, grow_load, growth, stop_at, k0, k1, buf, starts, l
     state[STATUS] = OK
     hb0 = np.empty(_BLOCK, np.uint64)
     hb1 = np.empty(_BLOCK, np.uint64)
+    words = np.empty(_LANE_WORDS * LANES, np.uint64)
+    lanes_out = np.empty(2 * LANES, np.uint64)
     count = starts.shape[0]
     consumed = 0
     stopped = False
     for first in range(0, count, _BLOCK):
         last = min(first + _BLOCK, count)
-        _hash_block(t, n, k0, k1, buf, starts, lengths, first, last, hb0, hb1)
+        _hash_block(t, n, k0, k1, buf, starts, lengths, first, last, hb0, hb1, words,
+                    lanes_out)
         for i in range(first, last):
             length = np.int64(lengths[i])
             if length < 0:
@@ -343,10 +491,13 @@ def get_kernel(t, n, k0, k1, buf, starts, lengths, out):  # type: ignore[no-unty
     buf_len = buf.shape[0]
     hb0 = np.empty(_BLOCK, np.uint64)
     hb1 = np.empty(_BLOCK, np.uint64)
+    words = np.empty(_LANE_WORDS * LANES, np.uint64)
+    lanes_out = np.empty(2 * LANES, np.uint64)
     count = starts.shape[0]
     for first in range(0, count, _BLOCK):
         last = min(first + _BLOCK, count)
-        _hash_block(t, n, k0, k1, buf, starts, lengths, first, last, hb0, hb1)
+        _hash_block(t, n, k0, k1, buf, starts, lengths, first, last, hb0, hb1, words,
+                    lanes_out)
         for i in range(first, last):
             length = np.int64(lengths[i])
             if length < 0:
@@ -362,7 +513,22 @@ def get_kernel(t, n, k0, k1, buf, starts, lengths, out):  # type: ignore[no-unty
 
 @numba.njit(cache=True, nogil=True)
 def hash_kernel(k0, k1, buf, starts, lengths, out):  # type: ignore[no-untyped-def]
-    for i in range(starts.shape[0]):
+    """SipHash-2-4-128 of every key into ``out[i] = (h0, h1)``, ``LANES`` keys of one length at
+    a time where they fit the lanes, as the table kernels hash them."""
+    words = np.empty(_LANE_WORDS * LANES, np.uint64)
+    lanes_out = np.empty(2 * LANES, np.uint64)
+    buf_len = buf.shape[0]
+    count = starts.shape[0]
+    i = 0
+    while i < count:
+        if i + LANES <= count and _lanes_fit(buf_len, starts, lengths, i):
+            _hash_lanes(k0, k1, buf, starts, np.int64(lengths[i]), i, words, lanes_out)
+            for lane in range(LANES):
+                out[i + lane, 0] = lanes_out[lane]
+                out[i + lane, 1] = lanes_out[LANES + lane]
+            i += LANES
+            continue
         h0, h1 = _siphash128(k0, k1, buf, np.int64(starts[i]), np.int64(lengths[i]))
         out[i, 0] = h0
         out[i, 1] = h1
+        i += 1

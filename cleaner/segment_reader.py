@@ -16,6 +16,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from cleaner.errors import CorruptSegmentError
+from cleaner.kernels import first_misplaced_batch
 from cleaner.throttler import Throttler
 from storage import compression, kernels
 from storage.batch_layout import SIZE_OFFSET
@@ -191,18 +192,15 @@ def check_offsets(log: Log, segment: LogSegment, position: int, scan: BatchScan,
     bases, lasts = scan.base_offsets, scan.last_offsets
     if len(bases) == 0:
         return previous_last
-    before = np.empty_like(lasts)
-    before[0] = previous_last
-    before[1:] = lasts[:-1]
-    bad = np.flatnonzero((bases <= before) | (lasts < bases) | (lasts > upper))
-    if len(bad) == 0:
+    i = int(first_misplaced_batch(bases, lasts, previous_last, upper))
+    if i < 0:
         return int(lasts[-1])
-    i = int(bad[0])
+    before = previous_last if i == 0 else int(lasts[i - 1])
     base, last, at = int(bases[i]), int(lasts[i]), position + int(scan.positions[i])
-    if base <= before[i]:
+    if base <= before:
         where = (f"the batch before it, at position {position + int(scan.positions[i - 1])}, "
                  f"ends" if i > 0 else "the batches before it end")
-        why = f"its base offset is not above {int(before[i])}, where {where}"
+        why = f"its base offset is not above {before}, where {where}"
     elif last < base:
         why = "its last offset is below its base offset"
     else:

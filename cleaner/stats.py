@@ -99,6 +99,9 @@ class CleanerStats:
     def invalid_message(self) -> None:
         self.invalid_messages_read += 1
 
+    def invalid_messages(self, count: int) -> None:
+        self.invalid_messages_read += count
+
     def recopy_messages(self, messages: int, size: int) -> None:
         self.messages_written += messages
         self.bytes_written += size
