@@ -102,8 +102,7 @@ class LogSegment:
         self._log = FileRecords(path, size=0 if empty else None)
         self._indexes = SegmentIndexes(directory, base_offset, suffix,
                                        config.segment_index_bytes, writable=writable)
-        self._txn_index = TransactionIndex(files.txn_index_file(directory, base_offset, suffix),
-                                           base_offset)
+        self._txn_index: TransactionIndex | None = None   # made at its first use
         self._created_ms = created_ms if created_ms is not None else clock.milliseconds()
         self._bytes_since_last_index_entry = 0
         # loaded lazily from the time index, but known at once for a new segment
@@ -173,7 +172,11 @@ class LogSegment:
 
     @property
     def txn_index(self) -> TransactionIndex:
-        return self._txn_index
+        txn_index = self._txn_index
+        if txn_index is None:
+            txn_index = self._txn_index = TransactionIndex(
+                files.txn_index_file(self._dir, self.base_offset, self._suffix), self.base_offset)
+        return txn_index
 
     def update_config(self, config: LogConfig) -> None:
         """Take ``config`` for the roll decision (``segment.bytes``, ``segment.ms``) and what
@@ -318,7 +321,7 @@ class LogSegment:
         make it fail, and an index closed meanwhile was trimmed and written by its closer."""
         self._log.flush()
         self._indexes.flush()
-        self._txn_index.flush()
+        self.txn_index.flush()
 
     def on_become_inactive(self) -> None:
         """At roll: final time-index entry, trim indexes and a preallocated file, stop writing."""
@@ -446,7 +449,7 @@ class LogSegment:
         if entry is None:
             return 0
         self._checked_indexes().truncate_to(offset)
-        self._txn_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         removed = self._log.truncate_to(entry.position)
         self._next_offset = None
         self._max_timestamp_and_offset = self._load_largest_timestamp()
@@ -470,7 +473,7 @@ class LogSegment:
         """Remove every batch (an unreadable segment found by recovery); return the bytes removed."""
         self._index_check_end = None
         self._indexes.reset()
-        self._txn_index.reset()
+        self.txn_index.reset()
         removed = self._log.truncate_to(0, through_writer=False)
         self._next_offset = self.base_offset
         self._max_timestamp_and_offset = TimestampOffset(-1, self.base_offset)
@@ -544,17 +547,17 @@ class LogSegment:
         """Full sanity check of the offset, time and transaction indexes; raises
         CorruptIndexError."""
         self._checked_indexes().sanity_check()
-        self._txn_index.sanity_check()
+        self.txn_index.sanity_check()
 
     # ---- transactions ------------------------------------------------------------------------
     def update_txn_index(self, completed: CompletedTxn, last_stable_offset: int) -> None:
         """Record a transaction closed by a marker in this segment: an aborted one gets an entry
         in the ``.txnindex`` (Kafka's updateTxnIndex); a committed one needs none."""
-        segment_txns.update_txn_index(self._txn_index, completed, last_stable_offset)
+        segment_txns.update_txn_index(self.txn_index, completed, last_stable_offset)
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int
                              ) -> TxnIndexSearchResult:
-        return self._txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
 
     def replay_producer_state(self, state: ProducerStateManager, from_offset: int | None = None,
                               *, write_txn_index: bool = False) -> None:
@@ -585,7 +588,7 @@ class LogSegment:
                                                                  new_suffix)
         self._log.rename_to(log_path)
         self._indexes.rename_suffix(new_suffix)
-        self._txn_index.rename_to(txn_index)
+        self.txn_index.rename_to(txn_index)
         self._suffix = new_suffix
 
     def rename_dir(self, directory: Path) -> None:
@@ -593,7 +596,8 @@ class LogSegment:
         ``updateParentDir``)."""
         self._log.follow(files.log_file(directory, self.base_offset, self._suffix))
         self._indexes.follow_dir(directory)
-        self._txn_index.update_parent_dir(directory)
+        if self._txn_index is not None:     # (else it is made in the new directory)
+            self._txn_index.update_parent_dir(directory)
         self._dir = directory
 
     def delete_files(self) -> None:
@@ -607,7 +611,7 @@ class LogSegment:
         failure: OSError | None = None
         indexes = self._indexes
         for path in (self.log_path, indexes.offset_index.path, indexes.time_index.path,
-                     self._txn_index.path):
+                     self.txn_index.path):
             try:
                 path.unlink(missing_ok=True)
             except OSError as err:
