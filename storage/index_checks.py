@@ -34,7 +34,7 @@ _INT64 = struct.Struct(">q")
 
 
 def check_index_files(log_path: Path, size: int, base_offset: int, offsets: OffsetIndex,
-                      times: TimeIndex, end_offset: int | None) -> None:
+                      times: TimeIndex, end_offset: int | None, *, release: bool = True) -> None:
     """Whether the ``offsets`` and ``times`` indexes of the segment at ``base_offset`` (its
     ``.log`` at ``log_path`` holds ``size`` bytes of batches) can be trusted; ``CorruptIndexError``
     on any doubt. ``end_offset`` is the next segment's base offset, None for the last (active)
@@ -47,7 +47,8 @@ def check_index_files(log_path: Path, size: int, base_offset: int, offsets: Offs
     Cheap for a closed segment: one batch header is read. The active segment's tail, from its
     last index entry to the end of the file, is scanned batch by batch with CRCs: garbage after a
     clean shutdown (a stale marker, a torn write) is found here and truncated by the rebuild.
-    Both indexes are released afterwards (their maps are not kept open)."""
+    With ``release`` both indexes are released afterwards (a load does not keep thousands of
+    them read); a segment checking them at their first use keeps them for that use."""
     try:
         bound = 2**63 if end_offset is None else end_offset
         offsets.check_entries(size, bound)
@@ -82,8 +83,9 @@ def check_index_files(log_path: Path, size: int, base_offset: int, offsets: Offs
                 f"timestamp {max_ts}; the segment ends before offset {next_offset})",
                 path=str(times.path), timestamp=last_time.timestamp, offset=last_time.offset)
     finally:
-        offsets.release()
-        times.release()
+        if release:
+            offsets.release()
+            times.release()
 
 
 def _batch_header(log_path: Path, size: int, index_path: Path,

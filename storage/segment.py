@@ -511,7 +511,7 @@ class LogSegment:
                     try:
                         check_index_files(self.log_path, self._log.size, self.base_offset,
                                           self._indexes.offset_index,
-                                          self._indexes.time_index, end)
+                                          self._indexes.time_index, end, release=False)
                     except CorruptIndexError as err:
                         log.warning("%s; rebuilding the indexes of %s from it", err,
                                     self.log_path)
