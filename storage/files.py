@@ -76,19 +76,23 @@ _QUARANTINED = re.compile(r"^(\d+)-(.+)\.(\d+)$")
 
 def offset_name(offset: int) -> str:
     """The 20-digit zero-padded prefix of every segment file."""
-    return f"{offset:0{_OFFSET_DIGITS}d}"
+    return "%020d" % offset     # _OFFSET_DIGITS; the %-form formats twice as fast (every load)
 
 
 def log_file(directory: Path, base_offset: int, suffix: str = "") -> Path:
     return directory / f"{offset_name(base_offset)}{LOG_SUFFIX}{suffix}"
 
 
-def index_file(directory: Path, base_offset: int, suffix: str = "") -> Path:
-    return directory / f"{offset_name(base_offset)}{INDEX_SUFFIX}{suffix}"
+def index_file(directory: Path, base_offset: int, suffix: str = "", *,
+               stem: str | None = None) -> Path:
+    """(``stem``: ``offset_name(base_offset)``, when the caller has it already.)"""
+    return directory / f"{stem or offset_name(base_offset)}{INDEX_SUFFIX}{suffix}"
 
 
-def time_index_file(directory: Path, base_offset: int, suffix: str = "") -> Path:
-    return directory / f"{offset_name(base_offset)}{TIME_INDEX_SUFFIX}{suffix}"
+def time_index_file(directory: Path, base_offset: int, suffix: str = "", *,
+                    stem: str | None = None) -> Path:
+    """(``stem``: ``offset_name(base_offset)``, when the caller has it already.)"""
+    return directory / f"{stem or offset_name(base_offset)}{TIME_INDEX_SUFFIX}{suffix}"
 
 
 def txn_index_file(directory: Path, base_offset: int, suffix: str = "") -> Path:

@@ -29,6 +29,9 @@ _SMALL_INDEX_ENTRIES = 64   # check_entries loops in Python up to here, in numpy
 _BACKING_STEP = 64 * 1024   # bytes of index file allocated ahead of the entries
 _PROBE_MIN_BYTES = 64 * 1024   # a read-only index file this large is searched in place ...
 _PROBE_LOOKUPS = 8             # ... by this many lookups, before it is read whole
+# opening, releasing and resizing an index file: one lock for all of them (a lock per index cost
+# a fifth of a load of many segments; these are short and never wait on one another)
+_LIFECYCLE = threading.RLock()
 
 
 class IndexFullError(StorageError):
@@ -151,7 +154,7 @@ class _Index:
         self._closed = False   # closed by its segment: a later use never creates the file
         # opening, releasing and resizing the file: readers open an index lazily while its owner
         # may trim or reopen it (a roll), so these never interleave
-        self._lifecycle = threading.RLock()
+        self._lifecycle = _LIFECYCLE
         self._probes = 0   # lookups answered from the file without reading it whole
 
     def __repr__(self) -> str:

@@ -3,9 +3,11 @@
 The offset and time indexes are hints and carry no checksum, nor does the ``.txnindex`` (as in
 Kafka). Before a segment that recovery will not re-validate is trusted, ``quick_index_check``
 checks the sizes of its index files, ``check_indexes_against_log`` their entries against the
-``.log``, and ``txn_index_problem`` its aborted-transaction entries against the batches they name
-and the segment's markers. A failed check makes the loader rebuild the index from the ``.log``;
-nothing here writes a file.
+``.log`` (``storage.index_checks``; the loader runs it on the active segment at open, and a closed
+segment runs it at the first use of its indexes: ``LogSegment.check_indexes_at_first_use``), and
+``txn_index_problem`` its aborted-transaction entries against the batches they name and the
+segment's markers. A failed check makes the loader rebuild the index from the ``.log``; nothing
+here writes a file.
 
 Finding the markers reads a segment's producer batches, so it is done only in a log that may
 hold transactions (``log_may_hold_transactions``, from the directory listing and the newest
@@ -17,38 +19,23 @@ log whose transactional producers are all forgotten (``producer.id.expiration.ms
 from __future__ import annotations
 
 import os
-import struct
 from pathlib import Path
 from typing import Iterator
 
 from storage import files
 from storage import txn_index
 from storage.errors import CorruptIndexError, CorruptRecordError
-from storage.kernels import LEGACY_TIMESTAMP_OFFSET
-from storage.records import (
-    HEADER_SIZE,
-    HEADER_SIZE_UP_TO_MAGIC,
-    LEGACY_RECORD_OVERHEAD_V0,
-    LOG_OVERHEAD,
-    MAGIC,
-    MAGIC_OFFSET,
-    MAX_TIMESTAMP_OFFSET,
-    SIZE_OFFSET,
-    BatchHeader,
-)
+from storage.index_checks import check_index_files
 from storage.producer_state import read_snapshot
+from storage.records import HEADER_SIZE, MAGIC, BatchHeader
 from storage.segment import LogSegment
 from storage.segment_read import producer_batch_headers
-from storage.segment_recovery import checked_batches
 from storage.txn_markers import (
     TxnMarker,
     markers_of_headers,
     open_transactions_in_snapshot,
     txn_index_mismatch,
 )
-
-_INT32 = struct.Struct(">i")
-_INT64 = struct.Struct(">q")
 
 
 def quick_index_check(directory: Path, stem: str, names: set[str],
@@ -166,106 +153,8 @@ def _header_at(segment: LogSegment, offset: int) -> BatchHeader | None:
 
 
 def check_indexes_against_log(segment: LogSegment, end_offset: int | None) -> None:
-    """Decide on open whether ``segment``'s indexes can be trusted; ``CorruptIndexError`` (the
-    loader then rebuilds them from the ``.log``) on any doubt. ``end_offset`` is the next
-    segment's base offset, None for the last (active) segment.
-
-    Every entry of both indexes is checked (``check_entries``: monotonic, inside the file). The
-    last offset-index entry (or position 0) must point at a batch boundary consistent with it,
-    and the largest timestamp there must not exceed the time index's last entry (a time index
-    zeroed by a lost write reads as timestamp 0 and would make retention delete the segment).
-    Cheap for a closed segment: one batch header is read. The active segment's tail, from its
-    last index entry to the end of the file, is scanned batch by batch with CRCs: garbage after a
-    clean shutdown (a stale marker, a torn write) is found here and truncated by the rebuild."""
-    size = segment.size
-    offsets, times = segment.offset_index, segment.time_index
-    try:
-        bound = 2**63 if end_offset is None else end_offset
-        offsets.check_entries(size, bound)
-        times.check_entries(bound)
-        entry = offsets.last_entry_or_none()
-        last_time = times.last_entry()
-        position = entry.position if entry is not None else 0
-        if size == 0:
-            if entry is not None or times.entries:
-                raise CorruptIndexError(f"indexes of the empty segment {segment.log_path} have "
-                                        f"entries", path=str(segment.log_path))
-            return
-        if end_offset is None:
-            first, next_offset, max_ts = _scan_tail(segment, position)
-        else:
-            first, max_ts = _batch_header(segment, position)
-            next_offset = end_offset
-        # the batch an entry points at starts at or below the entry's offset (an entry names the
-        # last offset of the append starting there); without an entry it is the first batch,
-        # which compaction may have moved above the segment's base offset
-        high = next_offset - 1 if entry is None else min(entry.offset, next_offset - 1)
-        if not segment.base_offset <= first <= high:
-            raise CorruptIndexError(
-                f"{offsets.path}: the batch at position {position} of {segment.log_path} starts "
-                f"at offset {first}, inconsistent with the index entry "
-                f"{entry.offset if entry is not None else '(none)'} -> {position}",
-                path=str(offsets.path), position=position, offset=first)
-        if last_time.offset >= next_offset or max_ts > last_time.timestamp:
-            raise CorruptIndexError(
-                f"{times.path}: its last entry {last_time.timestamp} -> {last_time.offset} "
-                f"disagrees with {segment.log_path} (a batch at position {position} or later has "
-                f"timestamp {max_ts}; the segment ends before offset {next_offset})",
-                path=str(times.path), timestamp=last_time.timestamp, offset=last_time.offset)
-    finally:
-        offsets.release()
-        times.release()
-
-
-def _batch_header(segment: LogSegment, position: int) -> tuple[int, int]:
-    """(first offset field, max timestamp) of the batch at ``position`` of a closed segment, or
-    ``CorruptIndexError`` when no plausible batch starts there. Only its header is read."""
-    fd = os.open(segment.log_path, os.O_RDONLY)   # not the handle cache: read once at load
-    try:
-        header = os.pread(fd, min(HEADER_SIZE, segment.size - position), position)
-    finally:
-        os.close(fd)
-    scan = None
-    if len(header) >= HEADER_SIZE_UP_TO_MAGIC:
-        length = _INT32.unpack_from(header, SIZE_OFFSET)[0]
-        magic = header[MAGIC_OFFSET]
-        if (length >= LEGACY_RECORD_OVERHEAD_V0 and position + LOG_OVERHEAD + length <= segment.size
-                and magic in (0, 1, MAGIC) and (magic != MAGIC or len(header) == HEADER_SIZE)):
-            first = _INT64.unpack_from(header, 0)[0]
-            if magic == MAGIC:
-                scan = first, _INT64.unpack_from(header, MAX_TIMESTAMP_OFFSET)[0]
-            elif magic == 1 and len(header) >= LEGACY_TIMESTAMP_OFFSET + 8:
-                scan = first, _INT64.unpack_from(header, LEGACY_TIMESTAMP_OFFSET)[0]
-            else:
-                scan = first, -1
-    if scan is None:
-        raise CorruptIndexError(
-            f"{segment.offset_index.path}: position {position} of {segment.log_path} is not the "
-            f"start of a batch", path=str(segment.offset_index.path), position=position)
-    return scan
-
-
-def _scan_tail(segment: LogSegment, position: int) -> tuple[int, int, int]:
-    """(first offset, next offset, max timestamp) of the batches from ``position`` to the end of
-    the active segment, each checked with its CRC; ``CorruptIndexError`` when they do not reach
-    the end of the file exactly with increasing offsets."""
-    fd = os.open(segment.log_path, os.O_RDONLY)
-    try:
-        size = os.fstat(fd).st_size
-        first, previous_last, max_ts, end = None, None, -1, position
-        for batch in checked_batches(fd, position, size):
-            if previous_last is not None and batch.base_offset <= previous_last \
-                    or batch.last_offset < batch.base_offset:
-                break
-            if first is None:
-                first = batch.base_offset
-            previous_last, end = batch.last_offset, batch.position + batch.size
-            max_ts = max(max_ts, batch.max_timestamp)
-    finally:
-        os.close(fd)
-    if first is None or previous_last is None or end != size:
-        raise CorruptIndexError(
-            f"{segment.log_path}: no valid batch at position {end} of {size} bytes after the "
-            f"last index entry (a torn or garbage tail)", path=str(segment.log_path),
-            position=end)
-    return first, previous_last + 1, max_ts
+    """Decide on open whether ``segment``'s indexes can be trusted (``index_checks``:
+    ``CorruptIndexError`` on any doubt, and the loader rebuilds them from the ``.log``).
+    ``end_offset`` is the next segment's base offset, None for the last (active) segment."""
+    check_index_files(segment.log_path, segment.size, segment.base_offset,
+                      segment.offset_index, segment.time_index, end_offset)

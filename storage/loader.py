@@ -7,11 +7,17 @@ Every pass is safe to run again after a crash in the middle of it:
 4. Load segments in offset order: delete index files without a ``.log``; a segment whose offset index
    is missing or malformed is recovered (its indexes rebuilt from the ``.log``). Every segment that
    pass 5 will not re-validate (all of them after a clean shutdown) has its indexes checked against
-   its ``.log`` (``storage.load_checks``: entries monotonic and inside the file, the last one
+   its ``.log`` (``storage.index_checks``: entries monotonic and inside the file, the last one
    on a batch boundary, the time index not below that batch's timestamp; for the active segment
-   the tail after the last index entry scanned with CRCs) and is recovered on any doubt, which
-   also cuts a torn tail left behind a stale clean-shutdown marker. A segment cut there that is
-   not the last drops the segments after it, as pass 5 does.
+   the tail after the last index entry scanned with CRCs). The active segment is checked here and
+   recovered on any doubt, which also cuts a torn tail left behind a stale clean-shutdown marker.
+   A closed segment is checked at the first use of its indexes, as Kafka's ``LazyIndex`` loads an
+   index when first used (``LogSegment.check_indexes_at_first_use``), and its indexes are rebuilt
+   from the ``.log`` then on any doubt, never served; so a clean open reads no index of a closed
+   segment. Except in a compacted log: there a doubt may be a cleaned segment overlapping the
+   segments it replaced (``_recover_keeping_cut``), a layout only a load can resolve, so every
+   segment is checked here. A segment recovered here that is cut and is not the last drops the
+   segments after it, as pass 5 does.
 5. After an unclean shutdown only, recover every segment from the recovery point on: re-validate every
    batch (CRC, offsets) and truncate at the first invalid byte; segments after a truncation are
    dropped (they were never flushed in order).
@@ -187,7 +193,10 @@ class LogLoader:
                     if base < recovered_later:   # a full check against the .log
                         quick_index_check(self.dir, stem, names, (files.TXN_INDEX_SUFFIX,))
                         end = bases[i + 1] if i + 1 < len(bases) else None
-                        check_indexes_against_log(segment, end)
+                        if end is not None and not self.config.compact:
+                            segment.check_indexes_at_first_use(end)   # a closed segment
+                        else:
+                            check_indexes_against_log(segment, end)
                     else:
                         quick_index_check(self.dir, stem, names)
                 except CorruptIndexError as err:

@@ -12,6 +12,7 @@ import numpy as np
 
 from storage import compression as compressors
 from storage import kernels
+from storage.kernel_twins import kernel_for
 from storage.errors import InvalidRecordError
 # the header layout and its offsets: storage.batch_layout (one definition)
 from storage.batch_layout import (
@@ -326,8 +327,9 @@ def _encode(key_data: np.ndarray, key_lens: np.ndarray, value_data: np.ndarray,
     bound = (HEADER_SIZE + kernels.MAX_RECORD_OVERHEAD * n + len(key_data) + len(value_data)
              + len(header_data))
     out = np.empty(bound, dtype=np.uint8)
-    end = kernels.encode_records(out, HEADER_SIZE, key_data, key_lens, value_data, value_lens,
-                                 header_data, header_lens, ts - base_timestamp, deltas)
+    end = kernel_for(kernels.encode_records, bound)(
+        out, HEADER_SIZE, key_data, key_lens, value_data, value_lens, header_data, header_lens,
+        ts - base_timestamp, deltas)
     return _seal(out, end, n, attributes, codec=codec, base_offset=base_offset,
                  partition_leader_epoch=partition_leader_epoch, last_delta=last_delta,
                  base_timestamp=base_timestamp, max_timestamp=max_ts, producer_id=producer_id,

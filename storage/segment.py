@@ -29,6 +29,7 @@ keeps of a ``.log`` is ``segment_recovery``, the producer-state replay ``segment
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, ContextManager, Iterator, NamedTuple
@@ -36,10 +37,11 @@ from typing import TYPE_CHECKING, Callable, ContextManager, Iterator, NamedTuple
 from storage import files, segment_read, segment_txns
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
-from storage.errors import InvalidOffsetError, StorageError
+from storage.errors import CorruptIndexError, InvalidOffsetError, StorageError
 from storage.file_records import FileRecords
+from storage.index_checks import check_index_files
 from storage.index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
-from storage.records import INT32_MAX
+from storage.records import INT32_MAX, BatchHeader
 from storage.segment_files import remove_segment_files, segment_paths
 from storage.segment_indexes import SegmentIndexes
 from storage.segment_io import HANDLES, HandleCache
@@ -66,6 +68,7 @@ __all__ = [   # the segment's names, some defined in the modules it delegates to
 ]
 
 log = logging.getLogger(__name__)
+_INDEX_CHECKS = threading.RLock()   # deferred index checks and rebuilds (_checked_indexes)
 
 
 class SegmentIdentity(NamedTuple):
@@ -99,8 +102,7 @@ class LogSegment:
         self._log = FileRecords(path, size=0 if empty else None)
         self._indexes = SegmentIndexes(directory, base_offset, suffix,
                                        config.segment_index_bytes, writable=writable)
-        self._txn_index = TransactionIndex(files.txn_index_file(directory, base_offset, suffix),
-                                           base_offset)
+        self._txn_index: TransactionIndex | None = None   # made at its first use
         self._created_ms = created_ms if created_ms is not None else clock.milliseconds()
         self._bytes_since_last_index_entry = 0
         # loaded lazily from the time index, but known at once for a new segment
@@ -109,6 +111,11 @@ class LogSegment:
         self._rolling_based_timestamp: int | None = None
         self._next_offset: int | None = base_offset if empty else None
         self._indexes_sized = True
+        # the next segment's base offset while the check of the indexes waits for their first use
+        self._index_check_end: int | None = None
+        self._indexes_rebuilt_at_first_use = False
+        # the producer batches the last recovery kept, while the file is as it left it
+        self._recovered_producer_batches: _RecoveredProducerBatches | None = None
 
     # ---- creation ----------------------------------------------------------------------------
     @classmethod
@@ -155,15 +162,21 @@ class LogSegment:
 
     @property
     def offset_index(self) -> OffsetIndex:
-        return self._indexes.offset_index
+        """The offset index, checked against the ``.log`` first if its check is deferred."""
+        return self._checked_indexes().offset_index
 
     @property
     def time_index(self) -> TimeIndex:
-        return self._indexes.time_index
+        """The time index, checked against the ``.log`` first if its check is deferred."""
+        return self._checked_indexes().time_index
 
     @property
     def txn_index(self) -> TransactionIndex:
-        return self._txn_index
+        txn_index = self._txn_index
+        if txn_index is None:
+            txn_index = self._txn_index = TransactionIndex(
+                files.txn_index_file(self._dir, self.base_offset, self._suffix), self.base_offset)
+        return txn_index
 
     def update_config(self, config: LogConfig) -> None:
         """Take ``config`` for the roll decision (``segment.bytes``, ``segment.ms``) and what
@@ -192,7 +205,8 @@ class LogSegment:
         ``segment.bytes`` long, zeros after the batches). Walks the batch headers from the last
         offset index entry; stops at the first bytes that are no batch. Returns the new size."""
         self._log.size_to(segment_read.written_size(self,
-                                                    self._indexes.last_indexed_position()))
+                                                    self._checked_indexes()
+                                                    .last_indexed_position()))
         return self._log.size
 
     @property
@@ -231,7 +245,7 @@ class LogSegment:
         """The offset after the last batch: scan from the last offset index entry to the end."""
         if self._next_offset is None:
             next_offset = self.base_offset
-            for entry in self.batches(self._indexes.last_indexed_position()):
+            for entry in self.batches(self._checked_indexes().last_indexed_position()):
                 next_offset = entry.last_offset + 1
             self._next_offset = next_offset
         return self._next_offset
@@ -250,7 +264,7 @@ class LogSegment:
             or (size > 0
                 and self._time_waited_for_roll(params.now_ms, params.max_timestamp_in_append)
                 > config.max_segment_ms - self.rolling_jitter_ms)
-            or self._indexes.is_full()
+            or self._checked_indexes().is_full()
             or not 0 <= params.max_offset_in_append - self.base_offset <= INT32_MAX
         )
 
@@ -293,7 +307,7 @@ class LogSegment:
             self._max_timestamp_and_offset = max_ts = TimestampOffset(largest_timestamp,
                                                                       offset_of_max_timestamp)
         if self._bytes_since_last_index_entry > self._config.index_interval_bytes:
-            self._indexes.append(largest_offset, position, max_ts)
+            self._checked_indexes().append(largest_offset, position, max_ts)
             self._bytes_since_last_index_entry = 0
         self._log.append(pieces, size)
         self._bytes_since_last_index_entry += size
@@ -307,11 +321,11 @@ class LogSegment:
         make it fail, and an index closed meanwhile was trimmed and written by its closer."""
         self._log.flush()
         self._indexes.flush()
-        self._txn_index.flush()
+        self.txn_index.flush()
 
     def on_become_inactive(self) -> None:
         """At roll: final time-index entry, trim indexes and a preallocated file, stop writing."""
-        self._indexes.append_final_time_entry(self._max_ts())
+        self._checked_indexes().append_final_time_entry(self._max_ts())
         self._indexes.trim()
         self._log.trim(preallocated=self._config.preallocate)
         self.make_read_only()
@@ -328,7 +342,7 @@ class LogSegment:
 
     def size_indexes_for_appends(self) -> None:
         if not self._indexes_sized:
-            self._indexes.size_for_appends()
+            self._checked_indexes().size_for_appends()
             self._indexes_sized = True
 
     # ---- read --------------------------------------------------------------------------------
@@ -402,14 +416,18 @@ class LogSegment:
         (the loader then splits the segment)."""
         del max_message_bytes
         self.make_writable()
+        self._index_check_end = None     # rebuilt here: nothing left to check
         self._indexes.reset()
         indexer = RecoveryIndexer(self._indexes, self.log_path, self.base_offset,
                                   self._config.index_interval_bytes)
-        plan = scan_file(self.log_path, self.base_offset, next_base_offset, indexer)
+        plan = scan_file(self.log_path, self.base_offset, next_base_offset, indexer,
+                         producer_headers=True)
         valid = plan.valid_bytes
         if plan.file_size > valid and keep_cut is not None:
             keep_cut(valid)
         truncated = self._log.truncate_to(valid, through_writer=False)
+        self._recovered_producer_batches = _RecoveredProducerBatches(
+            self._log.cuts, valid, tuple(indexer.producer_batches))
         max_ts, max_ts_offset = indexer.max_timestamp, indexer.offset_of_max_timestamp
         self._next_offset = plan.next_offset
         self._max_timestamp_and_offset = TimestampOffset(max_ts, max_ts_offset)
@@ -430,8 +448,8 @@ class LogSegment:
         entry = self.translate_offset(offset)
         if entry is None:
             return 0
-        self._indexes.truncate_to(offset)
-        self._txn_index.truncate_to(offset)
+        self._checked_indexes().truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         removed = self._log.truncate_to(entry.position)
         self._next_offset = None
         self._max_timestamp_and_offset = self._load_largest_timestamp()
@@ -453,8 +471,9 @@ class LogSegment:
 
     def truncate_fully(self) -> int:
         """Remove every batch (an unreadable segment found by recovery); return the bytes removed."""
+        self._index_check_end = None
         self._indexes.reset()
-        self._txn_index.reset()
+        self.txn_index.reset()
         removed = self._log.truncate_to(0, through_writer=False)
         self._next_offset = self.base_offset
         self._max_timestamp_and_offset = TimestampOffset(-1, self.base_offset)
@@ -468,21 +487,77 @@ class LogSegment:
         recovery that follows an unclean shutdown). Raises FileNotFoundError otherwise."""
         self._indexes.require_offset_index()
 
+    def check_indexes_at_first_use(self, next_base_offset: int) -> None:
+        """Defer the check of this closed segment's offset and time index against its ``.log``
+        (``storage.index_checks``; ``next_base_offset`` bounds its offsets) to the first use of
+        either index, as Kafka's ``LazyIndex`` defers loading an index: a clean open then reads
+        no index of its closed segments. Indexes that fail the check are rebuilt from the
+        ``.log`` before they answer (``indexes_rebuilt_at_first_use``), never served."""
+        self._index_check_end = next_base_offset
+
+    @property
+    def indexes_rebuilt_at_first_use(self) -> bool:
+        """Whether the deferred check found the indexes doubtful and rebuilt them."""
+        return self._indexes_rebuilt_at_first_use
+
+    def _checked_indexes(self) -> SegmentIndexes:
+        """The index pair, after its deferred check (``check_indexes_at_first_use``) if one is
+        pending. The check, and a rebuild, run once, under a lock shared by every segment, so
+        no reader sees the indexes half checked or half rebuilt."""
+        if self._index_check_end is not None:
+            with _INDEX_CHECKS:
+                end = self._index_check_end
+                if end is not None:
+                    try:
+                        check_index_files(self.log_path, self._log.size, self.base_offset,
+                                          self._indexes.offset_index,
+                                          self._indexes.time_index, end, release=False)
+                    except CorruptIndexError as err:
+                        log.warning("%s; rebuilding the indexes of %s from it", err,
+                                    self.log_path)
+                        self._rebuild_indexes(end)
+                    self._index_check_end = None
+        return self._indexes
+
+    def _rebuild_indexes(self, next_base_offset: int) -> None:
+        """Rebuild both indexes of this closed segment from its ``.log`` (every batch checked as
+        recovery checks it, ``segment_recovery``), without cutting the ``.log``: only a load
+        truncates a segment. Batches after the first invalid one are not indexed; the verified
+        reads report them (``CorruptRecordError``), as they would with any index."""
+        writable = self._indexes.offset_index.writable
+        self._indexes.reopen(writable=True)
+        self._indexes.reset()
+        indexer = RecoveryIndexer(self._indexes, self.log_path, self.base_offset,
+                                  self._config.index_interval_bytes)
+        plan = scan_file(self.log_path, self.base_offset, next_base_offset, indexer)
+        if plan.valid_bytes < self._log.size:
+            log.warning("%s: no valid batch at position %d; its batches from there are not "
+                        "indexed", self.log_path, plan.valid_bytes)
+        self._indexes.append_final_time_entry(
+            TimestampOffset(indexer.max_timestamp, indexer.offset_of_max_timestamp))
+        self._indexes.trim()
+        self._indexes.flush()
+        self._indexes.reopen(writable=writable)
+        self._indexes_sized = not writable   # a writable pair grows again at its next append
+        self._max_timestamp_and_offset = None
+        self._next_offset = None
+        self._indexes_rebuilt_at_first_use = True
+
     def check_indexes(self) -> None:
         """Full sanity check of the offset, time and transaction indexes; raises
         CorruptIndexError."""
-        self._indexes.sanity_check()
-        self._txn_index.sanity_check()
+        self._checked_indexes().sanity_check()
+        self.txn_index.sanity_check()
 
     # ---- transactions ------------------------------------------------------------------------
     def update_txn_index(self, completed: CompletedTxn, last_stable_offset: int) -> None:
         """Record a transaction closed by a marker in this segment: an aborted one gets an entry
         in the ``.txnindex`` (Kafka's updateTxnIndex); a committed one needs none."""
-        segment_txns.update_txn_index(self._txn_index, completed, last_stable_offset)
+        segment_txns.update_txn_index(self.txn_index, completed, last_stable_offset)
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int
                              ) -> TxnIndexSearchResult:
-        return self._txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
 
     def replay_producer_state(self, state: ProducerStateManager, from_offset: int | None = None,
                               *, write_txn_index: bool = False) -> None:
@@ -495,8 +570,14 @@ class LogSegment:
 
     def rebuild_txn_index(self, state: ProducerStateManager) -> None:
         """Rebuild the ``.txnindex`` from the ``.log``; ``state`` must hold the producer state as of
-        this segment's base offset and is left at its end."""
-        segment_txns.rebuild_txn_index(self, state)
+        this segment's base offset and is left at its end. Right after ``recover`` (the file
+        neither cut nor grown since) the producer batches it checked are replayed without a
+        second read of the ``.log``; a marker's batch is still read, for its control record."""
+        kept, self._recovered_producer_batches = self._recovered_producer_batches, None
+        batches = None
+        if kept is not None and kept.cuts == self._log.cuts and kept.size == self._log.size:
+            batches = kept.batches
+        segment_txns.rebuild_txn_index(self, state, batches)
 
     # ---- files -------------------------------------------------------------------------------
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
@@ -507,7 +588,7 @@ class LogSegment:
                                                                  new_suffix)
         self._log.rename_to(log_path)
         self._indexes.rename_suffix(new_suffix)
-        self._txn_index.rename_to(txn_index)
+        self.txn_index.rename_to(txn_index)
         self._suffix = new_suffix
 
     def rename_dir(self, directory: Path) -> None:
@@ -515,7 +596,8 @@ class LogSegment:
         ``updateParentDir``)."""
         self._log.follow(files.log_file(directory, self.base_offset, self._suffix))
         self._indexes.follow_dir(directory)
-        self._txn_index.update_parent_dir(directory)
+        if self._txn_index is not None:     # (else it is made in the new directory)
+            self._txn_index.update_parent_dir(directory)
         self._dir = directory
 
     def delete_files(self) -> None:
@@ -527,8 +609,9 @@ class LogSegment:
         self._log.close()
         self._indexes.release()
         failure: OSError | None = None
-        for path in (self.log_path, self.offset_index.path, self.time_index.path,
-                     self._txn_index.path):
+        indexes = self._indexes
+        for path in (self.log_path, indexes.offset_index.path, indexes.time_index.path,
+                     self.txn_index.path):
             try:
                 path.unlink(missing_ok=True)
             except OSError as err:
@@ -547,7 +630,7 @@ class LogSegment:
         and, when preallocated, its ``.log`` cut to its batches; then the writer, the cached read
         descriptor and the index pair are closed. Reads reopen them."""
         if self._log.is_open_for_writes:
-            self._indexes.append_final_time_entry(self._max_ts())
+            self._checked_indexes().append_final_time_entry(self._max_ts())
             if self._config.preallocate:
                 self._log.trim(preallocated=True)
         self._log.close()
@@ -559,6 +642,15 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path}, size={self.size})"
+
+
+class _RecoveredProducerBatches(NamedTuple):
+    """The (position, size, header) of the producer batches a recovery kept, valid while the
+    ``.log`` has the ``size`` and the count of ``cuts`` the recovery left it with."""
+
+    cuts: int
+    size: int
+    batches: tuple[tuple[int, int, BatchHeader], ...]
 
 
 def identity_or_none(segment: LogSegment) -> SegmentIdentity | None:

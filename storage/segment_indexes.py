@@ -28,44 +28,59 @@ class SegmentIndexes:
         self._base_offset = base_offset
         self._suffix = suffix
         self._index_bytes = index_bytes
-        self._offset_index, self._time_index = self._open(writable)
+        self._writable = writable
+        # made at the first use of either (a closed segment that is never read makes neither,
+        # so loading thousands of segments builds no index object)
+        self._pair: tuple[OffsetIndex, TimeIndex] | None = None
+        self._closed = False   # closed before it was made: made closed (it creates no file)
 
-    def _open(self, writable: bool) -> tuple[OffsetIndex, TimeIndex]:
-        directory, base, suffix = self._dir, self._base_offset, self._suffix
-        return (OffsetIndex(files.index_file(directory, base, suffix), base, self._index_bytes,
-                            writable=writable),
-                TimeIndex(files.time_index_file(directory, base, suffix), base,
-                          self._index_bytes, writable=writable))
+    def _indexes(self) -> tuple[OffsetIndex, TimeIndex]:
+        pair = self._pair
+        if pair is None:
+            directory, base, suffix = self._dir, self._base_offset, self._suffix
+            stem = files.offset_name(base)
+            pair = self._pair = (
+                OffsetIndex(files.index_file(directory, base, suffix, stem=stem), base,
+                            self._index_bytes, writable=self._writable),
+                TimeIndex(files.time_index_file(directory, base, suffix, stem=stem), base,
+                          self._index_bytes, writable=self._writable))
+            if self._closed:
+                for index in pair:
+                    index.close()
+        return pair
 
     @property
     def offset_index(self) -> OffsetIndex:
-        return self._offset_index
+        return self._indexes()[0]
 
     @property
     def time_index(self) -> TimeIndex:
-        return self._time_index
+        return self._indexes()[1]
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def reopen(self, *, writable: bool) -> None:
         """Close both indexes and recreate them lazily, writable or read-only."""
-        self._offset_index.close()
-        self._time_index.close()
-        self._offset_index, self._time_index = self._open(writable)
+        if self._pair is not None:
+            for index in self._pair:
+                index.close()
+            self._pair = None
+        self._writable = writable
+        self._closed = False
 
     def size_for_appends(self) -> None:
         """Grow both indexes to ``segment.index.bytes`` (the active segment's first append)."""
-        self._offset_index.resize(self._index_bytes)
-        self._time_index.resize(self._index_bytes)
+        self.offset_index.resize(self._index_bytes)
+        self.time_index.resize(self._index_bytes)
 
     def trim(self) -> None:
         """Shrink both index files to their entries (at the roll)."""
-        self._offset_index.trim_to_valid_size()
-        self._time_index.trim_to_valid_size()
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
 
     def flush(self) -> None:
         """Flush both indexes. An index closed meanwhile by a concurrent roll or close was
         trimmed and written by its closer, so its ``ValueError`` is ignored."""
-        for index in (self._offset_index, self._time_index):
+        for index in self._indexes():
             try:
                 index.flush()
             except ValueError:
@@ -73,18 +88,23 @@ class SegmentIndexes:
 
     def release(self) -> None:
         """Drop the maps of an idle segment's index pair; they reopen on the next lookup."""
-        self._offset_index.release()
-        self._time_index.release()
+        if self._pair is not None:
+            for index in self._pair:
+                index.release()
 
     def close(self) -> None:
         """Close the index pair's files and maps."""
-        self._offset_index.close()
-        self._time_index.close()
+        if self._pair is None:
+            self._closed = True
+            return
+        for index in self._pair:
+            index.close()
 
     def rename_suffix(self, suffix: str) -> None:
         """Rename both files to the segment's new temporary ``suffix`` (``""``: none)."""
-        self._offset_index.rename_to(files.index_file(self._dir, self._base_offset, suffix))
-        self._time_index.rename_to(files.time_index_file(self._dir, self._base_offset, suffix))
+        offset_index, time_index = self._indexes()
+        offset_index.rename_to(files.index_file(self._dir, self._base_offset, suffix))
+        time_index.rename_to(files.time_index_file(self._dir, self._base_offset, suffix))
         self._suffix = suffix
 
     def follow_dir(self, directory: Path) -> None:
@@ -92,48 +112,51 @@ class SegmentIndexes:
         and recreate both indexes there, read-only and lazily."""
         self.release()
         self._dir = directory
-        self._offset_index, self._time_index = self._open(writable=False)
+        self._pair = None
+        self._writable = False
+        self._closed = False
 
     # ---- entries -----------------------------------------------------------------------------
     def append(self, offset: int, position: int, max_timestamp: TimestampOffset) -> None:
         """One sparse entry pair: ``offset`` at file ``position``, and the segment's largest
         timestamp so far with its offset."""
-        self._offset_index.append(offset, position)
-        self._time_index.maybe_append(max_timestamp.timestamp, max_timestamp.offset)
+        offset_index, time_index = self._pair or self._indexes()   # (every append's path)
+        offset_index.append(offset, position)
+        time_index.maybe_append(max_timestamp.timestamp, max_timestamp.offset)
 
     def append_final_time_entry(self, max_timestamp: TimestampOffset) -> None:
         """The time-index entry for the segment's largest timestamp, even in a full index
         (Kafka's ``onBecomeInactiveSegment`` and ``close``), so a lookup by time finds the
         segment's end."""
-        self._time_index.maybe_append(max_timestamp.timestamp, max_timestamp.offset,
+        self.time_index.maybe_append(max_timestamp.timestamp, max_timestamp.offset,
                                       skip_full_check=True)
 
     def is_full(self) -> bool:
-        return self._offset_index.is_full() or self._time_index.is_full()
+        return self.offset_index.is_full() or self.time_index.is_full()
 
     def last_indexed_position(self) -> int:
         """The file position of the last offset-index entry (0 without an index file): where a
         walk to the end of the segment may start."""
-        index = self._offset_index
+        index = self.offset_index
         return index.lookup(LAST_OFFSET).position if index.exists() else 0
 
     def reset(self) -> None:
         """Remove every entry of both (recovery rebuilds them)."""
-        self._offset_index.reset()
-        self._time_index.reset()
+        self.offset_index.reset()
+        self.time_index.reset()
 
     def truncate_to(self, offset: int) -> None:
         """Remove the entries of offsets >= ``offset``."""
-        self._offset_index.truncate_to(offset)
-        self._time_index.truncate_to(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
 
     # ---- checks ------------------------------------------------------------------------------
     def require_offset_index(self) -> None:
         """Kafka's load-time check: the offset index file must exist (``FileNotFoundError``)."""
-        if not self._offset_index.exists():
-            raise FileNotFoundError(self._offset_index.path)
+        if not self.offset_index.exists():
+            raise FileNotFoundError(self.offset_index.path)
 
     def sanity_check(self) -> None:
         """Full sanity check of both indexes (``CorruptIndexError``)."""
-        self._offset_index.sanity_check()
-        self._time_index.sanity_check()
+        self.offset_index.sanity_check()
+        self.time_index.sanity_check()

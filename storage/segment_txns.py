@@ -10,13 +10,16 @@ the segment as a ``TxnSegment``: its batches, its ``.txnindex`` and where its ba
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Iterable, Protocol
 
 from storage.segment_read import SegmentFile, producer_batch_headers
 from storage.txn_index import AbortedTxn, TransactionIndex
 
 if TYPE_CHECKING:
     from storage.producer_state import CompletedTxn, ProducerStateManager
+    from storage.records import BatchHeader
+
+ProducerBatches = Iterable[tuple[int, int, "BatchHeader"]]   # (position, size, header)
 
 
 class TxnSegment(SegmentFile, Protocol):
@@ -37,13 +40,17 @@ def update_txn_index(txn_index: TransactionIndex, completed: CompletedTxn,
 
 
 def replay_producer_state(segment: TxnSegment, state: ProducerStateManager,
-                          from_offset: int | None = None, *,
-                          write_txn_index: bool = False) -> None:
-    """``LogSegment.replay_producer_state`` (see its contract)."""
-    position = 0
-    if from_offset is not None and from_offset > segment.base_offset:
-        position = segment.offset_index.lookup(from_offset).position
-    for batch_position, size, header in producer_batch_headers(segment, position):
+                          from_offset: int | None = None, *, write_txn_index: bool = False,
+                          batches: ProducerBatches | None = None) -> None:
+    """``LogSegment.replay_producer_state`` (see its contract). ``batches``: the segment's
+    producer batches as (position, size, header), in order, when the caller already has them
+    (a recovery that just checked every batch); else they are read from the ``.log``."""
+    if batches is None:
+        position = 0
+        if from_offset is not None and from_offset > segment.base_offset:
+            position = segment.offset_index.lookup(from_offset).position
+        batches = producer_batch_headers(segment, position)
+    for batch_position, size, header in batches:
         if from_offset is not None and header.last_offset < from_offset:
             continue
         completed = state.replay_batch(header, partial(segment.read_bytes, batch_position, size))
@@ -55,7 +62,9 @@ def replay_producer_state(segment: TxnSegment, state: ProducerStateManager,
     state.advance_map_end_offset(segment.read_next_offset())
 
 
-def rebuild_txn_index(segment: TxnSegment, state: ProducerStateManager) -> None:
-    """``LogSegment.rebuild_txn_index`` (see its contract)."""
+def rebuild_txn_index(segment: TxnSegment, state: ProducerStateManager,
+                      batches: ProducerBatches | None = None) -> None:
+    """``LogSegment.rebuild_txn_index`` (see its contract); ``batches`` as
+    ``replay_producer_state`` takes them."""
     segment.txn_index.reset()
-    replay_producer_state(segment, state, write_txn_index=True)
+    replay_producer_state(segment, state, write_txn_index=True, batches=batches)

@@ -88,7 +88,7 @@ class TransactionIndex:
     """The ``.txnindex`` of the segment at ``start_offset``. See the module docstring."""
 
     def __init__(self, path: Path, start_offset: int) -> None:
-        self.path = Path(path)
+        self.path = path if isinstance(path, Path) else Path(path)
         self.start_offset = start_offset
         self._last_offset: int | None = None   # of the last entry; read from the file when needed
         self._last_known = False

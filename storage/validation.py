@@ -19,6 +19,7 @@ import crc32c
 
 from storage import compression as compressors
 from storage import kernels
+from storage.kernel_twins import kernel_for
 from storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -84,9 +85,9 @@ def validate_for_append(buf: memoryview, *, require_keys: bool, max_message_byte
     source = _source(path, where)
     size = len(view)
     computed = crc32c.crc32c(view[ATTRIBUTES_OFFSET:]) if size > ATTRIBUTES_OFFSET else 0
-    status, index, at, value, max_delta, offset_of_max, has_null_key = kernels.validate_batch(
-        kernels.as_input(view), computed, max_message_bytes, bool(require_keys),
-        bool(from_client))
+    status, index, at, value, max_delta, offset_of_max, has_null_key = kernel_for(
+        kernels.validate_batch, size)(kernels.as_input(view), computed, max_message_bytes,
+                                      bool(require_keys), bool(from_client))
     records_bytes = size - HEADER_SIZE
     if status == kernels.COMPRESSED:
         codec = view[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK
@@ -102,8 +103,8 @@ def validate_for_append(buf: memoryview, *, require_keys: bool, max_message_byte
             status = kernels.ERR_APPEND_COUNT_FIT
         else:
             status, index, at, value, max_delta, offset_of_max, has_null_key = \
-                kernels.validate_records(kernels.as_input(raw), 0, records_bytes, count,
-                                         bool(require_keys))
+                kernel_for(kernels.validate_records, records_bytes)(
+                    kernels.as_input(raw), 0, records_bytes, count, bool(require_keys))
     if status != kernels.OK:
         raise _append_refusal(view, status, index, at, value, computed, records_bytes,
                               max_message_bytes, path, source)

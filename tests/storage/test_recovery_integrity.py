@@ -423,9 +423,9 @@ def test_a_zeroed_time_index_below_the_recovery_point_does_not_make_retention_de
     reopened = Log.open(directory, config, recovery_point=100, had_clean_shutdown=clean,
                         clock=clock, scheduler=FakeScheduler(clock))
     try:
-        assert reopened.load_result.rebuilt_indexes == 1
         first = reopened.segments()[0]
-        assert first.largest_timestamp == NOW + bases[1] - 1
+        assert first.largest_timestamp == NOW + bases[1] - 1   # checked at first use, rebuilt
+        assert first.indexes_rebuilt_at_first_use
         assert reopened.delete_old_segments() == 0
         assert reopened.segment_base_offsets() == bases
         clock.advance(86_400_000)        # a day later, by the records' own timestamps
@@ -458,9 +458,10 @@ def test_closed_segment_indexes_that_disagree_with_their_log_are_rebuilt_after_a
     second_time.write_bytes(bytes(t))
     reopened = _open_clean(directory, config, 100)
     try:
-        assert reopened.load_result.rebuilt_indexes == 2
         assert [(r.offset, r.value, r.timestamp) for r in reopened.read()] == expected
         assert [reopened.offset_for_timestamp(NOW + i) for i in range(0, 100, 7)] == lookups
+        assert [s.indexes_rebuilt_at_first_use for s in reopened.segments()[:3]] == \
+            [True, True, False]
     finally:
         reopened.close()
 
