@@ -15,7 +15,7 @@ import psutil
 
 from benchmarks.common import MB, Figure
 from cleaner import Cleaner, CleanerConfig
-from cleaner.kernels import warm_up as warm_cleaner
+from cleaner.cleaner import warm_up as warm_cleaner
 from storage.config import LogConfig
 from storage.kernels import warm_up as warm_storage
 from storage.log import Log

@@ -42,6 +42,7 @@ from cleaner.batch_filter import (ChunkOutput, LastBatches, LastRecord, empty_ba
                                   filter_plain_batches, retain_empty)
 from cleaner.config import CleanerConfig
 from cleaner.errors import CleanerIOError
+from cleaner import kernels
 from cleaner.kernels import DONE, EMPTY, MAP_FULL
 from cleaner.offset_map import OffsetMap
 from cleaner.segment_reader import (Records, batch_header, control_type, following_bases,
@@ -53,7 +54,8 @@ from storage import files
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.files import TopicPartition
 from storage.log import Log
-from storage.records import HEADER_SIZE, BatchHeader, BatchScan
+from storage.records import (HEADER_SIZE, BatchHeader, BatchScan, build_batch_columns,
+                             scan_batches)
 from storage.segment import LogSegment, SegmentIdentity
 
 logger = logging.getLogger(__name__)
@@ -423,3 +425,22 @@ def _index_bytes(path) -> int:
         return path.stat().st_size
     except FileNotFoundError:
         return 0
+
+
+def warm_up() -> None:
+    """Compile (or load from cache) the cleaner's kernels (``cleaner.kernels``, the offset
+    map's) once, at process start."""
+    data = build_batch_columns([b"k", None], [b"v", b"w"], np.zeros(2, np.int64))
+    batches = np.frombuffer(bytes(data) * 2, dtype=np.uint8)
+    scan = scan_batches(batches)
+    offset_map = OffsetMap(1 << 16)
+    offset_map.put_batches(batches, scan, 0, len(scan), 0)
+    lookup = offset_map.lookup()
+    kernels.filter_batches(lookup.table, lookup.table_slots, lookup.k0, lookup.k1,
+                           lookup.latest_offset, batches, scan.positions, scan.sizes,
+                           scan.last_offsets, 0, len(scan), 0, 1 << 40,
+                           np.empty(len(batches), np.uint8), 0, np.empty(len(scan), np.int64),
+                           np.empty(kernels.RESULT_FIELDS, np.int64))
+    kernels.first_misplaced_batch(scan.base_offsets, scan.last_offsets, -1, 1 << 40)
+    kernels.gather_records(batches, np.zeros(1, np.int64), np.ones(1, np.int64),
+                           np.ones(1, np.bool_), np.zeros(16, np.uint8))

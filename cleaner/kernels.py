@@ -277,23 +277,3 @@ def filter_batches(t, n, k0, k1, latest, buf, positions,  # type: ignore[no-unty
     result[R_MAX_TIMESTAMP_OFFSET] = max_ts_offset
     result[R_LAST_OFFSET] = last_written
     result[R_REWRITTEN] = n_rewritten
-
-
-def warm_up() -> None:
-    """Compile (or load from cache) the kernels once, at process start."""
-    from cleaner.offset_map import OffsetMap
-    from storage.records import build_batch_columns, scan_batches
-
-    data = build_batch_columns([b"k", None], [b"v", b"w"], np.zeros(2, np.int64))
-    batches = np.frombuffer(bytes(data) * 2, dtype=np.uint8)
-    scan = scan_batches(batches)
-    offset_map = OffsetMap(1 << 16)
-    offset_map.put_batches(batches, scan, 0, len(scan), 0)
-    lookup = offset_map.lookup()
-    filter_batches(lookup.table, lookup.table_slots, lookup.k0, lookup.k1, lookup.latest_offset,
-                   batches, scan.positions, scan.sizes, scan.last_offsets, 0, len(scan), 0,
-                   1 << 40, np.empty(len(batches), np.uint8), 0, np.empty(len(scan), np.int64),
-                   np.empty(RESULT_FIELDS, np.int64))
-    first_misplaced_batch(scan.base_offsets, scan.last_offsets, -1, 1 << 40)
-    gather_records(batches, np.zeros(1, np.int64), np.ones(1, np.int64), np.ones(1, np.bool_),
-                   np.zeros(16, np.uint8))
