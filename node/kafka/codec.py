@@ -89,7 +89,7 @@ def decode_request(data: bytes | memoryview) -> Request | ApiVersionsTooNew:
     if start.api_key in HOT_KEYS:
         client_id, body = decode_hot_request(buffer, start.api_key, start.api_version)
         return Request(start.api_key, start.api_version, start.correlation_id, client_id, body)
-    cls = load_request_schema(start.api_key, start.api_version)
+    cls = request_class(start.api_key, start.api_version)
     try:
         check_bounds(cls, buffer, check_bounds(cls.__header_schema__, buffer, 0))
         header, used = entity_reader(cls.__header_schema__)(buffer, 0)
@@ -103,9 +103,17 @@ def decode_request(data: bytes | memoryview) -> Request | ApiVersionsTooNew:
                    getattr(header, "client_id", None), body)
 
 
+@functools.cache
 def response_class(api_key: int, api_version: int) -> type:
-    """kio's response class of ``api_key`` at ``api_version``."""
+    """kio's response class of ``api_key`` at ``api_version`` (looked up once: kio resolves
+    the class by importing its module by name on every call)."""
     return load_response_schema(api_key, api_version)
+
+
+@functools.cache
+def request_class(api_key: int, api_version: int) -> type:
+    """kio's request class of ``api_key`` at ``api_version`` (looked up once)."""
+    return load_request_schema(api_key, api_version)
 
 
 def encode_response(request: Request | ApiVersionsTooNew, api_key: int, body: Any) -> bytes:
