@@ -38,6 +38,7 @@ from node.kafka.codec import (
     Request,
     api_versions_unsupported,
     decode_request,
+    encode_produce,
     encode_response,
     millis,
 )
@@ -171,7 +172,7 @@ class KafkaApis:
             outcome = await self._run(handle_produce, decoded)
             if outcome.acks == 0:
                 return Reply(None, close=outcome.failed)
-            body = outcome.response
+            return Reply(encode_produce(decoded, outcome.topics))
         elif key in GROUP_HANDLERS:
             pending: Future[Any] = await self._run_group(GROUP_HANDLERS[ApiKey(key)], decoded,
                                                          client_host)
@@ -227,9 +228,9 @@ class KafkaApis:
                     if outcome.failed:
                         break
                     continue
-                body = outcome.response
-            else:
-                body = HANDLERS[ApiKey(key)](self.served, decoded)
+                replies.append(Reply(encode_produce(decoded, outcome.topics)))
+                continue
+            body = HANDLERS[ApiKey(key)](self.served, decoded)
             replies.append(Reply(encode_response(decoded, key, body)))
         return Replies(replies)
 

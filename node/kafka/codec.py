@@ -38,7 +38,13 @@ from kio.static.primitive import TZAware, i32Timedelta
 from node.kafka.bounds import check_bounds
 from node.kafka.errors import MalformedRequestError, UnsupportedRequestError
 from node.kafka.framing import frame, peek_header
-from node.kafka.hot_codec import decode_hot_request, encode_hot_response
+from node.kafka.hot_codec import (
+    ProducedTopics,
+    decode_hot_request,
+    encode_hot_response,
+    encode_produce_answer,
+    produce_response_header,
+)
 from node.kafka.versions import SUPPORTED, ApiKey
 
 HOT_KEYS = frozenset({ApiKey.PRODUCE, ApiKey.FETCH})
@@ -126,6 +132,12 @@ def encode_response(request: Request | ApiVersionsTooNew, api_key: int, body: An
     entity_writer(header_cls)(out, header_cls(correlation_id=request.correlation_id))
     entity_writer(type(body))(out, body)
     return frame(out.getvalue())
+
+
+def encode_produce(request: Request, topics: ProducedTopics) -> bytes:
+    """The framed Produce response to ``request`` holding ``topics`` (no throttle)."""
+    return frame(produce_response_header(request.api_version, request.correlation_id)
+                 + encode_produce_answer(topics, 0, request.api_version))
 
 
 def api_versions_unsupported(request: ApiVersionsTooNew) -> bytes:

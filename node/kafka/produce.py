@@ -15,6 +15,9 @@ INVALID_TXN_STATE; a retry of an appended batch is answered with its original of
 stamps the offsets. ``acks`` other than 0, 1 and -1 is INVALID_REQUIRED_ACKS for every
 partition; with one replica, -1 is answered like 1, after the append.
 
+The answer is ``hot_codec.PartitionProduced`` values per topic, which the hot codec writes
+directly (no kio entity is built for it).
+
 With acks=0 the client expects no response; the caller sends none, and closes the connection
 when a partition failed (``ProduceOutcome.failed``), the only signal Kafka gives then.
 """
@@ -23,13 +26,13 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from node.kafka.codec import Request, build, response_class
+from node.kafka.codec import Request
 from node.kafka.context import ServedDir
 from node.kafka.errors import UnsupportedCompressionTypeError, error_code_for
+from node.kafka.hot_codec import PartitionProduced, ProducedTopics
 from node.kafka.internal_topics import ADMIN_CLIENT_ID, is_internal
 from node.kafka.txn_apis import check_transactional_batch
 from storage.batch_layout import ATTRIBUTES_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, SIZE_OFFSET
@@ -45,9 +48,9 @@ VALID_ACKS = (-1, 0, 1)
 
 @dataclass(frozen=True, slots=True)
 class ProduceOutcome:
-    """The response, whether any partition failed, and the request's ``acks``."""
+    """The response's topics, whether any partition failed, and the request's ``acks``."""
 
-    response: Any
+    topics: ProducedTopics
     failed: bool
     acks: int
 
@@ -81,13 +84,12 @@ def check_single_batch(records: bytes | None, version: int, where: str) -> None:
 def handle_produce(served: ServedDir, request: Request) -> ProduceOutcome:
     """Append every partition's batch of ``request`` and build the response."""
     body, version = request.body, request.api_version
-    cls = response_class(0, version)
     acks = int(body.acks)
     internal_allowed = request.client_id == ADMIN_CLIENT_ID
     failed = False
-    topics = []
+    topics: ProducedTopics = []
     for topic in body.topic_data:
-        partitions = []
+        partitions: list[PartitionProduced] = []
         for data in topic.partition_data:
             where = f"{topic.name}-{data.index}"
             try:
@@ -107,19 +109,15 @@ def handle_produce(served: ServedDir, request: Request) -> ProduceOutcome:
                                               data.index, data.records)
                     served.signal.watch(log)
                     info = log.append_batch(data.records)
-                partitions.append({
-                    "index": data.index, "error_code": ErrorCode.none,
-                    "base_offset": info.first_offset,
-                    "log_append_time": info.log_append_time,
-                    "log_start_offset": info.log_start_offset,
-                    "record_errors": [], "error_message": None})
+                partitions.append(PartitionProduced(
+                    data.index, ErrorCode.none, info.first_offset, info.log_append_time,
+                    info.log_start_offset))
             except StorageError as err:
                 failed = True
                 partitions.append(_error(data.index, error_code_for(err), str(err)))
-        topics.append({"name": topic.name, "partition_responses": partitions})
-    return ProduceOutcome(build(cls, {"responses": topics, "throttle_time": 0}), failed, acks)
+        topics.append((topic.name, partitions))
+    return ProduceOutcome(topics, failed, acks)
 
 
-def _error(index: int, code: ErrorCode, message: str) -> dict[str, Any]:
-    return {"index": index, "error_code": code, "base_offset": -1, "log_append_time": -1,
-            "log_start_offset": -1, "record_errors": [], "error_message": message}
+def _error(index: int, code: ErrorCode, message: str) -> PartitionProduced:
+    return PartitionProduced(index, code, -1, -1, -1, message)
