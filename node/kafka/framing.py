@@ -83,27 +83,26 @@ class FrameReader:
         end = SIZE.size + check_frame_size(SIZE.unpack_from(buffer, 0)[0], limit, key)
         if len(buffer) < end:
             return None
-        frame = bytes(buffer[SIZE.size:end])
+        with memoryview(buffer) as view:
+            frame = bytes(view[SIZE.size:end])
         del buffer[:end]
         return frame
 
     async def next(self, limit: int, key: str, idle_s: float) -> bytes | None:
         """The next frame, waiting for it; None when the client closed the connection (in
-        the middle of a frame or between frames). Raises ``TimeoutError`` when nothing at
-        all arrived for ``idle_s`` between frames, ``InvalidFrameSizeError`` as ``ready``."""
+        the middle of a frame or between frames). Raises ``TimeoutError`` when a frame's size
+        prefix did not arrive within ``idle_s``, ``InvalidFrameSizeError`` as ``ready``."""
         buffer = self._buffer
         while (frame := self.ready(limit, key)) is None:
-            if not buffer:
+            if len(buffer) < SIZE.size:
                 async with asyncio.timeout(idle_s):
                     chunk = await self._reader.read(CHUNK)
-            elif len(buffer) >= SIZE.size:    # the rest of a frame of known size: one read
+            else:       # the rest of a frame of known size: one read
                 missing = SIZE.size + SIZE.unpack_from(buffer, 0)[0] - len(buffer)
                 try:
                     chunk = await self._reader.readexactly(missing)
                 except asyncio.IncompleteReadError:
                     return None
-            else:
-                chunk = await self._reader.read(CHUNK)
             if not chunk:
                 return None
             buffer += chunk
