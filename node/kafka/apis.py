@@ -11,7 +11,7 @@ no partition in error, it waits for an append to a log of the directory (``Appen
 for ``max_wait_ms`` to pass, and is read again.
 
 ``handle_pipelined`` answers the requests a connection has sent without waiting for their
-answers (librdkafka keeps up to five produce requests in flight): a run of consecutive Produce
+answers (librdkafka keeps several produce requests in flight): a run of consecutive Produce
 and ``HANDLERS`` requests is decoded, handled and encoded in one call in the pool, one request
 after the other in their order, so the idempotent producer's sequence checks see them in order
 and the answers come back in request order, with one hop to the pool and back for the run
@@ -157,34 +157,11 @@ class KafkaApis:
         self.served = served
         self._pool = pool
 
-    async def handle(self, frame: bytes, client_host: str = "") -> Reply:
-        """The reply to one request ``frame`` (without its size prefix) from ``client_host``.
-        Raises ``KafkaProtocolError`` when the connection must be closed without a reply."""
-        decoded = decode_request(frame)
-        if isinstance(decoded, ApiVersionsTooNew):
-            return Reply(api_versions_unsupported(decoded))
-        key = decoded.api_key
-        if key == ApiKey.API_VERSIONS:
-            body = handle_api_versions(decoded)
-        elif key == ApiKey.FETCH:
-            body = await self._fetch(decoded)
-        elif key == ApiKey.PRODUCE:
-            outcome = await self._run(handle_produce, decoded)
-            if outcome.acks == 0:
-                return Reply(None, close=outcome.failed)
-            return Reply(encode_produce(decoded, outcome.topics))
-        elif key in GROUP_HANDLERS:
-            pending: Future[Any] = await self._run_group(GROUP_HANDLERS[ApiKey(key)], decoded,
-                                                         client_host)
-            body = await asyncio.wrap_future(pending)
-        else:   # decode_request admits only the served keys
-            body = await self._run(HANDLERS[ApiKey(key)], decoded)
-        return Reply(encode_response(decoded, key, body))
-
     async def handle_pipelined(self, frames: list[bytes], client_host: str = "") -> Replies:
-        """The replies to ``frames``, requests of one connection in the order they arrived
-        (see the module docstring); a request that fails with ``KafkaProtocolError`` or closes
-        the connection ends the run (``Replies``)."""
+        """The replies to ``frames`` (request frames without their size prefix), requests of
+        one connection from ``client_host`` in the order they arrived, one or more (see the
+        module docstring); a request that fails with ``KafkaProtocolError`` (the connection
+        must be closed without a reply) or whose reply closes the connection ends them."""
         loop = asyncio.get_running_loop()
         replies: list[Reply] = []
         start = 0
@@ -201,7 +178,7 @@ class KafkaApis:
                 start = stop
                 continue
             try:
-                reply = await self.handle(frames[start], client_host)
+                reply = await self._handle_one(frames[start], client_host)
             except KafkaProtocolError as err:
                 return Replies(replies, err)
             replies.append(reply)
@@ -233,6 +210,24 @@ class KafkaApis:
             body = HANDLERS[ApiKey(key)](self.served, decoded)
             replies.append(Reply(encode_response(decoded, key, body)))
         return Replies(replies)
+
+    async def _handle_one(self, frame: bytes, client_host: str) -> Reply:
+        """The reply to one request not answered in a pooled run: ApiVersions (on the event
+        loop), a Fetch (long-polled), a group API (its answer awaited); a frame that does not
+        decode raises ``KafkaProtocolError``."""
+        decoded = decode_request(frame)
+        if isinstance(decoded, ApiVersionsTooNew):
+            return Reply(api_versions_unsupported(decoded))
+        key = decoded.api_key
+        if key == ApiKey.API_VERSIONS:
+            body = handle_api_versions(decoded)
+        elif key == ApiKey.FETCH:
+            body = await self._fetch(decoded)
+        else:   # decode_request admits only the served keys; the pooled ones do not come here
+            pending: Future[Any] = await self._run_group(GROUP_HANDLERS[ApiKey(key)], decoded,
+                                                         client_host)
+            body = await asyncio.wrap_future(pending)
+        return Reply(encode_response(decoded, key, body))
 
     async def _run(self, handler: Callable[[ServedDir, Request], T], request: Request) -> T:
         loop = asyncio.get_running_loop()
