@@ -2,10 +2,11 @@
 kafka-python, aiokafka, the Java client) produce to it, fetch from it, ask it for metadata,
 administer its topics, and consume in groups whose offsets it keeps.
 
-``framing`` (sizes, the header's first fields), ``bounds`` (every length checked before
-decoding), ``codec`` (kio decode/encode), ``versions`` (what is advertised), ``errors`` (typed
-errors and Kafka error codes), ``config`` (``KafkaServerConfig``), ``broker_view`` (the cluster
-as one broker sees it), ``context`` (what the handlers share), one module per API family
+``framing`` (sizes, the header's first fields, a connection's frames), ``bounds`` (every
+length checked before decoding), ``codec`` (kio decode/encode), ``versions`` (what is
+advertised), ``errors`` (typed errors and Kafka error codes), ``config``
+(``KafkaServerConfig``), ``broker_view`` (the cluster as one broker sees it), ``context``
+(what the handlers share), one module per API family
 (``api_versions``, ``metadata`` with DescribeCluster, ``produce``, ``fetch``, ``list_offsets``,
 ``leader_epoch`` (OffsetForLeaderEpoch), ``init_producer_id``, ``admin``, ``alter_configs``,
 ``log_dirs`` (DescribeLogDirs, AlterReplicaLogDirs), ``describe_producers``,

@@ -9,6 +9,13 @@ loop (``asyncio.wrap_future``), holding no thread. A Fetch is long-polled
 here: it is read, and while it gathered fewer than ``min_bytes`` (capped at ``max_bytes``) with
 no partition in error, it waits for an append to a log of the directory (``AppendSignal``) or
 for ``max_wait_ms`` to pass, and is read again.
+
+``handle_pipelined`` answers the requests a connection has sent without waiting for their
+answers (librdkafka keeps several produce requests in flight): a run of consecutive Produce
+and ``HANDLERS`` requests is decoded, handled and encoded in one call in the pool, one request
+after the other in their order, so the idempotent producer's sequence checks see them in order
+and the answers come back in request order, with one hop to the pool and back for the run
+instead of one per request.
 """
 
 from __future__ import annotations
@@ -31,12 +38,15 @@ from node.kafka.codec import (
     Request,
     api_versions_unsupported,
     decode_request,
+    encode_produce,
     encode_response,
     millis,
 )
 from node.kafka.context import ServedDir
 from node.kafka.delete_records import handle_delete_records
+from node.kafka.errors import KafkaProtocolError
 from node.kafka.describe_producers import handle_describe_producers
+from node.kafka.framing import HEADER_START, peek_header
 from node.kafka.fetch import FetchRead, fetch_response, read_partitions, session_error
 from node.kafka.find_coordinator import handle_find_coordinator
 from node.kafka.group_admin import (
@@ -112,6 +122,10 @@ GROUP_HANDLERS: dict[ApiKey, GroupHandler] = {
 }
 
 
+# the APIs a pipelined run answers in one call in the pool
+POOLED: frozenset[int] = frozenset({ApiKey.PRODUCE, *HANDLERS})
+
+
 @dataclass(frozen=True, slots=True)
 class Reply:
     """What to do after a request: send ``data`` (None: send nothing), then close the connection
@@ -119,6 +133,20 @@ class Reply:
 
     data: bytes | None
     close: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Replies:
+    """The replies to pipelined requests, in request order, up to the first that closes the
+    connection: the last reply's ``close``, or ``error`` (the request after the last reply
+    must close the connection without a reply). Requests after those are not served."""
+
+    replies: list[Reply]
+    error: KafkaProtocolError | None = None
+
+    @property
+    def closes(self) -> bool:
+        return self.error is not None or bool(self.replies and self.replies[-1].close)
 
 
 class KafkaApis:
@@ -129,9 +157,65 @@ class KafkaApis:
         self.served = served
         self._pool = pool
 
-    async def handle(self, frame: bytes, client_host: str = "") -> Reply:
-        """The reply to one request ``frame`` (without its size prefix) from ``client_host``.
-        Raises ``KafkaProtocolError`` when the connection must be closed without a reply."""
+    async def handle_pipelined(self, frames: list[bytes], client_host: str = "") -> Replies:
+        """The replies to ``frames`` (request frames without their size prefix), requests of
+        one connection from ``client_host`` in the order they arrived, one or more (see the
+        module docstring); a request that fails with ``KafkaProtocolError`` (the connection
+        must be closed without a reply) or whose reply closes the connection ends them."""
+        loop = asyncio.get_running_loop()
+        replies: list[Reply] = []
+        start = 0
+        while start < len(frames):
+            stop = start
+            while stop < len(frames) and _pooled(frames[stop]):
+                stop += 1
+            if stop > start:
+                done = await loop.run_in_executor(self._pool, self._answer_run,
+                                                  frames[start:stop])
+                replies.extend(done.replies)
+                if done.closes:
+                    return Replies(replies, done.error)
+                start = stop
+                continue
+            try:
+                reply = await self._handle_one(frames[start], client_host)
+            except KafkaProtocolError as err:
+                return Replies(replies, err)
+            replies.append(reply)
+            if reply.close:
+                break
+            start += 1
+        return Replies(replies)
+
+    def _answer_run(self, frames: list[bytes]) -> Replies:
+        """In the pool: each of ``frames`` (Produce or ``HANDLERS`` requests) decoded, handled
+        and encoded, in order."""
+        replies: list[Reply] = []
+        for data in frames:
+            try:
+                decoded = decode_request(data)
+            except KafkaProtocolError as err:
+                return Replies(replies, err)
+            assert isinstance(decoded, Request)     # only ApiVersions can be too new
+            key = decoded.api_key
+            if key == ApiKey.PRODUCE:
+                outcome = handle_produce(self.served, decoded)
+                if outcome.acks == 0:
+                    replies.append(Reply(None, close=outcome.failed))
+                    if outcome.failed:
+                        break
+                    continue
+                replies.append(Reply(encode_produce(decoded, outcome.topics,
+                                                    outcome.node_endpoints)))
+                continue
+            body = HANDLERS[ApiKey(key)](self.served, decoded)
+            replies.append(Reply(encode_response(decoded, key, body)))
+        return Replies(replies)
+
+    async def _handle_one(self, frame: bytes, client_host: str) -> Reply:
+        """The reply to one request not answered in a pooled run: ApiVersions (on the event
+        loop), a Fetch (long-polled), a group API (its answer awaited); a frame that does not
+        decode raises ``KafkaProtocolError``."""
         decoded = decode_request(frame)
         if isinstance(decoded, ApiVersionsTooNew):
             return Reply(api_versions_unsupported(decoded))
@@ -140,17 +224,10 @@ class KafkaApis:
             body = handle_api_versions(decoded)
         elif key == ApiKey.FETCH:
             body = await self._fetch(decoded)
-        elif key == ApiKey.PRODUCE:
-            outcome = await self._run(handle_produce, decoded)
-            if outcome.acks == 0:
-                return Reply(None, close=outcome.failed)
-            body = outcome.response
-        elif key in GROUP_HANDLERS:
+        else:   # decode_request admits only the served keys; the pooled ones do not come here
             pending: Future[Any] = await self._run_group(GROUP_HANDLERS[ApiKey(key)], decoded,
                                                          client_host)
             body = await asyncio.wrap_future(pending)
-        else:   # decode_request admits only the served keys
-            body = await self._run(HANDLERS[ApiKey(key)], decoded)
         return Reply(encode_response(decoded, key, body))
 
     async def _run(self, handler: Callable[[ServedDir, Request], T], request: Request) -> T:
@@ -179,3 +256,9 @@ class KafkaApis:
             if read.has_error or read.size >= wanted or remaining <= 0 or not body.topics:
                 return fetch_response(request, read)
             await signal.wait_changed(since, remaining)
+
+
+def _pooled(frame: bytes) -> bool:
+    """Whether ``frame`` is a request ``handle_pipelined`` answers in a pooled run (a frame too
+    short for a header is not: ``handle`` rejects it)."""
+    return len(frame) >= HEADER_START.size and peek_header(frame).api_key in POOLED

@@ -28,7 +28,7 @@ import io
 import typing
 from dataclasses import dataclass, fields, is_dataclass
 from types import UnionType
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
@@ -38,7 +38,14 @@ from kio.static.primitive import TZAware, i32Timedelta
 from node.kafka.bounds import check_bounds
 from node.kafka.errors import MalformedRequestError, UnsupportedRequestError
 from node.kafka.framing import frame, peek_header
-from node.kafka.hot_codec import decode_hot_request, encode_hot_response
+from node.kafka.hot_codec import (
+    NodeEndpoint,
+    ProducedTopics,
+    decode_hot_request,
+    encode_hot_response,
+    encode_produce_answer,
+    produce_response_header,
+)
 from node.kafka.versions import SUPPORTED, ApiKey
 
 HOT_KEYS = frozenset({ApiKey.PRODUCE, ApiKey.FETCH})
@@ -89,7 +96,7 @@ def decode_request(data: bytes | memoryview) -> Request | ApiVersionsTooNew:
     if start.api_key in HOT_KEYS:
         client_id, body = decode_hot_request(buffer, start.api_key, start.api_version)
         return Request(start.api_key, start.api_version, start.correlation_id, client_id, body)
-    cls = load_request_schema(start.api_key, start.api_version)
+    cls = request_class(start.api_key, start.api_version)
     try:
         check_bounds(cls, buffer, check_bounds(cls.__header_schema__, buffer, 0))
         header, used = entity_reader(cls.__header_schema__)(buffer, 0)
@@ -103,9 +110,17 @@ def decode_request(data: bytes | memoryview) -> Request | ApiVersionsTooNew:
                    getattr(header, "client_id", None), body)
 
 
+@functools.cache
 def response_class(api_key: int, api_version: int) -> type:
-    """kio's response class of ``api_key`` at ``api_version``."""
+    """kio's response class of ``api_key`` at ``api_version`` (looked up once: kio resolves
+    the class by importing its module by name on every call)."""
     return load_response_schema(api_key, api_version)
+
+
+@functools.cache
+def request_class(api_key: int, api_version: int) -> type:
+    """kio's request class of ``api_key`` at ``api_version`` (looked up once)."""
+    return load_request_schema(api_key, api_version)
 
 
 def encode_response(request: Request | ApiVersionsTooNew, api_key: int, body: Any) -> bytes:
@@ -118,6 +133,14 @@ def encode_response(request: Request | ApiVersionsTooNew, api_key: int, body: An
     entity_writer(header_cls)(out, header_cls(correlation_id=request.correlation_id))
     entity_writer(type(body))(out, body)
     return frame(out.getvalue())
+
+
+def encode_produce(request: Request, topics: ProducedTopics,
+                   node_endpoints: Sequence[NodeEndpoint] = ()) -> bytes:
+    """The framed Produce response to ``request`` holding ``topics`` and the leaders'
+    ``node_endpoints`` (no throttle)."""
+    return frame(produce_response_header(request.api_version, request.correlation_id)
+                 + encode_produce_answer(topics, 0, request.api_version, node_endpoints))
 
 
 def api_versions_unsupported(request: ApiVersionsTooNew) -> bytes:

@@ -6,10 +6,15 @@ A request frame starts with its header; its first fields are fixed in every head
 
 so ``peek_header`` reads them with ``struct`` before the version of the rest is known (the
 header's version follows from the request's version, ``codec``).
+
+``FrameReader`` reads one connection's frames in chunks, so the frames a client has already
+sent (librdkafka pipelines up to five requests on a connection) are at hand together
+(``ready``) and can be served in one go.
 """
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from dataclasses import dataclass
 
@@ -53,3 +58,52 @@ def peek_header(frame: bytes | memoryview) -> HeaderStart:
 def frame(payload: bytes) -> bytes:
     """``payload`` with its size prefix."""
     return SIZE.pack(len(payload)) + payload
+
+
+CHUNK = 65536       # bytes asked of the socket at a time
+
+
+class FrameReader:
+    """The request frames of one connection, in order, each without its size prefix. Reads
+    the socket in chunks into a buffer of its own: ``next`` waits for a frame, ``ready``
+    takes one the buffer already holds without waiting. Each frame's size is checked
+    (``check_frame_size``) as soon as its prefix is read, against the limit of the call that
+    takes it (a connection's limit changes once it has authenticated)."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+        self._buffer = bytearray()
+
+    def ready(self, limit: int, key: str = "socket.request.max.bytes") -> bytes | None:
+        """The next frame when the buffer holds all of it, else None. Raises
+        ``InvalidFrameSizeError`` for a size outside [0, ``limit``]."""
+        buffer = self._buffer
+        if len(buffer) < SIZE.size:
+            return None
+        end = SIZE.size + check_frame_size(SIZE.unpack_from(buffer, 0)[0], limit, key)
+        if len(buffer) < end:
+            return None
+        with memoryview(buffer) as view:
+            frame = bytes(view[SIZE.size:end])
+        del buffer[:end]
+        return frame
+
+    async def next(self, limit: int, key: str, idle_s: float) -> bytes | None:
+        """The next frame, waiting for it; None when the client closed the connection (in
+        the middle of a frame or between frames). Raises ``TimeoutError`` when a frame's size
+        prefix did not arrive within ``idle_s``, ``InvalidFrameSizeError`` as ``ready``."""
+        buffer = self._buffer
+        while (frame := self.ready(limit, key)) is None:
+            if len(buffer) < SIZE.size:
+                async with asyncio.timeout(idle_s):
+                    chunk = await self._reader.read(CHUNK)
+            else:       # the rest of a frame of known size: one read
+                missing = SIZE.size + SIZE.unpack_from(buffer, 0)[0] - len(buffer)
+                try:
+                    chunk = await self._reader.readexactly(missing)
+                except asyncio.IncompleteReadError:
+                    return None
+            if not chunk:
+                return None
+            buffer += chunk
+        return frame

@@ -15,7 +15,9 @@ reader ignores them.
 
 Encoding takes the kio response entity the handlers build. A response whose tagged fields hold
 anything but their defaults (which our handlers never set) is written by kio's writer instead,
-so our bytes are always kio's bytes.
+so our bytes are always kio's bytes. The Produce handler skips the entity: it answers with
+``PartitionProduced`` values, written by ``encode_produce_answer`` (the writer the entity's
+encoding uses too).
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ import functools
 import io
 import struct
 import sys
+from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from kio.index import load_request_schema
 from kio.serial import entity_writer
@@ -37,6 +40,7 @@ from node.kafka.versions import ApiKey
 PRODUCE_REQUEST_VERSIONS = range(3, 12)
 FETCH_REQUEST_VERSIONS = range(4, 13)
 PRODUCE_FLEXIBLE = 9
+CURRENT_LEADER_VERSION = 10     # Produce answers name the current leader (KIP-951)
 FETCH_FLEXIBLE = 12
 
 _HEADER = struct.Struct(">hhi")
@@ -45,6 +49,7 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _ACKS_TIMEOUT = struct.Struct(">hi")
+_PARTITION_PRODUCED = struct.Struct(">ihqq")    # index, error_code, base_offset, append time
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _MS = datetime.timedelta(milliseconds=1)
 
@@ -337,37 +342,92 @@ def _kio_bytes(body: Any) -> bytes:
     return out.getvalue()
 
 
-def encode_produce_response(body: Any, version: int) -> bytes:
-    """The bytes of ``body`` (a kio ProduceResponse of ``version``, 3-11), without header."""
-    flexible = version >= PRODUCE_FLEXIBLE
-    if version >= 10 and not _produce_tags_default(body):
-        return _kio_bytes(body)
-    out = _Writer(flexible)
+@dataclass(frozen=True, slots=True)
+class PartitionProduced:
+    """One partition's answer in a Produce response (``PartitionProduceResponse`` without its
+    tagged fields), as the handler has it: ``log_append_time_ms`` -1 for none,
+    ``record_errors`` as (batch index, message) pairs."""
+
+    index: int
+    error_code: int
+    base_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    error_message: str | None = None
+    record_errors: tuple[tuple[int, str | None], ...] = ()
+    current_leader: tuple[int, int] | None = None   # (leader id, epoch): KIP-951's tag, v10+
+
+
+# a Produce response's topics: (name, its partitions' answers), in request order
+ProducedTopics = list[tuple[str, list[PartitionProduced]]]
+# a broker a Produce response names (KIP-951's NodeEndpoints, v10+): node id, host, port, rack
+NodeEndpoint = tuple[int, str, int, str | None]
+_NO_LEADER = (-1, -1)        # CurrentLeader's default: not written
+
+
+def encode_produce_answer(topics: ProducedTopics, throttle_time_ms: int, version: int,
+                          node_endpoints: Sequence[NodeEndpoint] = ()) -> bytes:
+    """The bytes of a ProduceResponse of ``version`` (3-11) holding ``topics``, without header.
+    From v10 a partition's ``current_leader`` and the response's ``node_endpoints`` are its
+    tagged fields (KIP-951; written when not their default, as kio writes them)."""
+    out = _Writer(version >= PRODUCE_FLEXIBLE)
     parts = out.parts
-    out.array_length(len(body.responses))
-    for topic in body.responses:
-        out.string(topic.name)
-        out.array_length(len(topic.partition_responses))
-        for p in topic.partition_responses:
-            append_time = p.log_append_time
-            parts.append(_I32.pack(p.index) + _I16.pack(p.error_code.value)
-                         + _I64.pack(p.base_offset)
-                         + _I64.pack(-1 if append_time is None
-                                     else (append_time - _EPOCH) // _MS))
+    out.array_length(len(topics))
+    for name, partitions in topics:
+        out.string(name)
+        out.array_length(len(partitions))
+        for p in partitions:
+            parts.append(_PARTITION_PRODUCED.pack(p.index, p.error_code, p.base_offset,
+                                                  p.log_append_time_ms))
             if version >= 5:
                 parts.append(_I64.pack(p.log_start_offset))
             if version >= 8:
                 out.array_length(len(p.record_errors))
-                for record_error in p.record_errors:
-                    parts.append(_I32.pack(record_error.batch_index))
-                    out.string(record_error.batch_index_error_message)
+                for batch_index, message in p.record_errors:
+                    parts.append(_I32.pack(batch_index))
+                    out.string(message)
                     out.no_tags()
                 out.string(p.error_message)
-            out.no_tags()
+            leader = p.current_leader
+            if version >= CURRENT_LEADER_VERSION and leader is not None \
+                    and leader != _NO_LEADER:
+                # one tagged field, tag 0: CurrentLeader (leader id, epoch, no tags of its own)
+                parts.append(b"\x01\x00\x09" + _I32.pack(leader[0]) + _I32.pack(leader[1])
+                             + b"\x00")
+            else:
+                out.no_tags()
         out.no_tags()
-    parts.append(_I32.pack(_ms(body.throttle_time)))
-    out.no_tags()
+    parts.append(_I32.pack(throttle_time_ms))
+    if version >= CURRENT_LEADER_VERSION and node_endpoints:
+        parts.append(b"\x01\x00")          # one tagged field, tag 0: NodeEndpoints
+        field = _Writer(True)
+        field.array_length(len(node_endpoints))
+        for node_id, host, port, rack in node_endpoints:
+            field.parts.append(_I32.pack(node_id))
+            field.string(host)
+            field.parts.append(_I32.pack(port))
+            field.string(rack)
+            field.no_tags()
+        data = b"".join(field.parts)
+        parts.append(_length(len(data)))
+        parts.append(data)
+    else:
+        out.no_tags()
     return b"".join(parts)
+
+
+def encode_produce_response(body: Any, version: int) -> bytes:
+    """The bytes of ``body`` (a kio ProduceResponse of ``version``, 3-11), without header."""
+    if version >= 10 and not _produce_tags_default(body):
+        return _kio_bytes(body)
+    topics = [(topic.name, [PartitionProduced(
+        p.index, p.error_code.value, p.base_offset,
+        -1 if p.log_append_time is None else (p.log_append_time - _EPOCH) // _MS,
+        getattr(p, "log_start_offset", -1), getattr(p, "error_message", None),
+        tuple((e.batch_index, e.batch_index_error_message)
+              for e in getattr(p, "record_errors", ())))
+        for p in topic.partition_responses]) for topic in body.responses]
+    return encode_produce_answer(topics, _ms(body.throttle_time), version)
 
 
 def _produce_tags_default(body: Any) -> bool:
@@ -420,10 +480,15 @@ def _fetch_tags_default(body: Any) -> bool:
                for topic in body.responses for p in topic.partitions)
 
 
+def produce_response_header(version: int, correlation_id: int) -> bytes:
+    """The response header of a Produce response of ``version``."""
+    return _I32.pack(correlation_id) + (b"\x00" if version >= PRODUCE_FLEXIBLE else b"")
+
+
 def encode_hot_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
     """Response header and body of a Produce or Fetch response, without the size prefix."""
     if api_key == ApiKey.PRODUCE:
-        header = _I32.pack(correlation_id) + (b"\x00" if version >= PRODUCE_FLEXIBLE else b"")
-        return header + encode_produce_response(body, version)
+        return (produce_response_header(version, correlation_id)
+                + encode_produce_response(body, version))
     header = _I32.pack(correlation_id) + (b"\x00" if version >= FETCH_FLEXIBLE else b"")
     return header + encode_fetch_response(body, version)

@@ -6,7 +6,8 @@ client's records but the admin's (INVALID_TOPIC_EXCEPTION, ``ReplicaManager.appe
 its coordinator writes it); the partition must be held here (UNKNOWN_TOPIC_OR_PARTITION, or
 NOT_LEADER_OR_FOLLOWER when another broker of the cluster holds it or it moved away,
 ``ServedDir.leading``; from v10 that answer names the current leader and carries its endpoint,
-KIP-951, so the client goes there without a Metadata round trip); the records must be exactly one magic-2 batch
+KIP-951, so the client goes there without a Metadata round trip); the records must be exactly
+one magic-2 batch
 (INVALID_RECORD) and zstd needs v7+ (UNSUPPORTED_COMPRESSION_TYPE); a producer's first
 transactional batch on a partition must be in its open transaction, asked of its transaction
 coordinator (INVALID_TXN_STATE otherwise, ``txn_apis.check_transactional_batch``); then
@@ -16,6 +17,9 @@ INVALID_TXN_STATE; a retry of an appended batch is answered with its original of
 stamps the offsets. ``acks`` other than 0, 1 and -1 is INVALID_REQUIRED_ACKS for every
 partition; with one replica, -1 is answered like 1, after the append.
 
+The answer is ``hot_codec.PartitionProduced`` values per topic, which the hot codec writes
+directly (no kio entity is built for it).
+
 With acks=0 the client expects no response; the caller sends none, and closes the connection
 when a partition failed (``ProduceOutcome.failed``), the only signal Kafka gives then.
 """
@@ -24,13 +28,14 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from node.kafka.codec import Request, build, response_class
+from node.kafka.codec import Request
 from node.kafka.context import ServedDir
 from node.kafka.errors import UnsupportedCompressionTypeError, error_code_for
+from node.kafka.hot_codec import (CURRENT_LEADER_VERSION, NodeEndpoint, PartitionProduced,
+                                  ProducedTopics)
 from node.kafka.internal_topics import ADMIN_CLIENT_ID, is_internal
 from node.kafka.leader_epoch import LEADER_EPOCH
 from node.kafka.txn_apis import check_transactional_batch
@@ -43,16 +48,17 @@ COMPRESSION_MASK = 0x07
 ZSTD = 4
 ZSTD_MIN_VERSION = 7
 VALID_ACKS = (-1, 0, 1)
-CURRENT_LEADER_VERSION = 10     # KIP-951: NOT_LEADER_OR_FOLLOWER names the current leader
 
 
 @dataclass(frozen=True, slots=True)
 class ProduceOutcome:
-    """The response, whether any partition failed, and the request's ``acks``."""
+    """The response's topics, whether any partition failed, the request's ``acks``, and the
+    endpoints of the leaders its NOT_LEADER_OR_FOLLOWER answers name (KIP-951, v10+)."""
 
-    response: Any
+    topics: ProducedTopics
     failed: bool
     acks: int
+    node_endpoints: tuple[NodeEndpoint, ...] = ()
 
 
 def check_single_batch(records: bytes | None, version: int, where: str) -> None:
@@ -84,14 +90,13 @@ def check_single_batch(records: bytes | None, version: int, where: str) -> None:
 def handle_produce(served: ServedDir, request: Request) -> ProduceOutcome:
     """Append every partition's batch of ``request`` and build the response."""
     body, version = request.body, request.api_version
-    cls = response_class(0, version)
     acks = int(body.acks)
     internal_allowed = request.client_id == ADMIN_CLIENT_ID
     failed = False
-    topics = []
+    topics: ProducedTopics = []
     leaders: set[int] = set()     # the brokers a NOT_LEADER_OR_FOLLOWER answer names (KIP-951)
     for topic in body.topic_data:
-        partitions = []
+        partitions: list[PartitionProduced] = []
         for data in topic.partition_data:
             where = f"{topic.name}-{data.index}"
             try:
@@ -111,41 +116,34 @@ def handle_produce(served: ServedDir, request: Request) -> ProduceOutcome:
                                               data.index, data.records)
                     served.signal.watch(log)
                     info = log.append_batch(data.records)
-                partitions.append({
-                    "index": data.index, "error_code": ErrorCode.none,
-                    "base_offset": info.first_offset,
-                    "log_append_time": info.log_append_time,
-                    "log_start_offset": info.log_start_offset,
-                    "record_errors": [], "error_message": None})
+                partitions.append(PartitionProduced(
+                    data.index, ErrorCode.none, info.first_offset, info.log_append_time,
+                    info.log_start_offset))
             except StorageError as err:
                 failed = True
-                answer = _error(data.index, error_code_for(err), str(err))
-                if answer["error_code"] == ErrorCode.not_leader_or_follower and \
-                        version >= CURRENT_LEADER_VERSION:
-                    answer["current_leader"] = _current_leader(served, topic.name, data.index,
-                                                               leaders)
-                partitions.append(answer)
-        topics.append({"name": topic.name, "partition_responses": partitions})
-    values: dict[str, Any] = {"responses": topics, "throttle_time": 0}
-    if leaders:
-        values["node_endpoints"] = [
-            {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-            for b in served.view.brokers() if b.node_id in leaders]
-    return ProduceOutcome(build(cls, values), failed, acks)
+                code = error_code_for(err)
+                leader = None
+                if code == ErrorCode.not_leader_or_follower and version >= CURRENT_LEADER_VERSION:
+                    leader = _current_leader(served, topic.name, data.index, leaders)
+                partitions.append(_error(data.index, code, str(err), leader))
+        topics.append((topic.name, partitions))
+    endpoints = tuple((b.node_id, b.host, b.port, b.rack) for b in served.view.brokers()
+                      if b.node_id in leaders) if leaders else ()
+    return ProduceOutcome(topics, failed, acks, endpoints)
 
 
 def _current_leader(served: ServedDir, topic: str, partition: int,
-                    leaders: set[int]) -> dict[str, int]:
+                    leaders: set[int]) -> tuple[int, int]:
     """KIP-951: the leader a NOT_LEADER_OR_FOLLOWER answer names (its node id, added to
-    ``leaders`` so the response carries its endpoint, and its epoch, always 0 here), or -1/-1
-    when no broker holds the partition now, as Kafka's ``getCurrentLeader`` answers."""
+    ``leaders`` so the response carries its endpoint, and its epoch, always 0 here), or
+    (-1, -1) when no broker holds the partition now, as Kafka's ``getCurrentLeader`` answers."""
     leader = served.view.leader(topic, partition)
     if leader is None:
-        return {"leader_id": -1, "leader_epoch": -1}
+        return -1, -1
     leaders.add(leader)
-    return {"leader_id": leader, "leader_epoch": LEADER_EPOCH}
+    return leader, LEADER_EPOCH
 
 
-def _error(index: int, code: ErrorCode, message: str) -> dict[str, Any]:
-    return {"index": index, "error_code": code, "base_offset": -1, "log_append_time": -1,
-            "log_start_offset": -1, "record_errors": [], "error_message": message}
+def _error(index: int, code: ErrorCode, message: str,
+           current_leader: tuple[int, int] | None = None) -> PartitionProduced:
+    return PartitionProduced(index, code, -1, -1, -1, message, current_leader=current_leader)

@@ -3,7 +3,9 @@
 One thread runs an asyncio event loop that accepts connections and reads their frames; a small
 thread pool (``num.io.threads``) does the disk work. Each connection's requests are handled one
 at a time, in the order they arrived, and answered in that order (Kafka mutes a socket while its
-request is in flight): a Fetch parked for ``max_wait_ms`` holds only its own connection.
+request is in flight): a Fetch parked for ``max_wait_ms`` holds only its own connection. The
+requests a client has pipelined (sent before their answers came) are taken together and
+answered in order (``KafkaApis.handle_pipelined``), their answers written at once.
 
 A connection is closed, and nothing else notices, when it sends a frame size that is negative or
 above ``socket.request.max.bytes``, an API key or version not served (ApiVersions above its range
@@ -40,14 +42,14 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from node.kafka.append_signal import AppendSignal
-from node.kafka.apis import KafkaApis
+from node.kafka.apis import KafkaApis, Replies
 from node.kafka.broker_view import BrokerView, LogDirBrokerView
 from node.kafka.config import SASL_PLAINTEXT, KafkaServerConfig
 from node.kafka.context import ServedDir
 from node.kafka.credentials import CredentialCache
 from node.kafka.errors import KafkaProtocolError
 from node.groups.coordinator import GroupCoordinator
-from node.kafka.framing import SIZE, check_frame_size
+from node.kafka.framing import FrameReader
 from node.kafka.producer_ids import ProducerIdAllocator
 from node.kafka.sasl import SaslAuthenticator
 from node.kafka.served_groups import ServedGroups
@@ -242,6 +244,7 @@ class KafkaServer:
         idle_s = self.config.connections_max_idle_ms / 1000
         authenticator = (None if self._credentials is None
                          else SaslAuthenticator(self._credentials, peer))
+        frames = FrameReader(reader)
         while True:
             authenticating = authenticator is not None and not authenticator.complete
             limit, limit_key = ((self.config.sasl_server_max_receive_size,
@@ -249,11 +252,7 @@ class KafkaServer:
                                 (self.config.socket_request_max_bytes,
                                  "socket.request.max.bytes"))
             try:
-                prefix = await asyncio.wait_for(reader.readexactly(SIZE.size), idle_s)
-                size = check_frame_size(SIZE.unpack(prefix)[0], limit, limit_key)
-                frame = await reader.readexactly(size)
-            except asyncio.IncompleteReadError:
-                return
+                frame = await frames.next(limit, limit_key, idle_s)
             except TimeoutError:
                 log.info("closing the connection from %s: idle for connections.max.idle.ms=%d",
                          peer, self.config.connections_max_idle_ms)
@@ -261,23 +260,42 @@ class KafkaServer:
             except KafkaProtocolError as err:
                 log.warning("closing the connection from %s: %s", peer, err)
                 return
+            if frame is None:
+                return
             try:
                 if authenticating:
                     assert authenticator is not None
-                    reply = authenticator.handle(frame)
+                    replies = Replies([authenticator.handle(frame)])
                 else:
-                    reply = await self._apis.handle(frame, client_host(peer))
+                    replies = await self._apis.handle_pipelined(
+                        [frame, *_pipelined(frames, limit, limit_key)], client_host(peer))
             except KafkaProtocolError as err:
                 log.warning("closing the connection from %s: %s", peer, err)
                 return
-            if reply.data is not None:
-                writer.write(reply.data)
-                await writer.drain()
-            if reply.close:
+            for reply in replies.replies:
+                if reply.data is not None:
+                    writer.write(reply.data)
+            await writer.drain()
+            if replies.error is not None:
+                log.warning("closing the connection from %s: %s", peer, replies.error)
+                return
+            if replies.closes:
                 if authenticating:
                     await _await_client_close(
                         reader, self.config.connection_failed_authentication_delay_ms / 1000)
                 return
+
+
+def _pipelined(frames: FrameReader, limit: int, limit_key: str) -> list[bytes]:
+    """The frames after the first that ``frames`` already holds whole; a frame of a size out of
+    bounds ends them (the next read raises for it, after the earlier ones are answered)."""
+    taken = []
+    try:
+        while (frame := frames.ready(limit, limit_key)) is not None:
+            taken.append(frame)
+    except KafkaProtocolError:
+        pass
+    return taken
 
 
 def client_host(peer: object) -> str:

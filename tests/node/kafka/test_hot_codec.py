@@ -15,13 +15,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import Records
 
 from node.kafka.bounds import check_bounds
-from node.kafka.codec import decode_request
+from node.kafka.codec import build, decode_request
 from node.kafka.errors import KafkaProtocolError, MalformedRequestError
-from node.kafka.hot_codec import decode_hot_request, encode_hot_response
+from node.kafka.hot_codec import (
+    PartitionProduced,
+    decode_hot_request,
+    encode_hot_response,
+    encode_produce_answer,
+    produce_response_header,
+)
 
 st.register_type_strategy(Records, st.binary(max_size=64))
 HOT = [(0, v) for v in range(3, 12)] + [(1, v) for v in range(4, 13)]
@@ -166,3 +173,51 @@ def test_mutated_requests_decode_as_kio_decodes_them(api_key: int, version: int,
             decode_hot_request(bytes(frame), api_key, version)
         return
     assert decode_hot_request(bytes(frame), api_key, version)[1] == expected
+
+
+INT32 = st.integers(-2**31, 2**31 - 1)
+INT64 = st.integers(-2**63, 2**63 - 1)
+PRODUCED = st.builds(
+    PartitionProduced, index=INT32, error_code=st.sampled_from(list(ErrorCode)),
+    base_offset=INT64, log_append_time_ms=st.just(-1) | st.integers(0, 2**41),
+    log_start_offset=INT64, error_message=st.none() | st.text(max_size=8),
+    record_errors=st.lists(st.tuples(INT32, st.none() | st.text(max_size=8)),
+                           max_size=2).map(tuple),
+    current_leader=st.none() | st.just((-1, -1)) | st.tuples(INT32, INT32))
+ENDPOINTS = st.lists(st.tuples(INT32, st.text(max_size=8), INT32,
+                               st.none() | st.text(max_size=4)), max_size=3)
+
+
+@pytest.mark.parametrize("version", range(3, 12))
+@SETTINGS
+@given(topics=st.lists(st.tuples(st.text(max_size=8), st.lists(PRODUCED, max_size=3)),
+                       max_size=3),
+       throttle_ms=st.integers(0, 2**31 - 1), correlation_id=INT32, endpoints=ENDPOINTS)
+def test_produce_answers_encode_as_kio_encodes_the_response_built_from_them(
+        version: int, topics: list[tuple[str, list[PartitionProduced]]], throttle_ms: int,
+        correlation_id: int, endpoints: list[tuple[int, str, int, str | None]]) -> None:
+    """Every field, and from v10 KIP-951's tagged current leader and node endpoints (which
+    older versions do not carry)."""
+    def partition(p: PartitionProduced) -> dict[str, Any]:
+        values: dict[str, Any] = {
+            "index": p.index, "error_code": p.error_code, "base_offset": p.base_offset,
+            "log_append_time": p.log_append_time_ms, "log_start_offset": p.log_start_offset,
+            "error_message": p.error_message,
+            "record_errors": [{"batch_index": index, "batch_index_error_message": message}
+                              for index, message in p.record_errors]}
+        if version >= 10 and p.current_leader is not None:
+            values["current_leader"] = {"leader_id": p.current_leader[0],
+                                        "leader_epoch": p.current_leader[1]}
+        return values
+
+    values: dict[str, Any] = {
+        "throttle_time": throttle_ms,
+        "responses": [{"name": name, "partition_responses": [partition(p) for p in partitions]}
+                      for name, partitions in topics]}
+    if version >= 10:
+        values["node_endpoints"] = [{"node_id": n, "host": h, "port": port, "rack": rack}
+                                    for n, h, port, rack in endpoints]
+    entity = build(load_response_schema(0, version), values)
+    ours = (produce_response_header(version, correlation_id)
+            + encode_produce_answer(topics, throttle_ms, version, endpoints))
+    assert ours == kio_response(entity, correlation_id)
