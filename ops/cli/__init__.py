@@ -269,13 +269,22 @@ def driver_started() -> bool:
 
 def dir_summary(row: dict[str, Any]) -> dict[str, Any]:
     """A directory's row of ``Cluster.stats`` as ``cluster status`` and ``cluster start`` report
-    it."""
+    it; ``skipped`` lists the partitions its load skipped (``strata log-dirs describe`` has
+    their paths and what was done)."""
     return {"log_dir": row["log_dir"], "online": bool(row.get("online")),
             "offline_reason": row.get("offline_reason"), "partitions": row.get("partitions", 0),
             "pid": row.get("pid") or None,
             "log_bytes": row.get("log_bytes", 0), "free_bytes": row.get("disk_free_bytes", 0),
             "total_bytes": row.get("disk_total_bytes", 0),
-            "had_clean_shutdown": row.get("had_clean_shutdown")}
+            "had_clean_shutdown": row.get("had_clean_shutdown"),
+            "skipped": [{"partition": p["name"], "error": p["error"], "reason": p["reason"]}
+                        for p in row.get("problems") or ()]}
+
+
+def dirs_need_attention(dirs: list[dict[str, Any]]) -> bool:
+    """Whether a directory of ``dirs`` (``dir_summary`` rows) is offline or skipped a partition
+    when it loaded: ``cluster status`` then exits with ``EXIT_PROBLEMS``."""
+    return any(not d["online"] or d["skipped"] for d in dirs)
 
 
 def bytes_text(count: Any) -> str | None:

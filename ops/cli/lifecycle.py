@@ -22,8 +22,8 @@ import argparse
 import sys
 from typing import Any
 
-from ops.cli import (add_common_args, bytes_text, connect, dir_summary, disconnect, end_driver,
-                     jsonable, write)
+from ops.cli import (add_common_args, bytes_text, connect, dir_summary, dirs_need_attention,
+                     disconnect, end_driver, jsonable, write)
 from ops.tools import EXIT_OK, EXIT_PROBLEMS
 
 DEFAULT_METRICS_PORT = 8080
@@ -83,7 +83,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                             "them) and its Kafka bootstrap servers (a cluster "
                                             "started with listeners); exits 1 when a directory "
                                             "is offline (`strata log-dirs restart DIR` brings "
-                                            "it back once repaired).")
+                                            "it back once repaired) or skipped a partition "
+                                            "when it loaded (listed; `strata log-dirs "
+                                            "describe` has its files).")
     add_common_args(status)
     status.set_defaults(handler=run_status)
 
@@ -111,7 +113,7 @@ def run_status(args: argparse.Namespace) -> int:
     finally:
         cluster.close()
         disconnect()
-    problems = any(not d["online"] for d in document["log_dirs"])
+    problems = dirs_need_attention(document["log_dirs"])
     if args.json:
         write(document)
         return EXIT_PROBLEMS if problems else EXIT_OK
@@ -131,6 +133,11 @@ def run_status(args: argparse.Namespace) -> int:
                   bytes_text(d["log_bytes"]),
                   bytes_text(d["free_bytes"]), bytes_text(d["total_bytes"]), d["offline_reason"])
                  for d in document["log_dirs"]], wrap=["reason"])
+    skipped = [(s["partition"], d["log_dir"], f"{s['error']}: {s['reason']}")
+               for d in document["log_dirs"] for s in d["skipped"]]
+    if skipped:
+        print_table(out, "partitions not loaded (`strata log-dirs describe` has their files)",
+                    ["partition", "log dir", "problem"], skipped, wrap=["problem"])
     print_table(out, "partitions", ["partition", "log dir", "log start", "log end", "size"],
                 [(f"{p['topic']}-{p['partition']}", p["log_dir"], p["log_start_offset"],
                   p["log_end_offset"], bytes_text(p["size_bytes"])) for p in document["partitions"]])

@@ -4,6 +4,7 @@ parsing and partitioning, JSON of snapshots. The whole path runs in test_cli_clu
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import json
 
@@ -130,17 +131,13 @@ def test_json_of_snapshots_and_argument_helpers() -> None:
         parse_config(["novalue"])
 
 
-def test_log_dirs_describe_lists_skipped_partitions_and_quarantined_files(
-        tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue 12: a partition skipped at load and the bytes a recovery cut show in log-dirs
-    describe (from a real LogDir's stats, turned into rows as Cluster.stats does)."""
-    import dataclasses
-
-    from ops.cli.log_dirs import _print
+def _dir_with_a_skipped_partition(path) -> tuple[dict, object]:
+    """A real LogDir's stats row (as Cluster.stats turns it into one) after a restart that
+    skipped ``bad-0`` (a directory where its segment file should be) and cut 4 torn bytes from
+    ``good-0``'s active segment; and that segment's path."""
     from node import LogDir
     from storage.config import LogConfig
 
-    path = tmp_path / "logs"
     config = LogConfig(segment_bytes=300)
     with LogDir.open(path, default_config=config, start_tasks=False) as d:
         for topic in ("good", "bad"):
@@ -156,7 +153,18 @@ def test_log_dirs_describe_lists_skipped_partitions_and_quarantined_files(
         stats = dataclasses.asdict(d.stats())
     stats.pop("partitions")
     stats.pop("invalid_dirs")
-    document = describe([{"kind": "log_dir", "log_dir": str(path), **stats}], {str(path): "h"})
+    return {"kind": "log_dir", "log_dir": str(path), **stats}, active
+
+
+def test_log_dirs_describe_lists_skipped_partitions_and_quarantined_files(
+        tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 12: a partition skipped at load and the bytes a recovery cut show in log-dirs
+    describe (from a real LogDir's stats, turned into rows as Cluster.stats does)."""
+    from ops.cli.log_dirs import _print
+
+    path = tmp_path / "logs"
+    row, active = _dir_with_a_skipped_partition(path)
+    document = describe([row], {str(path): "h"})
     [entry] = document["brokers"][0]["logDirs"]
     [problem] = entry["problems"]
     assert (problem["partition"], problem["error"], problem["action"]) == \
@@ -170,3 +178,23 @@ def test_log_dirs_describe_lists_skipped_partitions_and_quarantined_files(
     out = capsys.readouterr().out
     assert "partitions not loaded" in out and "InvalidSegmentFileError" in out
     assert "quarantined by recovery" in out
+
+
+def test_cluster_status_counts_a_partition_skipped_at_load_as_a_problem(tmp_path) -> None:
+    """``cluster status`` exits 1 when a directory skipped a partition when it loaded, as when
+    one is offline, and names the partition (its summary row of a real LogDir's stats)."""
+    from node import LogDir
+    from ops.cli import dir_summary, dirs_need_attention
+
+    row, _ = _dir_with_a_skipped_partition(tmp_path / "logs")
+    summary = dir_summary(row)
+    assert summary["online"]
+    assert [(s["partition"], s["error"]) for s in summary["skipped"]] == \
+        [("bad-0", "InvalidSegmentFileError")]
+    assert dirs_need_attention([summary])
+    with LogDir.open(tmp_path / "healthy", start_tasks=False) as d:
+        d.get_or_create_log("t", 0).append([Record(b"k", b"v", 1_000)])
+        healthy = dir_summary({"kind": "log_dir", "log_dir": str(d.path),
+                               **dataclasses.asdict(d.stats())})
+    assert healthy["skipped"] == [] and not dirs_need_attention([healthy])
+    assert dirs_need_attention([healthy, {**healthy, "online": False}])
