@@ -3,6 +3,8 @@ kept bytes, the same counts, and the same points where they hand a batch back.""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -130,9 +132,8 @@ def test_the_filter_kernel_keeps_the_bytes_filter_batch_keeps() -> None:
          expected_stats.invalid_messages_read)
 
 
-def test_the_filter_kernel_leaves_a_tombstone_without_a_horizon_to_the_per_batch_path() -> None:
-    first = build_batch([Record(b"a", b"1", NOW), Record(b"a", b"2", NOW)], base_offset=0)
-    second = build_batch([Record(b"b", None, NOW)], base_offset=2)
+def filter_two(first: bytes, second: bytes) -> tuple[Any, CleanerStats, ChunkOutput]:
+    """The filter kernel over two batches, with the map the per-batch path builds of them."""
     data = first + second
     offset_map, _consumed, _full = per_batch_map(data, 0, 1 << 20)
     scan = scan_batches(data)
@@ -140,6 +141,13 @@ def test_the_filter_kernel_leaves_a_tombstone_without_a_horizon_to_the_per_batch
     written = ChunkOutput(np.empty(len(data), np.uint8))
     run = filter_plain_batches(offset_map.lookup(), np.frombuffer(data, np.uint8), scan, 0, 2,
                                NOW, 100, written, stats)
+    return run, stats, written
+
+
+def test_the_filter_kernel_leaves_a_tombstone_without_a_horizon_to_the_per_batch_path() -> None:
+    first = build_batch([Record(b"a", b"1", NOW), Record(b"a", b"2", NOW)], base_offset=0)
+    second = build_batch([Record(b"b", None, NOW)], base_offset=2)
+    run, stats, written = filter_two(first, second)
     assert (run.next, run.status) == (1, PER_BATCH)
     assert stats.messages_read == 2 and stats.messages_written == 1
     kept = scan_batches(bytes(written.pieces[0]), check_crc=True)
@@ -150,13 +158,7 @@ def test_the_filter_kernel_hands_back_a_producer_batch_that_kept_nothing() -> No
     first = build_batch([Record(b"a", b"1", NOW)], base_offset=0, producer_id=7,
                         producer_epoch=0, base_sequence=0)
     second = build_batch([Record(b"a", b"2", NOW)], base_offset=1)
-    data = first + second
-    offset_map, _consumed, _full = per_batch_map(data, 0, 1 << 20)
-    scan = scan_batches(data)
-    stats = CleanerStats(FakeClock())
-    written = ChunkOutput(np.empty(len(data), np.uint8))
-    run = filter_plain_batches(offset_map.lookup(), np.frombuffer(data, np.uint8), scan, 0, 2,
-                               NOW, 100, written, stats)
+    run, stats, written = filter_two(first, second)
     assert (run.next, run.status) == (0, EMPTY)
     assert stats.messages_read == 1 and written.pieces == []
 

@@ -1,11 +1,14 @@
 """Fixtures of the cluster tests: ``start_cluster`` deploys a Strata cluster (its own namespace,
 its own directories under tmp_path) on the session's Ray head and stops it at teardown;
-``wait_for`` polls a condition with a timeout (never a fixed sleep)."""
+``module_cluster_of`` does the same for a module-scoped fixture (a 3-directory cluster with the
+module's config, in the namespace it names); ``wait_for`` polls a condition with a timeout (never
+a fixed sleep)."""
 
 from __future__ import annotations
 
 import itertools
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -33,6 +36,22 @@ def wait_for(condition: Callable[[], Any], timeout: float = 60.0, interval: floa
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not reached within {timeout} s")
         time.sleep(interval)
+
+
+@contextmanager
+def module_cluster_of(ray_session: str, root: Path, config: dict[str, Any],
+                      namespace: str) -> Iterator[Any]:
+    """A cluster of 3 directories under ``root`` with ``FAST`` and ``config``, in ``namespace``
+    on the session's Ray head, stopped when the block ends (a module-scoped fixture's body)."""
+    from cluster import Cluster
+
+    cluster = Cluster.start(log_dirs=[str(root / f"d{i}") for i in range(3)], cleaners=1,
+                            config={**FAST, **config}, namespace=namespace,
+                            address=ray_session)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture

@@ -9,12 +9,13 @@ import subprocess
 from pathlib import Path
 
 from tests.cluster.test_cli_cluster import Strata, strata  # noqa: F401 - the fixture
-from tests.cluster.test_kafka_brokers import TIMEOUT_S, free_port_run, kcat
+from ops.drills.coordinators import free_port_base
+from tests.cluster.test_kafka_brokers import TIMEOUT_S, kcat
 
 
 def test_cluster_start_with_server_properties_listeners_serves_kafka_and_status_names_it(
         strata: Strata, tmp_path: Path) -> None:  # noqa: F811 - the fixture
-    base = free_port_run(3)
+    base = free_port_base(3)
     config = tmp_path / "server.properties"
     config.write_text("# one broker per log directory: 127.0.0.1:P, P + 1, P + 2\n"
                       "broker.id=0\n"

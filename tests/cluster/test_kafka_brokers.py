@@ -34,7 +34,8 @@ from cluster import Cluster
 from cluster.errors import ClusterNotRunningError, ListenerBindError
 from storage.errors import InvalidConfigError
 from storage.record_format import Record
-from tests.cluster.conftest import FAST, wait_for
+from ops.drills.coordinators import free_port_base
+from tests.cluster.conftest import FAST, module_cluster_of, wait_for
 from tests.node.kafka.clients import consume, consumer, produce_all, producer
 from tests.node.kafka.wire import WireClient
 from node.kafka.versions import ApiKey
@@ -48,12 +49,9 @@ EPHEMERAL = {"listeners": "PLAINTEXT://127.0.0.1:0", "auto.create.topics.enable"
 @pytest.fixture(scope="module")
 def brokers(ray_session: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """One 3-directory cluster with ephemeral Kafka ports, shared by the module."""
-    root = tmp_path_factory.mktemp("brokers")
-    cluster = Cluster.start(log_dirs=[str(root / f"d{i}") for i in range(3)], cleaners=1,
-                            config={**FAST, **EPHEMERAL}, namespace="strata-test-brokers",
-                            address=ray_session)
-    yield cluster
-    cluster.stop()
+    with module_cluster_of(ray_session, tmp_path_factory.mktemp("brokers"), EPHEMERAL,
+                           "strata-test-brokers") as cluster:
+        yield cluster
 
 
 def kcat() -> str:
@@ -303,32 +301,9 @@ def test_a_moved_partition_is_followed_without_loss_or_duplicates(brokers: Clust
         c.close()
 
 
-def free_port_run(count: int) -> int:
-    """A port P with P .. P + count - 1 free on 127.0.0.1 now."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = probe.getsockname()[1]
-        if base + count > 65535:
-            continue
-        sockets = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                sockets.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in sockets:
-                s.close()
-    raise AssertionError("no run of free ports found")
-
-
 def test_a_restart_keeps_node_ids_leaders_and_fixed_ports(ray_session: str,
                                                           tmp_path: Path) -> None:
-    base = free_port_run(3)
+    base = free_port_base(3)
     dirs = [str(tmp_path / f"d{i}") for i in range(3)]
     config = {**FAST, "listeners": f"PLAINTEXT://127.0.0.1:{base}"}
     expected_servers = ",".join(f"127.0.0.1:{base + i}" for i in range(3))

@@ -18,7 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from cluster import Cluster
 from node.kafka.versions import ApiKey
-from tests.cluster.conftest import FAST
+from tests.cluster.conftest import module_cluster_of
 from tests.cluster.test_kafka_groups import OFFSETS_PARTITIONS, coordinator_of, endpoints
 from tests.node.kafka.wire import WireClient
 
@@ -32,12 +32,9 @@ CONFIG = {"listeners": "PLAINTEXT://127.0.0.1:0", "group.initial.rebalance.delay
 
 @pytest.fixture(scope="module")
 def cluster(ray_session: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    root = tmp_path_factory.mktemp("eos-brokers")
-    started = Cluster.start(log_dirs=[str(root / f"d{i}") for i in range(3)], cleaners=1,
-                            config={**FAST, **CONFIG}, namespace="strata-test-kafka-eos",
-                            address=ray_session)
-    yield started
-    started.stop()
+    with module_cluster_of(ray_session, tmp_path_factory.mktemp("eos-brokers"), CONFIG,
+                           "strata-test-kafka-eos") as started:
+        yield started
 
 
 def _fill(cluster: Cluster, topic: str) -> list[bytes]:

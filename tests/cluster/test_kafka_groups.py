@@ -16,7 +16,7 @@ from cluster import Cluster
 from node.groups.config import OFFSETS_TOPIC
 from node.groups.placement import partition_for
 from node.kafka.versions import ApiKey
-from tests.cluster.conftest import FAST
+from tests.cluster.conftest import FAST, module_cluster_of
 from tests.node.kafka.clients import poll_messages, produce_all, producer
 from tests.node.kafka.wire import WireClient
 
@@ -29,12 +29,9 @@ DEADLINE_S = 40.0
 @pytest.fixture(scope="module")
 def brokers(ray_session: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """One 3-directory cluster with ephemeral Kafka ports, shared by the module."""
-    root = tmp_path_factory.mktemp("group-brokers")
-    cluster = Cluster.start(log_dirs=[str(root / f"d{i}") for i in range(3)], cleaners=1,
-                            config={**FAST, **PROPERTIES}, namespace="strata-test-groups",
-                            address=ray_session)
-    yield cluster
-    cluster.stop()
+    with module_cluster_of(ray_session, tmp_path_factory.mktemp("group-brokers"), PROPERTIES,
+                           "strata-test-groups") as cluster:
+        yield cluster
 
 
 def endpoints(cluster: Cluster) -> dict[int, tuple[str, int]]:

@@ -23,7 +23,7 @@ from cluster.transactions.txn_state import partition_for
 from node.kafka.versions import ApiKey
 from storage.record_builder import build_batch
 from storage.record_format import Record
-from tests.cluster.conftest import FAST
+from tests.cluster.conftest import module_cluster_of
 from tests.cluster.test_cluster_faults import coordinator_pid
 from tests.node.kafka.clients import consumer
 from node.kafka.txn_apis import offsets_partition
@@ -37,12 +37,9 @@ CONFIG = {"listeners": "PLAINTEXT://127.0.0.1:0", "auto.create.topics.enable": "
 
 @pytest.fixture(scope="module")
 def cluster(ray_session: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    root = tmp_path_factory.mktemp("txn-brokers")
-    started = Cluster.start(log_dirs=[str(root / f"d{i}") for i in range(3)], cleaners=1,
-                            config={**FAST, **CONFIG}, namespace="strata-test-kafka-txns",
-                            address=ray_session)
-    yield started
-    started.stop()
+    with module_cluster_of(ray_session, tmp_path_factory.mktemp("txn-brokers"), CONFIG,
+                           "strata-test-kafka-txns") as started:
+        yield started
 
 
 def txn_producer(cluster: Cluster, transactional_id: str, **config: Any) -> ck.Producer:
