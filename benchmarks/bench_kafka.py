@@ -4,7 +4,11 @@ applications outside the JVM use, against log directories served over the protoc
 * produce: an idempotent producer (acks=all, lz4, ``batch.size`` ~1 KB of 100 B records, so
   about ten records a batch, as a latency-minded producer sends them) into a topic of one
   partition per directory; records/s beside ``Log.append_batch`` of the very batches the
-  producer sent (read back from the logs) into fresh logs in this process;
+  producer sent (read back from the logs) into fresh logs in this process. The client's own
+  CPU time is in the note: librdkafka's idempotent producer counts the *records* in flight of a
+  partition against its window of five *requests* (``rd_kafka_toppar_producer_serve``), so at
+  five records a batch or more a partition has one request in flight, and its broker thread
+  polls without sleeping while the next full batch waits for that answer;
 * fetch: a consumer reading the topic from the beginning; MB/s beside ``Log.read_raw`` of the
   same segments in this process;
 * end-to-end latency at low load: one record every ``LATENCY_GAP_S``, from ``produce`` to the
@@ -46,12 +50,12 @@ def run(quick: bool = False) -> list[Figure]:
     root = Path(tempfile.mkdtemp(prefix="strata-bench-kafka-"))
     try:
         with _brokers(root) as bootstrap:
-            produce_s = _produce(bootstrap, records)
+            produce_s, client_cpu_s = _produce(bootstrap, records)
             fetch_s = _fetch(bootstrap, records)
             latency = _latency_figure(bootstrap, samples)
         logs = [Log.open(path, LogConfig(), recovery_point=0, had_clean_shutdown=True)
                 for path in sorted(root.glob(f"d*/{TOPIC}-*"))]
-        figures = [_produce_figure(root, logs, records, produce_s),
+        figures = [_produce_figure(root, logs, records, produce_s, client_cpu_s),
                    _fetch_figure(logs, fetch_s), latency]
         for log in logs:
             log.close()
@@ -97,8 +101,9 @@ def _producer(bootstrap: str, **config: object):
     return ck.Producer(settings)
 
 
-def _produce(bootstrap: str, records: int) -> float:
-    """Seconds to produce ``records`` records and have every delivery acknowledged."""
+def _produce(bootstrap: str, records: int) -> tuple[float, float]:
+    """Seconds to produce ``records`` records and have every delivery acknowledged, and the
+    CPU seconds the client's process spent meanwhile."""
     producer = _producer(bootstrap)
     # values as incompressible as real payloads: the fetch figure then counts the bytes moved
     values = [os.urandom(VALUE_BYTES) for _ in range(1024)]
@@ -111,7 +116,7 @@ def _produce(bootstrap: str, records: int) -> float:
 
     producer.produce(TOPIC, value=value, on_delivery=report)   # metadata, producer id
     producer.flush(30)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for i in range(records - 1):
         while True:
             try:
@@ -122,12 +127,13 @@ def _produce(bootstrap: str, records: int) -> float:
         if i % 1000 == 0:
             producer.poll(0)
     assert producer.flush(120) == 0
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     assert not failed, failed[:3]
-    return seconds
+    return seconds, cpu
 
 
-def _produce_figure(root: Path, logs: list[Log], records: int, produce_s: float) -> Figure:
+def _produce_figure(root: Path, logs: list[Log], records: int, produce_s: float,
+                    client_cpu_s: float) -> Figure:
     """The producer's records/s beside the in-process append of the same batches."""
     append_s, count = 0.0, 0
     for i, log in enumerate(logs):     # each partition's batches into a log of its own
@@ -145,7 +151,8 @@ def _produce_figure(root: Path, logs: list[Log], records: int, produce_s: float)
                   records / produce_s, "records/s", baseline=records / append_s,
                   baseline_name="Log.append_batch of the same batches in process",
                   note=f"target ratio {PRODUCE_TARGET_RATIO}; {count:,} batches of "
-                       f"~{per_batch:.0f} x {VALUE_BYTES} B records")
+                       f"~{per_batch:.0f} x {VALUE_BYTES} B records; the client's CPU "
+                       f"{client_cpu_s:.1f} s in {produce_s:.1f} s")
 
 
 def _fetch(bootstrap: str, records: int) -> float:
