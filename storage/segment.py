@@ -68,7 +68,9 @@ __all__ = [   # the segment's names, some defined in the modules it delegates to
 ]
 
 log = logging.getLogger(__name__)
-_INDEX_CHECKS = threading.RLock()   # deferred index checks and rebuilds (_checked_indexes)
+# hands out each segment's lock of its deferred index check (_checked_indexes), made at the first
+# use that needs one: a clean open of thousands of segments makes none
+_INDEX_CHECK_LOCKS = threading.Lock()
 
 
 class SegmentIdentity(NamedTuple):
@@ -113,6 +115,7 @@ class LogSegment:
         self._indexes_sized = True
         # the next segment's base offset while the check of the indexes waits for their first use
         self._index_check_end: int | None = None
+        self._index_check_lock: threading.RLock | None = None
         self._indexes_rebuilt_at_first_use = False
         # the producer batches the last recovery kept, while the file is as it left it
         self._recovered_producer_batches: _RecoveredProducerBatches | None = None
@@ -502,10 +505,11 @@ class LogSegment:
 
     def _checked_indexes(self) -> SegmentIndexes:
         """The index pair, after its deferred check (``check_indexes_at_first_use``) if one is
-        pending. The check, and a rebuild, run once, under a lock shared by every segment, so
-        no reader sees the indexes half checked or half rebuilt."""
+        pending. The check, and a rebuild, run once, under this segment's lock, so no reader
+        sees the indexes half checked or half rebuilt, and a rebuild (a scan of the whole
+        ``.log``) holds up the readers of this segment only."""
         if self._index_check_end is not None:
-            with _INDEX_CHECKS:
+            with self._index_check_guard():
                 end = self._index_check_end
                 if end is not None:
                     try:
@@ -518,6 +522,15 @@ class LogSegment:
                         self._rebuild_indexes(end)
                     self._index_check_end = None
         return self._indexes
+
+    def _index_check_guard(self) -> threading.RLock:
+        lock = self._index_check_lock
+        if lock is None:
+            with _INDEX_CHECK_LOCKS:
+                if self._index_check_lock is None:
+                    self._index_check_lock = threading.RLock()
+                lock = self._index_check_lock
+        return lock
 
     def _rebuild_indexes(self, next_base_offset: int) -> None:
         """Rebuild both indexes of this closed segment from its ``.log`` (every batch checked as

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from storage import files
+from storage import segment as segment_module
 from storage.clock import FakeClock
 from storage.config import LogConfig
 from storage.loader import LogLoader
@@ -184,6 +185,47 @@ def test_concurrent_first_uses_rebuild_a_doubtful_index_once(tmp_path: Path) -> 
         assert records[middle].offset == middle
         assert first.indexes_rebuilt_at_first_use
     finally:
+        log.close()
+
+
+def test_a_rebuild_at_first_use_holds_up_the_readers_of_its_segment_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    directory = tmp_path / "t-0"
+    records = _closed_log(directory)
+    _point_last_entry_off_its_batch(files.index_file(directory, 0))
+    log = Log.open(directory, CONFIG, recovery_point=100, had_clean_shutdown=True,
+                   clock=FakeClock(NOW))
+    first, second = log.segments()[:2]
+    scanning, finish = threading.Event(), threading.Event()
+    real_scan = segment_module.scan_file
+
+    def held_scan(*args: object, **kwargs: object) -> object:
+        scanning.set()          # the first segment's rebuild is reading its .log ...
+        finish.wait(10)         # ... and takes its time
+        return real_scan(*args, **kwargs)
+
+    monkeypatch.setattr(segment_module, "scan_file", held_scan)
+    rebuilt: list[list[int]] = []
+    rebuilding = threading.Thread(target=lambda: rebuilt.append(
+        [r.offset for r in log.read(1, max_offset=3)]))
+    read_second: list[list[int]] = []
+    reader = threading.Thread(target=lambda: read_second.append(
+        [r.offset for r in log.read(second.base_offset + 1, max_offset=second.base_offset + 3)]))
+    try:
+        rebuilding.start()
+        assert scanning.wait(10)
+        reader.start()           # the second segment's first use: its own check
+        reader.join(10)
+        finished_meanwhile = not reader.is_alive()
+        finish.set()
+        rebuilding.join(10)
+        reader.join(10)
+        assert finished_meanwhile, "a read of another segment waited for the rebuild"
+        assert read_second == [[second.base_offset + 1, second.base_offset + 2]]
+        assert rebuilt == [[1, 2]] and records[1].offset == 1
+        assert first.indexes_rebuilt_at_first_use and not second.indexes_rebuilt_at_first_use
+    finally:
+        finish.set()
         log.close()
 
 
