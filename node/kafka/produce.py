@@ -22,6 +22,9 @@ directly (no kio entity is built for it).
 
 With acks=0 the client expects no response; the caller sends none, and closes the connection
 when a partition failed (``ProduceOutcome.failed``), the only signal Kafka gives then.
+
+``appends_only`` says whether a request's handling waits on nothing but its appends' writes
+to the page cache (the server then answers it without a hop to its request pool).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from node.kafka.internal_topics import ADMIN_CLIENT_ID, is_internal
 from node.kafka.leader_epoch import LEADER_EPOCH
 from node.kafka.txn_apis import check_transactional_batch
 from storage.batch_layout import ATTRIBUTES_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, SIZE_OFFSET
+from storage.config import DEFAULT_FLUSH_MESSAGES
 from storage.errors import InvalidRecordError, StorageError
 
 _BATCH_LENGTH = struct.Struct(">i")
@@ -85,6 +89,23 @@ def check_single_batch(records: bytes | None, version: int, where: str) -> None:
         raise InvalidRecordError(
             f"produce to {where}: version {version} requests must carry exactly one record "
             f"batch per partition, found more bytes after the first batch", partition=where)
+
+
+def appends_only(served: ServedDir, request: Request) -> bool:
+    """Whether ``handle_produce`` of ``request`` waits on nothing but its appends' writes:
+    no transaction to ask its coordinator about, every partition held by this directory (an
+    answer naming another leader may ask the cluster), and none whose topic flushes every
+    ``flush.messages`` records (an fsync inside the append)."""
+    body = request.body
+    if body.transactional_id is not None:
+        return False
+    logdir = served.logdir
+    for topic in body.topic_data:
+        for data in topic.partition_data:
+            log = logdir.get_log(topic.name, data.index)
+            if log is None or log.config.flush_messages != DEFAULT_FLUSH_MESSAGES:
+                return False
+    return True
 
 
 def handle_produce(served: ServedDir, request: Request) -> ProduceOutcome:

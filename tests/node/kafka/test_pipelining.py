@@ -106,3 +106,44 @@ def test_requests_pipelined_behind_a_failed_acks_zero_produce_are_not_served(
         client.send(failing + behind)
         assert client.is_closed_by_server()
     assert logdir.log("t", 0).log_end_offset == 0
+
+
+def _produce_run(topic: str = "t", count: int = 3, transactional_id: str | None = None,
+                 value: bytes = b"r") -> list[bytes]:
+    values = [{**produce_values(batch(value + b"%d" % i)), "transactional_id": transactional_id,
+               "topic_data": [{"name": topic, "partition_data": [
+                   {"index": 0, "records": batch(value + b"%d" % i)}]}]} for i in range(count)]
+    return [encode_request(PRODUCE, 9, v, 200 + i, "p")[4:] for i, v in enumerate(values)]
+
+
+def _pool_calls(served: ServedDir, frames: list[bytes]) -> int:
+    """The calls to the request pool that answering the run of ``frames`` made."""
+    with CountingPool() as pool:
+        answered = asyncio.run(KafkaApis(served, pool).handle_pipelined(frames))
+        calls = pool.calls
+    assert answered.error is None and len(answered.replies) == len(frames)
+    return calls
+
+
+def test_a_small_run_of_plain_produces_is_appended_without_the_request_pool(
+        logdir: LogDir, served: ServedDir) -> None:
+    logdir.create_logs("t", [0])
+    assert _pool_calls(served, _produce_run(count=3)) == 0
+    assert [r.value for r in logdir.log("t", 0).read(0)] == [b"r0", b"r1", b"r2"]
+
+
+def test_produces_that_may_wait_on_more_than_their_writes_go_to_the_request_pool(
+        logdir: LogDir, served: ServedDir) -> None:
+    logdir.create_logs("t", [0])
+    logdir.create_logs("synced", [0])
+    logdir.update_topic_config("synced", logdir.log("synced", 0).config.with_overrides(
+        {"flush.messages": "1"}))
+    big = b"v" * (300 * 1024)
+    for frames in (_produce_run(topic="synced"),        # an fsync in every append
+                   _produce_run(topic="elsewhere"),     # not held here: the cluster is asked
+                   _produce_run(count=1, value=big),    # more bytes than a run on the loop takes
+                   _produce_run(transactional_id="tx")):   # its coordinator is asked
+        assert _pool_calls(served, frames) == 1
+    assert [r.value for r in logdir.log("synced", 0).read(0)] == [b"r0", b"r1", b"r2"]
+    assert logdir.log("synced", 0).recovery_point == 3       # each append flushed
+    assert [r.value[:2] for r in logdir.log("t", 0).read(0)] == [b"vv", b"r0", b"r1", b"r2"]
