@@ -95,16 +95,20 @@ def appends_only(served: ServedDir, request: Request) -> bool:
     """Whether ``handle_produce`` of ``request`` waits on nothing but its appends' writes:
     no transaction to ask its coordinator about, every partition held by this directory (an
     answer naming another leader may ask the cluster), and none whose topic flushes every
-    ``flush.messages`` records (an fsync inside the append)."""
+    ``flush.messages`` records (an fsync inside the append). A request this cannot judge
+    (a partition name no partition can have, the directory offline) is not."""
     body = request.body
     if body.transactional_id is not None:
         return False
     logdir = served.logdir
-    for topic in body.topic_data:
-        for data in topic.partition_data:
-            log = logdir.get_log(topic.name, data.index)
-            if log is None or log.config.flush_messages != DEFAULT_FLUSH_MESSAGES:
-                return False
+    try:
+        for topic in body.topic_data:
+            for data in topic.partition_data:
+                log = logdir.get_log(topic.name, data.index)
+                if log is None or log.config.flush_messages != DEFAULT_FLUSH_MESSAGES:
+                    return False
+    except StorageError:   # a bad name, an offline directory: handle_produce answers it
+        return False
     return True
 
 

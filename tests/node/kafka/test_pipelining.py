@@ -141,6 +141,7 @@ def test_produces_that_may_wait_on_more_than_their_writes_go_to_the_request_pool
     big = b"v" * (300 * 1024)
     for frames in (_produce_run(topic="synced"),        # an fsync in every append
                    _produce_run(topic="elsewhere"),     # not held here: the cluster is asked
+                   _produce_run(topic="no/such"),       # a name no partition can have
                    _produce_run(count=1, value=big),    # more bytes than a run on the loop takes
                    _produce_run(transactional_id="tx")):   # its coordinator is asked
         assert _pool_calls(served, frames) == 1

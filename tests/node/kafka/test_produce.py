@@ -5,6 +5,7 @@ sequence and epoch errors), acks=0 silence, and the producer's bytes stored as t
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
@@ -149,3 +150,22 @@ def test_init_producer_id_hands_out_new_ids_with_epoch_zero(logdir: LogDir,
     assert [a.error_code for a in answers] == [ErrorCode.none] * 3
     assert [a.producer_id for a in answers] == [0, 1, 2]
     assert {a.producer_epoch for a in answers} == {0}
+
+
+def test_a_produce_that_meets_a_disk_failure_is_kafka_storage_error_and_the_broker_answers_on(
+        logdir: LogDir, server: KafkaServer, tmp_path: Path) -> None:
+    logdir.create_logs("t", [0, 1])
+    log = logdir.log("t", 0)
+    log.update_config(log.config.with_overrides({"segment.bytes": "300"}))
+    with WireClient(server.address) as client:
+        assert produce(client, batch(b"x" * 150)).error_code == ErrorCode.none
+        (logdir.path / "t-0").rename(tmp_path / "t-0-gone")       # the disk fails under it:
+        (logdir.path / "t-0").write_text("not a directory")       # the next roll cannot create
+        failed = produce(client, batch(b"y" * 150))                # the roll inside this append
+        assert failed.error_code == ErrorCode.kafka_storage_error
+        assert produce(client, batch(b"z"), partition=1).error_code == \
+            ErrorCode.kafka_storage_error                           # the directory is offline
+    assert not logdir.online
+    with WireClient(server.address) as other:                       # the broker answers on
+        assert produce(other, batch(b"z"), partition=1).error_code == \
+            ErrorCode.kafka_storage_error
