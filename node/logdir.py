@@ -308,6 +308,12 @@ class LogDir:
             return LogMap((PartitionId(tp.topic, tp.partition), lg)
                           for tp, lg in self._table.logs.items())
 
+    def held_partitions(self) -> list[PartitionId]:
+        """The partitions of the directory, also when it is offline or closed: then the ones it
+        held when it went offline (a broker names them unavailable, not unknown)."""
+        with self._lock:
+            return [PartitionId(tp.topic, tp.partition) for tp in self._table.logs]
+
     def get_log(self, topic: str, partition: int) -> Log | None:
         """The log of ``topic``-``partition``, or None. A name or number that no partition can
         have (``storage.files.validate_topic``/``validate_partition``) raises

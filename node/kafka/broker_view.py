@@ -205,8 +205,10 @@ class LogDirBrokerView:
         return self._node_id
 
     def topics(self) -> dict[str, int]:
+        """The directory's topics and partition counts; an offline directory's are the ones it
+        held when it went offline (their partitions have no leader: ``leader``)."""
         counts: dict[str, int] = {}
-        for topic, partition in self._logdir.logs():
+        for topic, partition in self._logdir.held_partitions():
             counts[topic] = max(counts.get(topic, 0), partition + 1)
         return counts
 
@@ -214,7 +216,14 @@ class LogDirBrokerView:
         return self.topics().get(topic)
 
     def leader(self, topic: str, partition: int) -> int | None:
-        return self._node_id if self._logdir.get_log(topic, partition) is not None else None
+        """This broker when its directory holds the partition and is online, else None (a
+        partition of an offline directory is LEADER_NOT_AVAILABLE, as Kafka's controller leaves
+        a partition whose one replica is on a failed directory without a leader)."""
+        try:
+            held = self._logdir.get_log(topic, partition) is not None
+        except LogDirOfflineError:
+            return None
+        return self._node_id if held else None
 
     def create_topic(self, topic: str, num_partitions: int,
                      configs: Mapping[str, str] | None = None) -> None:

@@ -4,13 +4,14 @@ lookups by time, and Metadata's topic lists and auto-creation rules."""
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
 from node.kafka.server import KafkaServer
 from node.logdir import LogDir
 from storage.record_format import Record
-from tests.node.kafka.conftest import Serve
+from tests.node.kafka.conftest import Serve, take_offline
 from tests.node.kafka.wire import WireClient
 
 LIST_OFFSETS, METADATA = 2, 3
@@ -99,3 +100,20 @@ def test_a_missing_partition_of_a_topic_is_leader_not_available(logdir: LogDir,
     assert [(p.partition_index, p.error_code, p.leader_id) for p in topic.partitions] == [
         (0, ErrorCode.none, 0), (1, ErrorCode.leader_not_available, -1),
         (2, ErrorCode.none, 0)]
+
+
+def test_the_partitions_of_an_offline_directory_are_leader_not_available_and_metadata_answers(
+        logdir: LogDir, server: KafkaServer, tmp_path: Path) -> None:
+    logdir.create_logs("t", [0, 1])
+    logdir.log("t", 0).append([Record(value=b"x", timestamp=1)])
+    take_offline(logdir, "t", 0, tmp_path)
+    with WireClient(server.address) as client:
+        for asked in (["t"], None):
+            answer = metadata(client, asked, allow=False)
+            topic, = answer.topics
+            assert (topic.name, topic.error_code) == ("t", ErrorCode.none)
+            assert [(p.partition_index, p.error_code, p.leader_id, list(p.replica_nodes))
+                    for p in topic.partitions] == \
+                [(0, ErrorCode.leader_not_available, -1, []),
+                 (1, ErrorCode.leader_not_available, -1, [])]
+        assert [b.node_id for b in metadata(client, []).brokers] == [server.config.node_id]
