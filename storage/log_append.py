@@ -96,17 +96,17 @@ def validate_append(data: bytes | bytearray | memoryview, config: LogConfig, nam
             f"larger than segment.bytes={config.segment_bytes}", partition=name,
             size=len(view))
     checks = []
-    require_keys = config.compact
+    require_keys, max_message_bytes = config.compact, config.max_message_bytes
+    where = f"append to {name}"
     for pos, size in spans:
-        batch = view[pos:pos + size]
+        batch = view if size == len(view) else view[pos:pos + size]
         if size > config.segment_bytes:
             raise RecordTooLargeError(
-                f"append to {name}: batch of {size} bytes is larger than "
+                f"{where}: batch of {size} bytes is larger than "
                 f"segment.bytes={config.segment_bytes}", partition=name, size=size)
         checks.append((batch, validate_for_append(
-            batch, require_keys=require_keys,
-            max_message_bytes=config.max_message_bytes, from_client=from_client,
-            where=f"append to {name}")))
+            batch, require_keys=require_keys, max_message_bytes=max_message_bytes,
+            from_client=from_client, where=where)))
     return checks
 
 

@@ -287,7 +287,7 @@ def _compression(attributes: int, base_offset: int) -> Compression:
 
 def byte_view(buf: object) -> memoryview:
     """A flat unsigned-byte view of any buffer, without copying."""
-    view = buf if isinstance(buf, memoryview) else memoryview(buf)  # type: ignore[arg-type]
+    view = buf if type(buf) is memoryview else memoryview(buf)  # type: ignore[arg-type]
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 

@@ -82,7 +82,6 @@ def validate_for_append(buf: memoryview, *, require_keys: bool, max_message_byte
     (the file the batch came from) or ``where`` (e.g. ``append to orders-0``) when given.
     """
     view = byte_view(buf)
-    source = _source(path, where)
     size = len(view)
     computed = crc32c.crc32c(view[ATTRIBUTES_OFFSET:]) if size > ATTRIBUTES_OFFSET else 0
     status, index, at, value, max_delta, offset_of_max, has_null_key = kernel_for(
@@ -95,8 +94,9 @@ def validate_for_append(buf: memoryview, *, require_keys: bool, max_message_byte
             raw = compressors.decompress(codec, view[HEADER_SIZE:],
                                          max_size=max_decompressed_bytes)
         except CorruptRecordError as err:
-            raise CorruptRecordError(f"{source}batch of {size} bytes: {err.message}",
-                                     path=path, position=HEADER_SIZE) from err
+            raise CorruptRecordError(
+                f"{_source(path, where)}batch of {size} bytes: {err.message}", path=path,
+                position=HEADER_SIZE) from err
         records_bytes = len(raw)
         count = _INT32.unpack_from(view, RECORDS_COUNT_OFFSET)[0]
         if count > records_bytes // kernels.MIN_RECORD_SIZE:
@@ -107,7 +107,7 @@ def validate_for_append(buf: memoryview, *, require_keys: bool, max_message_byte
                     kernels.as_input(raw), 0, records_bytes, count, bool(require_keys))
     if status != kernels.OK:
         raise _append_refusal(view, status, index, at, value, computed, records_bytes,
-                              max_message_bytes, path, source)
+                              max_message_bytes, path, _source(path, where))
     header = BatchHeader(*BATCH_HEADER.unpack_from(view, 0))
     if header.attributes & TIMESTAMP_TYPE_MASK:
         max_timestamp, offset_of_max = header.max_timestamp, 0

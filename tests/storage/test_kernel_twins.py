@@ -100,3 +100,24 @@ def test_a_busy_process_loads_the_kernels_after_its_interpreted_calls(
     assert kernel_twins.kernel_for(kernel, 100) is kernel
     monkeypatch.setattr(kernel_twins, "_interpreted", 0)
     assert kernel_twins.kernel_for(kernel, kernel_twins.SMALL_INPUT_BYTES + 1) is kernel
+
+
+def test_warm_up_loads_every_kernel_signature_an_append_uses(tmp_path: Path) -> None:
+    script = f"""
+from storage import Log, kernels
+from storage.records import build_batch_columns
+import numpy as np
+kernels.warm_up()
+before = {{name: len(value.overloads) for name, value in vars(kernels).items()
+          if hasattr(value, "overloads")}}
+log = Log.open({str(tmp_path / "t-0")!r})
+n = 200     # above the twins' small-input size: the compiled kernel checks it
+log.append_batch(build_batch_columns([b"k%d" % i for i in range(n)], [b"v" * 100] * n,
+                                     np.arange(n, dtype=np.int64)))
+log.close()
+print(sorted(name for name, value in vars(kernels).items()
+             if hasattr(value, "overloads") and len(value.overloads) != before[name]))
+"""
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, check=True,
+                         capture_output=True, text=True).stdout
+    assert eval(out) == []   # the kernels that loaded a signature on the append's path
