@@ -2,20 +2,23 @@
 positional write of an append.
 
 Only the active segment keeps its ``.log`` open for appending, and only its appends use that
-descriptor. Every read, of any segment, goes through ``HANDLES``, a bounded LRU of read-only
+descriptor (a cleaned segment too, while the cleaner writes it: its appends start the disk writes
+behind them, ``start_writeback``, so the one fsync before its swap finds little left to write). Every read, of any segment, goes through ``HANDLES``, a bounded LRU of read-only
 descriptors shared by every segment of the process, so tens of thousands of segments stay far
 under the open-file limit and a roll or delete never closes a descriptor under a reader.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
+import sys
 import threading
 from collections import OrderedDict
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 
 class HandleCache:
@@ -141,6 +144,36 @@ def write_fully(fd: int, pieces: list[bytes | memoryview], position: int, size: 
             raise OSError(errno.ENOSPC, f"no progress writing at position {position + written}")
         written += n
         rest = rest[n:]
+
+
+_SYNC_FILE_RANGE_WRITE = 2   # <linux/fs.h>: start writing the range's dirty pages, do not wait
+
+
+def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    """libc's ``sync_file_range`` (Linux only; None elsewhere or when libc lacks it)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
+    function.restype = ctypes.c_int
+    return function
+
+
+_SYNC_FILE_RANGE = _sync_file_range()
+
+
+def start_writeback(fd: int, position: int, size: int) -> bool:
+    """Start writing the dirty pages of ``[position, position + size)`` of ``fd`` to disk without
+    waiting for them (Linux ``sync_file_range(SYNC_FILE_RANGE_WRITE)``), so a later fsync of the
+    file waits only for what is still in flight. It makes nothing durable: the fsync is still
+    needed. Returns False where the call does not exist (then it does nothing) or fails (a
+    file system that cannot: the fsync does the whole write, as without it)."""
+    if _SYNC_FILE_RANGE is None or size <= 0:
+        return False
+    return _SYNC_FILE_RANGE(fd, position, size, _SYNC_FILE_RANGE_WRITE) == 0
 
 
 def fsync_file(path: Path) -> None:
