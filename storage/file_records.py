@@ -157,8 +157,7 @@ class FileRecords:
         it)."""
         if size <= 0:
             return b""
-        with HANDLES.borrow(self.file_key, self._path, self._inode) as fd:
-            return os.pread(fd, size, position)
+        return HANDLES.pread(self.file_key, self._path, self._inode, size, position)
 
     @contextmanager
     def reading(self) -> Iterator[None]:

@@ -27,7 +27,8 @@ class HandleCache:
     A descriptor is cached under its segment's key (``LogSegment.file_key``), not its path: a
     segment's file keeps its inode through renames (``.deleted``, a directory rename) and stays
     readable after it is unlinked, so a descriptor is valid for as long as the segment object
-    lives, whatever happens to the name. ``borrow`` pins it for the length of one read;
+    lives, whatever happens to the name. ``borrow`` pins it for the length of one read (``pread``
+for one ``os.pread``);
     ``forget`` (a segment closed, released, deleted or cut) closes it at once when no reader
     holds it, else retires it: the readers that hold it, and any borrow under the same key
     meanwhile, keep reading the same file, and the last one out closes it. A descriptor is
@@ -44,26 +45,47 @@ class HandleCache:
         self._fds: OrderedDict[object, _Handle] = OrderedDict()
         self._lock = threading.Lock()
         self._unpinned = threading.Condition(self._lock)
+        self._waiting = 0   # threads in forget_when_unpinned: an unpin wakes them, else no one
 
     @contextmanager
     def borrow(self, key: object, path: Path | str,
                expected_inode: int | None = None) -> Iterator[int]:
+        handle = self._pin(key, path, expected_inode)
+        try:
+            yield handle.fd
+        finally:
+            self._unpin(key, handle)
+
+    def pread(self, key: object, path: Path | str, expected_inode: int | None, size: int,
+              position: int) -> bytes:
+        """``os.pread`` of ``size`` bytes at ``position`` through the descriptor cached under
+        ``key``, pinned for that read alone: one ``borrow`` without its context manager, for a
+        reader that reads a file in many chunks (a clean)."""
+        handle = self._pin(key, path, expected_inode)
+        try:
+            return os.pread(handle.fd, size, position)
+        finally:
+            self._unpin(key, handle)
+
+    def _pin(self, key: object, path: Path | str, expected_inode: int | None) -> _Handle:
         with self._lock:
             handle = self._fds.get(key)
             if handle is None:
                 handle = _Handle(_open_expected(path, expected_inode))
                 self._fds[key] = handle
-            self._fds.move_to_end(key)
-            handle.pins += 1
+            else:
+                self._fds.move_to_end(key)
+            handle.pins += 1              # pinned before the eviction, which spares it
             self._evict_locked()
-        try:
-            yield handle.fd
-        finally:
-            with self._lock:
-                handle.pins -= 1
-                if handle.pins == 0:
-                    if handle.retired:
-                        self._close_locked(key, handle)
+            return handle
+
+    def _unpin(self, key: object, handle: _Handle) -> None:
+        with self._lock:
+            handle.pins -= 1
+            if handle.pins == 0:
+                if handle.retired:
+                    self._close_locked(key, handle)
+                if self._waiting:
                     self._unpinned.notify_all()
 
     def forget(self, key: object) -> None:
@@ -84,7 +106,11 @@ class HandleCache:
         The caller holds the segment's owner lock, so no new read of the segment begins."""
         with self._lock:
             while (handle := self._fds.get(key)) is not None and handle.pins:
-                self._unpinned.wait()
+                self._waiting += 1
+                try:
+                    self._unpinned.wait()
+                finally:
+                    self._waiting -= 1
             if handle is not None:
                 self._close_locked(key, handle)
 

@@ -290,3 +290,22 @@ def test_cleaned_segment_starts_the_disk_writes_of_its_appends_as_they_go(
     cleaned.flush()
     assert cleaned.size == written and cleaned.log_path.stat().st_size == written
     assert [b.base_offset for b in iter_batches(cleaned.log_path.read_bytes())] == list(range(25))
+
+
+def test_handle_cache_pread_reads_through_the_cached_descriptor_and_unpins_it(
+        tmp_path: Path) -> None:
+    """``pread`` is one borrow for one read: the descriptor is opened once and cached, and no
+    pin is left behind, so a truncation's forget_when_unpinned does not wait."""
+    cache = HandleCache(capacity=8)
+    path = tmp_path / "segment"
+    path.write_bytes(b"0123456789")
+    inode = path.stat().st_ino
+    assert cache.pread("s", path, inode, 4, 3) == b"3456"
+    with cache.borrow("s", path, inode) as fd:
+        assert cache.pread("s", path, inode, 20, 8) == b"89"
+        assert os.pread(fd, 2, 0) == b"01"           # the same descriptor, still open
+    assert len(cache) == 1
+    cache.forget_when_unpinned("s")                  # returns at once: nothing holds it
+    assert len(cache) == 0
+    with pytest.raises(OSError):
+        os.fstat(fd)
