@@ -3,9 +3,10 @@ positional write of an append.
 
 Only the active segment keeps its ``.log`` open for appending, and only its appends use that
 descriptor (a cleaned segment too, while the cleaner writes it: its appends start the disk writes
-behind them, ``start_writeback``, so the one fsync before its swap finds little left to write). Every read, of any segment, goes through ``HANDLES``, a bounded LRU of read-only
-descriptors shared by every segment of the process, so tens of thousands of segments stay far
-under the open-file limit and a roll or delete never closes a descriptor under a reader.
+behind them, ``start_writeback``, so the one fsync before its swap finds little left to write).
+Every read, of any segment, goes through ``HANDLES``, a bounded LRU of read-only descriptors
+shared by every segment of the process, so tens of thousands of segments stay far under the
+open-file limit and a roll or delete never closes a descriptor under a reader.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ class HandleCache:
     A descriptor is cached under its segment's key (``LogSegment.file_key``), not its path: a
     segment's file keeps its inode through renames (``.deleted``, a directory rename) and stays
     readable after it is unlinked, so a descriptor is valid for as long as the segment object
-    lives, whatever happens to the name. ``borrow`` pins it for the length of one read (``pread``
-for one ``os.pread``);
+    lives, whatever happens to the name. ``borrow`` pins it for the length of one read
+    (``pread`` for one ``os.pread``);
     ``forget`` (a segment closed, released, deleted or cut) closes it at once when no reader
     holds it, else retires it: the readers that hold it, and any borrow under the same key
     meanwhile, keep reading the same file, and the last one out closes it. A descriptor is
