@@ -15,24 +15,34 @@ inside them.
 from __future__ import annotations
 
 import itertools
+import mmap
 import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from storage.segment_io import HANDLES, fsync_file, truncate_to_size, write_fully
+from storage.segment_io import (HANDLES, fsync_file, start_writeback, truncate_to_size,
+                                write_fully)
 
 _FILE_KEYS = itertools.count()   # one key per file object for its cached read descriptor
+# a write-behind file starts the disk writes of its appended bytes once this many are pending
+WRITE_BEHIND_BYTES = 1 << 20
 
 
 class FileRecords:
     """One ``.log`` file. Not thread-safe for writers (its segment's owner serialises them);
     reads may run concurrently with each other and with the writer."""
 
-    def __init__(self, path: Path, *, size: int | None = None) -> None:
+    def __init__(self, path: Path, *, size: int | None = None,
+                 write_behind: bool = False) -> None:
         """The file at ``path``, its size taken from the file unless ``size`` is given (a new
-        preallocated file is longer than its batches)."""
+        preallocated file is longer than its batches). A ``write_behind`` file (one written
+        whole and then fsynced once, as a cleaned segment) starts the disk writes of its
+        appends every ``WRITE_BEHIND_BYTES`` (``segment_io.start_writeback``), so that fsync
+        waits only for the tail; nothing is durable before the fsync either way."""
         self._path = path
+        self._write_behind = write_behind
+        self._writeback_started = 0
         self.file_key = next(_FILE_KEYS)
         try:
             stat = os.stat(path)
@@ -72,6 +82,12 @@ class FileRecords:
         return self._cuts
 
     @property
+    def writeback_started(self) -> int:
+        """How many bytes from the start of the file its appends have started writing to disk
+        (always 0 for a file that is not ``write_behind``, or where the system cannot)."""
+        return self._writeback_started
+
+    @property
     def is_open_for_writes(self) -> bool:
         return self._write_fd is not None
 
@@ -91,6 +107,12 @@ class FileRecords:
         """Write ``pieces`` (``size`` bytes in all) at the end, with one positional write."""
         write_fully(self._writer(), pieces, self._size, size)
         self._size += size
+        if self._write_behind and self._size - self._writeback_started >= WRITE_BEHIND_BYTES:
+            # whole pages only: a page written again by the next append would be written twice
+            end = self._size - self._size % mmap.PAGESIZE
+            if start_writeback(self._writer(), self._writeback_started,
+                               end - self._writeback_started):
+                self._writeback_started = end
 
     def _writer(self) -> int:
         if self._write_fd is None:
@@ -125,6 +147,7 @@ class FileRecords:
             if length != position:
                 os.truncate(self._path, position)
         self._size = position
+        self._writeback_started = min(self._writeback_started, position)
         return removed
 
     # ---- reads -------------------------------------------------------------------------------
@@ -134,8 +157,7 @@ class FileRecords:
         it)."""
         if size <= 0:
             return b""
-        with HANDLES.borrow(self.file_key, self._path, self._inode) as fd:
-            return os.pread(fd, size, position)
+        return HANDLES.pread(self.file_key, self._path, self._inode, size, position)
 
     @contextmanager
     def reading(self) -> Iterator[None]:

@@ -88,12 +88,14 @@ class LogSegment:
     """One segment's files. See the module docstring for ownership and handle rules.
 
     ``empty``: the segment was just created, so its size is 0 whatever its file's length (a
-    preallocated ``.log``) and its offsets and timestamps are known without a read."""
+    preallocated ``.log``) and its offsets and timestamps are known without a read.
+    ``write_behind``: the ``.log`` is written whole, then fsynced once (a cleaned segment), so its
+    appends start their disk writes as they go (``FileRecords``)."""
 
     def __init__(self, directory: Path, base_offset: int, config: LogConfig, *,
                  suffix: str = "", created_ms: int | None = None, rolling_jitter_ms: int = 0,
                  writable: bool = False, clock: Clock = SYSTEM_CLOCK,
-                 empty: bool = False) -> None:
+                 empty: bool = False, write_behind: bool = False) -> None:
         self._dir = directory
         self.base_offset = base_offset
         self._config = config
@@ -101,7 +103,7 @@ class LogSegment:
         self.clock = clock
         self.rolling_jitter_ms = rolling_jitter_ms
         path = files.log_file(directory, base_offset, suffix)
-        self._log = FileRecords(path, size=0 if empty else None)
+        self._log = FileRecords(path, size=0 if empty else None, write_behind=write_behind)
         self._indexes = SegmentIndexes(directory, base_offset, suffix,
                                        config.segment_index_bytes, writable=writable)
         self._txn_index: TransactionIndex | None = None   # made at its first use
@@ -123,22 +125,26 @@ class LogSegment:
     # ---- creation ----------------------------------------------------------------------------
     @classmethod
     def create(cls, directory: Path, base_offset: int, config: LogConfig, *, suffix: str = "",
-               clock: Clock = SYSTEM_CLOCK, rolling_jitter_ms: int = 0) -> LogSegment:
+               clock: Clock = SYSTEM_CLOCK, rolling_jitter_ms: int = 0,
+               write_behind: bool = False) -> LogSegment:
         """A new empty writable segment; an existing ``.log`` of that name is an error. With
-        ``preallocate`` (and no suffix) its ``.log`` is ``segment.bytes`` long at once."""
+        ``preallocate`` (and no suffix) its ``.log`` is ``segment.bytes`` long at once; with
+        ``write_behind`` its appends start their disk writes as they go."""
         FileRecords.create_file(files.log_file(directory, base_offset, suffix),
                                 preallocate_bytes=config.segment_bytes
                                 if config.preallocate and not suffix else 0)
         return cls(directory, base_offset, config, suffix=suffix, writable=True, clock=clock,
-                   rolling_jitter_ms=rolling_jitter_ms, empty=True)
+                   rolling_jitter_ms=rolling_jitter_ms, empty=True, write_behind=write_behind)
 
     @classmethod
     def create_cleaned(cls, directory: Path, base_offset: int, config: LogConfig, *,
                        clock: Clock = SYSTEM_CLOCK) -> LogSegment:
-        """A fresh ``<base>.log.cleaned`` segment; stale cleaner output of that name is removed."""
+        """A fresh ``<base>.log.cleaned`` segment; stale cleaner output of that name is removed.
+        It is written whole and fsynced once before its swap, so its appends start their disk
+        writes as they go (``write_behind``): that fsync waits for the tail only."""
         remove_segment_files(directory, base_offset, files.CLEANED_SUFFIX)
         return cls.create(directory, base_offset, config, suffix=files.CLEANED_SUFFIX,
-                          clock=clock)
+                          clock=clock, write_behind=True)
 
     # ---- parts -------------------------------------------------------------------------------
     @property
@@ -157,6 +163,12 @@ class LogSegment:
     @property
     def log_path(self) -> Path:
         return self._log.path
+
+    @property
+    def writeback_started(self) -> int:
+        """Bytes from the start of the ``.log`` whose disk writes its appends have started (a
+        ``write_behind`` segment's, every ``WRITE_BEHIND_BYTES``; 0 for any other)."""
+        return self._log.writeback_started
 
     @property
     def file_key(self) -> int:

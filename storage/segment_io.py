@@ -2,20 +2,24 @@
 positional write of an append.
 
 Only the active segment keeps its ``.log`` open for appending, and only its appends use that
-descriptor. Every read, of any segment, goes through ``HANDLES``, a bounded LRU of read-only
-descriptors shared by every segment of the process, so tens of thousands of segments stay far
-under the open-file limit and a roll or delete never closes a descriptor under a reader.
+descriptor (a cleaned segment too, while the cleaner writes it: its appends start the disk writes
+behind them, ``start_writeback``, so the one fsync before its swap finds little left to write).
+Every read, of any segment, goes through ``HANDLES``, a bounded LRU of read-only descriptors
+shared by every segment of the process, so tens of thousands of segments stay far under the
+open-file limit and a roll or delete never closes a descriptor under a reader.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
+import sys
 import threading
 from collections import OrderedDict
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 
 class HandleCache:
@@ -24,7 +28,8 @@ class HandleCache:
     A descriptor is cached under its segment's key (``LogSegment.file_key``), not its path: a
     segment's file keeps its inode through renames (``.deleted``, a directory rename) and stays
     readable after it is unlinked, so a descriptor is valid for as long as the segment object
-    lives, whatever happens to the name. ``borrow`` pins it for the length of one read;
+    lives, whatever happens to the name. ``borrow`` pins it for the length of one read
+    (``pread`` for one ``os.pread``);
     ``forget`` (a segment closed, released, deleted or cut) closes it at once when no reader
     holds it, else retires it: the readers that hold it, and any borrow under the same key
     meanwhile, keep reading the same file, and the last one out closes it. A descriptor is
@@ -41,26 +46,47 @@ class HandleCache:
         self._fds: OrderedDict[object, _Handle] = OrderedDict()
         self._lock = threading.Lock()
         self._unpinned = threading.Condition(self._lock)
+        self._waiting = 0   # threads in forget_when_unpinned: an unpin wakes them, else no one
 
     @contextmanager
     def borrow(self, key: object, path: Path | str,
                expected_inode: int | None = None) -> Iterator[int]:
+        handle = self._pin(key, path, expected_inode)
+        try:
+            yield handle.fd
+        finally:
+            self._unpin(key, handle)
+
+    def pread(self, key: object, path: Path | str, expected_inode: int | None, size: int,
+              position: int) -> bytes:
+        """``os.pread`` of ``size`` bytes at ``position`` through the descriptor cached under
+        ``key``, pinned for that read alone: one ``borrow`` without its context manager, for a
+        reader that reads a file in many chunks (a clean)."""
+        handle = self._pin(key, path, expected_inode)
+        try:
+            return os.pread(handle.fd, size, position)
+        finally:
+            self._unpin(key, handle)
+
+    def _pin(self, key: object, path: Path | str, expected_inode: int | None) -> _Handle:
         with self._lock:
             handle = self._fds.get(key)
             if handle is None:
                 handle = _Handle(_open_expected(path, expected_inode))
                 self._fds[key] = handle
-            self._fds.move_to_end(key)
-            handle.pins += 1
+            else:
+                self._fds.move_to_end(key)
+            handle.pins += 1              # pinned before the eviction, which spares it
             self._evict_locked()
-        try:
-            yield handle.fd
-        finally:
-            with self._lock:
-                handle.pins -= 1
-                if handle.pins == 0:
-                    if handle.retired:
-                        self._close_locked(key, handle)
+            return handle
+
+    def _unpin(self, key: object, handle: _Handle) -> None:
+        with self._lock:
+            handle.pins -= 1
+            if handle.pins == 0:
+                if handle.retired:
+                    self._close_locked(key, handle)
+                if self._waiting:
                     self._unpinned.notify_all()
 
     def forget(self, key: object) -> None:
@@ -81,7 +107,11 @@ class HandleCache:
         The caller holds the segment's owner lock, so no new read of the segment begins."""
         with self._lock:
             while (handle := self._fds.get(key)) is not None and handle.pins:
-                self._unpinned.wait()
+                self._waiting += 1
+                try:
+                    self._unpinned.wait()
+                finally:
+                    self._waiting -= 1
             if handle is not None:
                 self._close_locked(key, handle)
 
@@ -141,6 +171,36 @@ def write_fully(fd: int, pieces: list[bytes | memoryview], position: int, size: 
             raise OSError(errno.ENOSPC, f"no progress writing at position {position + written}")
         written += n
         rest = rest[n:]
+
+
+_SYNC_FILE_RANGE_WRITE = 2   # <linux/fs.h>: start writing the range's dirty pages, do not wait
+
+
+def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    """libc's ``sync_file_range`` (Linux only; None elsewhere or when libc lacks it)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
+    function.restype = ctypes.c_int
+    return function
+
+
+_SYNC_FILE_RANGE = _sync_file_range()
+
+
+def start_writeback(fd: int, position: int, size: int) -> bool:
+    """Start writing the dirty pages of ``[position, position + size)`` of ``fd`` to disk without
+    waiting for them (Linux ``sync_file_range(SYNC_FILE_RANGE_WRITE)``), so a later fsync of the
+    file waits only for what is still in flight. It makes nothing durable: the fsync is still
+    needed. Returns False where the call does not exist (then it does nothing) or fails (a
+    file system that cannot: the fsync does the whole write, as without it)."""
+    if _SYNC_FILE_RANGE is None or size <= 0:
+        return False
+    return _SYNC_FILE_RANGE(fd, position, size, _SYNC_FILE_RANGE_WRITE) == 0
 
 
 def fsync_file(path: Path) -> None:

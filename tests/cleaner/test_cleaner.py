@@ -416,3 +416,40 @@ def test_a_read_goes_past_more_empty_cleaned_segments_than_it_takes_at_a_time(
         got = next(iter(log.read(start)))
         assert (got.offset, int(got.key)) == (first_kept, first_kept)
     assert offsets_in_log(log) == list(range(first_kept, offset))
+
+
+def test_clean_writes_behind_its_cleaned_segment_and_fsyncs_each_file_once_before_the_swap(
+        make_log: MakeLog, clock: FakeClock) -> None:
+    """Kafka's cleanSegments flushes the cleaned segment once before the swap. Its ``.log``
+    starts its disk writes as the clean appends (every WRITE_BEHIND_BYTES), so that one fsync
+    waits for the tail only; each cleaned file is still fsynced exactly once, and before it is
+    renamed to ``.swap``. The fsync and rename calls are observed at the os boundary and named
+    by the files they reach."""
+    log = make_log(segment_bytes=8 * 2**20, max_message_bytes=2**20)
+    value = 200_000
+    for i in range(40):   # 40 distinct keys: the clean keeps every record (~8 MB)
+        log.append([kv(i, 0), Record(key=b"%d" % i, value=b"v" * value, timestamp=0)])
+    log.roll()
+    events: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def recording_fsync(fd: int) -> None:
+        events.append(("fsync", os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))))
+        real_fsync(fd)
+
+    def recording_replace(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+        events.append(("rename", os.path.basename(source)))
+        real_replace(source, target)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "fsync", recording_fsync)
+        patch.setattr(os, "replace", recording_replace)
+        make_cleaner(1000, clock, io_buffer=2**20, max_message=2**20).clean(log, 0)
+    cleaned = log.segments()[0]
+    assert cleaned.size > 4 * 2**20 and cleaned.writeback_started >= cleaned.size - 2**20 - 4096
+    names = [f"00000000000000000000.{kind}.cleaned" for kind in ("log", "index", "timeindex")]
+    for name in names:
+        synced = [i for i, event in enumerate(events) if event == ("fsync", name)]
+        renamed = events.index(("rename", name))
+        assert len(synced) == 1 and synced[0] < renamed, (name, events)
+    assert sorted(r.key for r in log.read() if r.value) == sorted(b"%d" % i for i in range(40))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import os
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 from storage.clock import FakeClock
 from storage.config import LogConfig
+from storage.file_records import WRITE_BEHIND_BYTES
 from storage.records import Record, build_batch, iter_batches
 from storage.segment import HandleCache, LogSegment, RollParams
 
@@ -263,3 +265,47 @@ def test_handle_cache_refuses_a_file_that_replaced_the_segments_own(tmp_path: Pa
     assert len(cache) == 0
     with cache.borrow("t", keep, inode) as fd:
         assert os.pread(fd, 5, 0) == b"first"
+
+
+def test_cleaned_segment_starts_the_disk_writes_of_its_appends_as_they_go(
+        tmp_path: Path) -> None:
+    """A cleaned segment is written whole, then fsynced once before its swap: its appends start
+    writing their whole pages to disk every WRITE_BEHIND_BYTES (sync_file_range), so that fsync
+    waits for the tail only. An ordinary segment's appends start nothing (its flush policy is
+    the log's), and the cleaned segment's bytes are all still there after its fsync."""
+    config = LogConfig(segment_index_bytes=10_000)
+    cleaned = LogSegment.create_cleaned(tmp_path, 0, config, clock=FakeClock())
+    active = LogSegment.create(tmp_path, 1000, config, clock=FakeClock())
+    batch = build_batch([Record(key=b"k", value=b"v" * 100_000, timestamp=0)])
+    written = 0
+    for i in range(25):
+        cleaned.append(i, 0, i, [build_batch([Record(key=b"k", value=b"v" * 100_000,
+                                                     timestamp=0)], base_offset=i)])
+        active.append(1000 + i, 0, 1000 + i, [batch])
+        written += len(batch)
+    assert written >= 2 * WRITE_BEHIND_BYTES
+    assert cleaned.writeback_started % mmap.PAGESIZE == 0
+    assert written - WRITE_BEHIND_BYTES - mmap.PAGESIZE < cleaned.writeback_started <= written
+    assert active.writeback_started == 0
+    cleaned.flush()
+    assert cleaned.size == written and cleaned.log_path.stat().st_size == written
+    assert [b.base_offset for b in iter_batches(cleaned.log_path.read_bytes())] == list(range(25))
+
+
+def test_handle_cache_pread_reads_through_the_cached_descriptor_and_unpins_it(
+        tmp_path: Path) -> None:
+    """``pread`` is one borrow for one read: the descriptor is opened once and cached, and no
+    pin is left behind, so a truncation's forget_when_unpinned does not wait."""
+    cache = HandleCache(capacity=8)
+    path = tmp_path / "segment"
+    path.write_bytes(b"0123456789")
+    inode = path.stat().st_ino
+    assert cache.pread("s", path, inode, 4, 3) == b"3456"
+    with cache.borrow("s", path, inode) as fd:
+        assert cache.pread("s", path, inode, 20, 8) == b"89"
+        assert os.pread(fd, 2, 0) == b"01"           # the same descriptor, still open
+    assert len(cache) == 1
+    cache.forget_when_unpinned("s")                  # returns at once: nothing holds it
+    assert len(cache) == 0
+    with pytest.raises(OSError):
+        os.fstat(fd)
