@@ -21,25 +21,23 @@ the server's (``apis``).
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from kio.schema.errors import ErrorCode
 
 from node.kafka.codec import Request, build, response_class
 from node.kafka.context import ServedDir
 from node.kafka.errors import error_code_for
 from node.kafka.versions import ApiKey
-from storage.batch_layout import LAST_OFFSET_DELTA_OFFSET, LOG_OVERHEAD, SIZE_OFFSET
 from storage.errors import OffsetOutOfRangeError, StorageError
 from storage.log import Log
+from storage.record_reader import scan_batches
 
 READ_COMMITTED_LEVEL = 1
 FINAL_EPOCH = -1                    # session epoch of a sessionless full fetch
 INITIAL_EPOCH = 0                   # session epoch of a full fetch asking for a session
-_BASE_OFFSET = struct.Struct(">q")
-_INT32 = struct.Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +121,9 @@ def read_batches(log: Log, offset: int, upper: int, limit: int,
                  min_one: bool) -> tuple[bytes, int]:
     """Whole batches of ``log`` from the one holding ``offset``, below ``upper``, at most
     ``limit`` bytes (the first batch whatever its size when ``min_one``), across segments.
-    Returns the bytes and the offset after the last batch returned."""
-    pieces: list[memoryview] = []
+    Returns the bytes and the offset after the last batch returned. The batches of each read
+    are found by the numba scan of their headers (``scan_batches``), not one by one."""
+    pieces: list[bytes | memoryview] = []
     size = 0
     if limit <= 0 and not min_one:
         return b"", offset
@@ -132,20 +131,24 @@ def read_batches(log: Log, offset: int, upper: int, limit: int,
         fetched = log.read_raw(offset, max(limit - size, 1), min_one_message=True)
         if fetched is None or not fetched.data:
             break
-        view = memoryview(fetched.data)
-        position, stopped = 0, False
-        while position + LOG_OVERHEAD <= len(view):
-            base = _BASE_OFFSET.unpack_from(view, position)[0]
-            batch_size = LOG_OVERHEAD + _INT32.unpack_from(view, position + SIZE_OFFSET)[0]
-            if base >= upper or (size + batch_size > limit and not (min_one and not pieces)):
-                stopped = True
-                break
-            pieces.append(view[position:position + batch_size])
-            size += batch_size
-            offset = base + _INT32.unpack_from(view, position + LAST_OFFSET_DELTA_OFFSET)[0] + 1
-            position += batch_size
-        if stopped or size >= limit or position == 0:
+        scan = scan_batches(fetched.data)
+        found = len(scan)
+        # the batches below ``upper`` (offsets grow) whose bytes, with those taken, fit ``limit``
+        below = int(np.searchsorted(scan.base_offsets, upper, side="left"))
+        fits = int(np.searchsorted(np.cumsum(scan.sizes) + size, limit, side="right"))
+        taken = min(below, fits)
+        if taken == 0 and min_one and not pieces and below:
+            taken = 1
+        if taken:
+            end = int(scan.positions[taken - 1] + scan.sizes[taken - 1])
+            data = fetched.data
+            pieces.append(data if end == len(data) else memoryview(data)[:end])
+            size += end
+            offset = int(scan.last_offsets[taken - 1]) + 1
+        if taken < found or taken == 0 or size >= limit:
             break
+    if len(pieces) == 1 and isinstance(pieces[0], bytes):
+        return pieces[0], offset          # one whole read: its bytes as they are
     return b"".join(pieces), offset
 
 

@@ -4,9 +4,11 @@ read_committed, sessionless answers, errors, and long polling woken by appends."
 
 from __future__ import annotations
 
+import shutil
 import struct
 import threading
 import time
+from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
@@ -14,6 +16,8 @@ from node.kafka.server import KafkaServer
 from node.logdir import LogDir
 from storage.record_format import Record
 from storage.records import ControlType
+from tests.conftest import FIXTURES
+from tests.node.kafka.conftest import Serve
 from tests.node.kafka.wire import WireClient
 
 FETCH = 1
@@ -206,3 +210,22 @@ def test_a_parked_fetch_does_not_hold_other_connections(logdir: LogDir,
         woken = parked.read_response(FETCH, 12, correlation).responses[0].partitions[0]
         assert time.monotonic() - appended < 2.5     # woken by the append, not max_wait
     assert woken.records != b""
+
+
+def test_a_fetch_of_a_real_magic_0_log_returns_each_message_once(
+        tmp_path: Path, serve: Serve) -> None:
+    # an old broker's log (magic 0, no batch header): its offsets are the messages' own
+    source = FIXTURES / "asayers__kafkalite" / "tests" / "test-data" / "fs-data" / "hamlet-none-0"
+    shutil.copytree(source, tmp_path / "old" / "hamlet-0")
+    directory = LogDir.open(tmp_path / "old", start_tasks=False)
+    try:
+        stored = (source / "00000000000000000000.log").read_bytes()
+        server = serve(directory)
+        with WireClient(server.address) as client:
+            answer = fetch(client, [("hamlet", 0, 0)], max_bytes=4 << 20,
+                           partition_max_bytes=4 << 20)
+        part = answer.responses[0].partitions[0]
+        assert part.error_code == ErrorCode.none
+        assert part.records == stored            # every message, once, as stored
+    finally:
+        directory.close()
