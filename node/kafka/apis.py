@@ -20,7 +20,9 @@ wait on nothing but their appends' writes (``produce.appends_only``: no transact
 partition held here, no fsync per append) is answered on the event loop itself: the hop to
 the pool and back, two thread switches, was half the round trip of a latency-minded producer's
 request (measured: 1.6-2x the records/s of an idempotent librdkafka producer at ~8 records a
-batch). Larger runs, and every other request, go to the pool.
+batch). Larger runs, and every other request, go to the pool. The price: while such an append
+waits on its disk (the kernel holding back a writer of too many dirty pages), the directory's
+other connections wait too; their requests are for the same disk.
 """
 
 from __future__ import annotations
