@@ -65,28 +65,34 @@ class LosingProxy:
             assert self.target is not None
             server = socket.create_connection(self.target)
             self._sockets += [client, server]
-            self._spawn(self._requests, client, server)
-            self._spawn(self._pipe, server, client)
+            lost = threading.Event()    # this connection's responses are dropped from now on
+            self._spawn(self._requests, client, server, lost)
+            self._spawn(self._pipe, server, client, lost)
 
-    def _requests(self, client: socket.socket, server: socket.socket) -> None:
+    def _requests(self, client: socket.socket, server: socket.socket,
+                  lost: threading.Event) -> None:
         try:
             while True:
                 head = _read(client, 4)
                 frame = _read(client, struct.unpack(">i", head)[0])
-                server.sendall(head + frame)
-                if struct.unpack_from(">h", frame)[0] != PRODUCE:
-                    continue
-                self.produce_requests += 1
-                if not self.cut.is_set():
+                produce = struct.unpack_from(">h", frame)[0] == PRODUCE
+                if produce and not self.cut.is_set():
                     self.cut.set()
-                    client.shutdown(socket.SHUT_RDWR)   # the response will find no one
+                    lost.set()                           # before the server can answer it
+                    self.produce_requests += 1
+                    server.sendall(head + frame)
+                    client.shutdown(socket.SHUT_RDWR)    # the response will find no one
                     return
+                server.sendall(head + frame)
+                if produce:
+                    self.produce_requests += 1
         except OSError:
             pass
 
-    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pipe(self, source: socket.socket, sink: socket.socket,
+              lost: threading.Event) -> None:
         try:
-            while chunk := source.recv(65536):
+            while (chunk := source.recv(65536)) and not lost.is_set():
                 sink.sendall(chunk)
         except OSError:
             pass
