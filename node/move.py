@@ -304,7 +304,7 @@ def copy_producer_snapshot(lg: Log, future_dir: Path) -> None:
     """Snapshot ``lg``'s producer state at its log end (call under its lock) into
     ``future_dir``, so the moved log starts with the same producers, sequences and open
     transactions without replaying anything."""
-    written = lg.producer_state.take_snapshot(lg.log_end_offset)
+    written = lg.producer_state.take_snapshot(lg.log_end_offset, sync=False)
     atomic_write(future_dir / written.name, written.read_bytes(), sync=False)
 
 

@@ -296,8 +296,11 @@ class Log:
             segment = self._local.roll()
             if segment is not before:
                 new_base = segment.base_offset
-                self.producer_state.take_snapshot(new_base)
-                self._local.schedule("flush-log", lambda: self.flush(new_base), 0)
+                # unsynced under the lock; made durable by the background flush, before the
+                # segments below it move the recovery point (Kafka's UnifiedLog.roll)
+                snapshot = self.producer_state.take_snapshot(new_base, sync=False)
+                self._local.schedule("flush-log",
+                                     lambda: self._flush_rolled(snapshot, new_base), 0)
             return segment
 
     def last_sequence(self, producer_id: int) -> int:
@@ -327,6 +330,13 @@ class Log:
         """Make every batch below ``offset`` (default: the log end) durable and move the recovery
         point there."""
         self._local.flush(offset)
+
+    def _flush_rolled(self, snapshot: Path, new_base: int) -> None:
+        """The background flush after a roll: the producer snapshot written at ``new_base``, then
+        every segment below it. A snapshot that cannot be made durable raises before the recovery
+        point moves (Kafka's testRecoveryPointNotIncrementedOnProducerStateSnapshotFlushFailure)."""
+        self.producer_state.flush_snapshot(snapshot)
+        self.flush(new_base)
 
     # ---- read --------------------------------------------------------------------------------
     def read_raw(self, start_offset: int, max_bytes: int = DEFAULT_FETCH_BYTES,

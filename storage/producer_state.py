@@ -55,7 +55,7 @@ import crc32c
 
 from storage import files
 from storage.config import DEFAULT_PRODUCER_ID_EXPIRATION_MS  # noqa: F401 - importable from here
-from storage.durable import atomic_write
+from storage.durable import atomic_write, fsync_dir
 from storage.errors import (  # the producer errors live with the others; named here too
     CorruptRecordError,
     InvalidProducerEpochError,
@@ -409,12 +409,29 @@ class ProducerStateManager:
     def snapshot_files(self) -> list[Path]:
         return [files.snapshot_file(self.dir, at) for at in self.snapshot_offsets()]
 
-    def take_snapshot(self, offset: int | None = None) -> Path:
-        """Write the state as of ``offset`` (default: the end of the mapped batches)."""
+    def take_snapshot(self, offset: int | None = None, *, sync: bool = True) -> Path:
+        """Write the state as of ``offset`` (default: the end of the mapped batches), fsynced
+        unless ``sync=False`` (a roll, under the log's lock, writes it unsynced and
+        ``flush_snapshot`` makes it durable in the background, as Kafka's ``takeSnapshot(false)``
+        and ``flushProducerStateSnapshot``)."""
         at = self.map_end_offset if offset is None else offset
         path = files.snapshot_file(self.dir, at)
-        atomic_write(path, encode_snapshot(self._producers.values()), sync=False)
+        atomic_write(path, encode_snapshot(self._producers.values()), sync=sync)
         return path
+
+    @staticmethod
+    def flush_snapshot(path: Path) -> None:
+        """fsync the snapshot at ``path`` and its directory entry, unless it is gone (deleted with
+        its segment meanwhile), as Kafka's ``Utils.flushFileIfExists``."""
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(path.parent)
 
     def clear(self) -> None:
         """Forget every producer and open transaction (the files are untouched)."""

@@ -227,6 +227,83 @@ def test_flush_past_a_rolled_segment_fsyncs_its_offset_and_time_index(tmp_path: 
         log.close()
 
 
+# ---- producer snapshots are made durable (Kafka's UnifiedLog.roll and close) ------------------
+def _fsync_recorder(synced: list[str], failing_suffix: str | None = None):  # type: ignore[no-untyped-def]
+    """An ``os.fsync`` that records the name of every file it reaches (and fails, like a dying
+    disk, for a name ending with ``failing_suffix``)."""
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        name = os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
+        if failing_suffix is not None and name.endswith(failing_suffix):
+            raise OSError(5, "Input/output error", name)
+        synced.append(name)
+        real_fsync(fd)
+    return recording_fsync
+
+
+def _idempotent_log(directory: Path, clock: FakeClock, scheduler: FakeScheduler) -> Log:
+    log = Log.open(directory, LogConfig(), clock=clock, scheduler=scheduler)
+    for seq in range(3):
+        log.append(_records(seq, 1), producer_id=7, producer_epoch=0, base_sequence=seq)
+    return log
+
+
+def test_a_roll_fsyncs_its_producer_snapshot_before_the_segments_below_it(
+        tmp_path: Path) -> None:
+    """Kafka's UnifiedLog.roll writes the snapshot unsynced under the lock, and its scheduled
+    flush makes it durable first, then the segments below the new base."""
+    clock = FakeClock(NOW)
+    scheduler = FakeScheduler(clock)
+    log = _idempotent_log(tmp_path / "t-0", clock, scheduler)
+    synced: list[str] = []
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(os, "fsync", _fsync_recorder(synced))
+            log.roll()
+            assert synced == []            # nothing synced under the log's lock
+            scheduler.tick()
+        snapshot = "00000000000000000003.snapshot"
+        assert snapshot in synced and "00000000000000000000.log" in synced
+        assert synced.index(snapshot) < synced.index("00000000000000000000.log")
+        assert log.recovery_point == 3
+    finally:
+        log.close()
+
+
+def test_the_recovery_point_stays_when_the_rolled_producer_snapshot_cannot_be_flushed(
+        tmp_path: Path) -> None:
+    """Kafka's testRecoveryPointNotIncrementedOnProducerStateSnapshotFlushFailure: the flush after
+    a roll fails on the snapshot, and the recovery point does not move past the rolled segment."""
+    clock = FakeClock(NOW)
+    scheduler = FakeScheduler(clock)
+    log = _idempotent_log(tmp_path / "t-0", clock, scheduler)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(os, "fsync", _fsync_recorder([], failing_suffix=".snapshot"))
+            log.roll()
+            with pytest.raises(OSError):
+                scheduler.tick()
+        assert log.recovery_point == 0
+        log.flush()
+        assert log.recovery_point == 3
+    finally:
+        log.close()
+
+
+def test_close_fsyncs_the_producer_snapshot_at_the_log_end(tmp_path: Path) -> None:
+    """Kafka's UnifiedLog.close takes its snapshot synced: a clean shutdown's marker must not
+    stand for producer state a power loss can take back."""
+    clock = FakeClock(NOW)
+    log = _idempotent_log(tmp_path / "t-0", clock, FakeScheduler(clock))
+    synced: list[str] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "fsync", _fsync_recorder(synced))
+        log.close()
+    # its bytes before the rename into place, then the directory that holds the new name
+    assert synced.index("00000000000000000003.snapshot.tmp") < synced.index("t-0")
+
+
 # ---- a swap file is validated before it replaces live segments --------------------------------
 def _two_segment_log(directory: Path) -> Log:
     config = LogConfig(segment_bytes=4000, index_interval_bytes=200, retention_ms=-1)
