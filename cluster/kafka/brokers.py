@@ -462,9 +462,12 @@ class NodeBroker:
             return host, port
 
     def endpoint(self) -> tuple[int, str, int] | None:
-        """(node id, advertised host, port) while serving, else None."""
+        """(node id, advertised host, port) while serving, else None; None too once the directory
+        is offline: Kafka halts a broker whose last log directory fails, so the other brokers
+        stop naming it, and its partitions have no leader (LEADER_NOT_AVAILABLE). Its listener
+        stays up for the operator's tools (DescribeLogDirs) and answers KAFKA_STORAGE_ERROR."""
         server, node_id = self._server, self._node_id
-        if server is None or node_id is None:
+        if server is None or node_id is None or not server.logdir.online:
             return None
         host, port = self._advertised(server)
         return node_id, host, port

@@ -19,13 +19,14 @@ from cluster.kafka.brokers import (MAX_NODE_ID, NODE_ID_SHIFT, ClusterBrokerView
 from cluster.kafka.listeners import directory_properties, serves_kafka
 from cluster.status import ClusterDescription
 from node import LogDir
-from node.errors import LogDirClosedError
+from node.errors import LogDirClosedError, LogDirOfflineError
 from node.kafka.broker_view import BrokerEndpoint
 from node.kafka.errors import TopicAlreadyExistsError, error_code_for
 from node.kafka.producer_ids import ProducerIdAllocator
 from node.meta_properties import CURRENT_VERSION, MetaProperties, random_uuid, \
     write_meta_properties
 from storage.errors import InvalidConfigError, StorageError
+from storage.records import Record
 
 
 # ---- the listener rule -------------------------------------------------------------------------
@@ -270,6 +271,54 @@ def test_a_node_broker_serves_with_its_directorys_identity_and_stops_on_close(
         socket.create_connection(("127.0.0.1", port), timeout=5)
     with pytest.raises(LogDirClosedError):
         broker.serve(setup.logdir)
+
+
+def test_a_broker_whose_directory_went_offline_is_named_by_no_other_broker(
+        setup: Setup, tmp_path: Path) -> None:
+    """Kafka halts a broker whose last log directory fails: the others stop naming it, and its
+    partitions have no leader. Its listener stays up for the operator's tools."""
+    write_meta_properties(setup.logdir.path, MetaProperties(CURRENT_VERSION, "c" * 22, 0,
+                                                            random_uuid()))
+    broker = NodeBroker(setup.dirs[0], {"listeners": "PLAINTEXT://127.0.0.1:0"},
+                        setup.coordinator_handle,
+                        lambda d, name, host: LocalHandle(setup.nodes[d], name))
+    host, port = broker.serve(setup.logdir)
+    setup.logdir.create_logs("t", [0])
+    log = setup.logdir.log("t", 0)
+    log.append([Record(b"k", b"v", 1_700_000_000_000)])
+    setup.coordinator.table = {"t": {0: setup.dirs[0]}}
+    other = LogDir.open(setup.dirs[1], start_tasks=False)
+    nodes = {setup.dirs[0]: BrokerNode(broker), setup.dirs[2]: setup.nodes[setup.dirs[2]]}
+    view = ClusterBrokerView(
+        node_id=1, cluster_id="c" * 22, log_dir=setup.dirs[1], logdir=other,
+        endpoint=lambda: ("127.0.0.1", 9093), coordinator=setup.coordinator_handle,
+        node_handle=lambda d, name, h: LocalHandle(nodes[d], name), clock=lambda: setup.now[0])
+    try:
+        assert view.leader("t", 0) == 0
+        assert BrokerEndpoint(0, host, port) in view.brokers()
+        # the disk fails under the partition: its next roll meets an OSError
+        (setup.logdir.path / "t-0").rename(tmp_path / "t-0-gone")
+        (setup.logdir.path / "t-0").write_text("not a directory")
+        with pytest.raises(LogDirOfflineError):
+            log.roll()
+        assert broker.endpoint() is None
+        setup.now[0] += 1.5                              # the other broker's table expires
+        assert view.leader("t", 0) is None               # LEADER_NOT_AVAILABLE
+        assert [b.node_id for b in view.brokers()] == [1]
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    finally:
+        broker.close()
+        other.close()
+
+
+class BrokerNode:
+    """A node actor's ``kafka_endpoint``, answered by its real ``NodeBroker``."""
+
+    def __init__(self, broker: NodeBroker) -> None:
+        self.broker = broker
+
+    def kafka_endpoint(self) -> tuple[int, str, int] | None:
+        return self.broker.endpoint()
 
 
 def test_a_node_broker_without_listeners_never_serves(setup: Setup) -> None:
