@@ -421,8 +421,9 @@ class ProducerStateManager:
 
     @staticmethod
     def flush_snapshot(path: Path) -> None:
-        """fsync the snapshot at ``path`` and its directory entry, unless it is gone (deleted with
-        its segment meanwhile), as Kafka's ``Utils.flushFileIfExists``."""
+        """fsync the snapshot at ``path`` and its directory entry, unless either is gone (the
+        snapshot deleted with its segment, or the log deleted or moved, meanwhile), as Kafka's
+        ``Utils.flushFileIfExists``: a file that is gone is no disk failure."""
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
@@ -431,7 +432,10 @@ class ProducerStateManager:
             os.fsync(fd)
         finally:
             os.close(fd)
-        fsync_dir(path.parent)
+        try:
+            fsync_dir(path.parent)
+        except FileNotFoundError:
+            return
 
     def clear(self) -> None:
         """Forget every producer and open transaction (the files are untouched)."""

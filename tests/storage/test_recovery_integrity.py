@@ -291,6 +291,26 @@ def test_the_recovery_point_stays_when_the_rolled_producer_snapshot_cannot_be_fl
         log.close()
 
 
+@pytest.mark.parametrize("gone", ["snapshot", "directory"])
+def test_the_flush_after_a_roll_passes_over_a_snapshot_gone_meanwhile(tmp_path: Path,
+                                                                      gone: str) -> None:
+    """The snapshot deleted with its segment, or the log's directory renamed away (a deletion),
+    before the background flush ran: a file that is gone is no disk failure, and the flush
+    raises nothing (an error there would take the whole directory offline)."""
+    clock = FakeClock(NOW)
+    scheduler = FakeScheduler(clock)
+    log = _idempotent_log(tmp_path / "t-0", clock, scheduler)
+    try:
+        log.roll()
+        if gone == "snapshot":
+            (tmp_path / "t-0" / "00000000000000000003.snapshot").unlink()
+        else:
+            log.rename_dir("t-0.abc-delete")      # as a deletion renames it first
+        scheduler.tick()
+    finally:
+        log.close()
+
+
 def test_close_fsyncs_the_producer_snapshot_at_the_log_end(tmp_path: Path) -> None:
     """Kafka's UnifiedLog.close takes its snapshot synced: a clean shutdown's marker must not
     stand for producer state a power loss can take back."""
