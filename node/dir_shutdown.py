@@ -102,14 +102,17 @@ class DirShutdown:
 
     def release(self, keep_pid: bool = False) -> None:
         """Close every log's files and drop ``.lock`` (leaving this process's pid in it with
-        ``keep_pid``). Idempotent; errors are logged, not raised."""
+        ``keep_pid``). Idempotent; errors are logged, not raised. A clean shutdown closed its
+        logs already (each with its producer snapshot); the logs left here (the directory failed,
+        or its load did) are closed writing nothing, as Kafka's ``handleLogDirFailure`` closes
+        their handlers."""
         with self._release_lock:
             if self._released:
                 return
             self._released = True
         for lg in self._table.snapshot():
             try:
-                lg.close()
+                lg.close_handlers()
             except Exception:  # noqa: BLE001 - releasing is best effort
                 log.exception("closing %s while releasing %s", lg.dir, self.path)
         self._dir_lock.release(keep_pid=keep_pid)

@@ -529,6 +529,12 @@ class Log:
             finally:
                 self._local.close()
 
+    def close_handlers(self) -> None:
+        """Close every segment's files and mark the log closed, writing nothing (Kafka's
+        ``closeHandlers``, for a log whose directory failed: no snapshot to a disk that is gone).
+        A log closed already stays as it is."""
+        self._local.close()
+
     def release_idle(self) -> None:
         """Drop descriptors and index maps of every closed segment."""
         self._local.release_idle()

@@ -159,6 +159,26 @@ def test_close_is_quiet_after_offline_and_leaves_no_marker(
     assert os.path.exists(tmp_path / "logs" / "t-0")
 
 
+def test_going_offline_closes_every_log_writing_no_producer_snapshot(
+        tmp_path: Path, immutable: Immutable) -> None:
+    """Kafka's handleLogDirFailure closes the handlers of the failed directory's logs: nothing
+    more is written to a disk that failed (a clean close would snapshot every log's producers,
+    and fsync them)."""
+    d = LogDir.open(tmp_path / "logs", start_tasks=False)
+    failing = d.get_or_create_log("t", 0)
+    failing.append_batch(batch(0))
+    other = d.get_or_create_log("t", 1)
+    other.append_batch(batch(0))
+    before = sorted(p.name for p in (tmp_path / "logs" / "t-1").iterdir())
+    immutable(failing.active_segment.log_path)
+    with pytest.raises(LogDirOfflineError):
+        failing.append_batch(batch(100))
+    assert other.is_closed
+    assert sorted(p.name for p in (tmp_path / "logs" / "t-1").iterdir()) == before
+    assert not any(p.suffix == ".snapshot" for p in (tmp_path / "logs" / "t-1").iterdir())
+    d.close()
+
+
 def test_offline_stops_the_directory_s_own_scheduler_thread(
         tmp_path: Path, immutable: Immutable) -> None:
     d = LogDir.open(tmp_path / "logs")
