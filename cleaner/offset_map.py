@@ -66,7 +66,7 @@ from storage.errors import StorageError
 from storage.records import BatchScan
 
 DEFAULT_LOAD_FACTOR = 0.9
-INITIAL_TABLE_SLOTS = 64 * 1024  # 1.5 MiB: a small log never touches more
+INITIAL_TABLE_SLOTS = 64 * 1024  # 1.5 MiB: a log of up to 32 Ki keys never touches more
 GROWTH_FACTOR = 4  # fewer rehashes than doubling (each moves every entry); measured faster
 GROWTH_LOAD_FACTOR = 0.5  # a table below the cap grows past min(load factor, this): see the doc
 
