@@ -5,9 +5,14 @@ Kafka's ``SkimpyOffsetMap`` with a different hash and a different table discipli
 * ``memory`` bytes are given; every entry takes 24 bytes (a 16-byte key hash and an int64 offset),
   so ``slots = memory // 24`` and the cleaner stops mapping at ``floor(slots * load_factor)``
   entries (``is_full``). ``put`` of a hash already present overwrites its offset.
-* The hash is SipHash-2-4 with 128-bit output under a random 128-bit key drawn per map instance,
+* The hash is SipHash-1-3 with 128-bit output under a random 128-bit key drawn per map instance,
   so a producer cannot craft keys that collide (MD5, Kafka's choice, is both craftable and slow).
-  Two distinct keys share an entry only by a 2**-128 accident.
+  Two distinct keys share an entry only by a 2**-128 accident. SipHash-1-3 (one round per
+  message word, three per output word) is the variant Rust's standard hash maps and rustc's
+  SipHasher128 use, judged by one of SipHash's designers enough against hash flooding, the
+  attack a keyed table hash is there to stop (a MAC would want SipHash-2-4). Same keyed
+  construction and output, 9 rounds for a 16-byte key instead of 14 (measured: eight keys in
+  the vector lanes 14% faster, a key alone 40%).
 
 Table: slot ``i`` = ``[h0, h1, offset]`` (three uint64 words, 24 bytes); a slot whose hash is zero
 is empty, and a key whose first hash word comes out zero gets first word 1.
@@ -21,7 +26,10 @@ the end of the table shifts its neighbours left instead of wrapping).
 
 Growth: the whole ``memory`` is reserved at construction with ``np.zeros``, which the kernel maps
 lazily (untouched pages cost nothing), but only the first ``table_slots`` slots are used: 64 Ki at
-first, multiplied by 4 whenever the table passes the load factor, never beyond ``slots``. Because
+first, multiplied by 4 whenever the table passes half full (or the load factor, if lower), never
+beyond ``slots``: past half full, ordered linear probing's displacements grow, and with them the
+mispredicted branches of every lookup and the shifts of every insertion (measured: a map of 40 Ki
+keys in 256 Ki slots looks keys up 15% faster than in 64 Ki). Because
 the layout is sorted and every entry's new position is at or after its old one, growth rehashes in
 place, back to front, with no second table: resident memory never exceeds ``allocated_bytes``,
 which never exceeds ``memory``, even during a rehash. ``clear`` zeroes only the part in use and
@@ -58,9 +66,9 @@ from storage.errors import StorageError
 from storage.records import BatchScan
 
 DEFAULT_LOAD_FACTOR = 0.9
-INITIAL_TABLE_SLOTS = 64 * 1024  # 1.5 MiB: a small log never touches more
+INITIAL_TABLE_SLOTS = 64 * 1024  # 1.5 MiB: a log of up to 32 Ki keys never touches more
 GROWTH_FACTOR = 4  # fewer rehashes than doubling (each moves every entry); measured faster
-GROWTH_LOAD_FACTOR = 0.9  # a table below the cap grows past min(load factor, this)
+GROWTH_LOAD_FACTOR = 0.5  # a table below the cap grows past min(load factor, this): see the doc
 
 
 class OffsetMapFullError(StorageError):
@@ -77,8 +85,8 @@ def _key_words(key: bytes) -> tuple[np.uint64, np.uint64]:
 
 
 def siphash128(key: bytes, data: bytes) -> bytes:
-    """SipHash-2-4-128 of ``data`` under the 16-byte ``key``, as the reference implementation's
-    16 output bytes (checked against its ``vectors.h``)."""
+    """SipHash-1-3-128 of ``data`` under the 16-byte ``key``, as its 16 output bytes (checked
+    against rustc's published SipHasher128 test vectors)."""
     k0, k1 = _key_words(key)
     buf = np.frombuffer(bytes(data) or b"\0", dtype=np.uint8)
     out = np.empty((1, 2), dtype=np.uint64)

@@ -1,4 +1,4 @@
-"""Numba kernels of ``cleaner.offset_map``: SipHash-2-4-128 and the ordered hash table.
+"""Numba kernels of ``cleaner.offset_map``: SipHash-1-3-128 and the ordered hash table.
 
 The table is one flat ``uint64`` array, slot ``i`` = words ``[3i, 3i+1, 3i+2]`` = ``h0, h1, offset``;
 ``h0 == 0`` marks an empty slot. The state vector (int64) holds ``table_slots, size, latest_offset,
@@ -18,7 +18,8 @@ from numba.extending import intrinsic
 BYTES_PER_ENTRY = 24
 WORDS_PER_ENTRY = 3
 _GROWTH_CHUNK = 4096  # old slots whose new positions the in-place rehash computes at a time
-_BLOCK = 16  # keys hashed (and their slots prefetched) ahead of the table updates
+_BLOCK = 16  # keys hashed (and their slots prefetched) a block ahead of their table probes
+_RING_MASK = 2 * _BLOCK - 1  # the hashes of two blocks: the one probed and the one ahead
 
 # state vector shared with the kernels (int64 words)
 TABLE_SLOTS, SIZE, LATEST, NULLS, STATUS, BAD_INDEX = range(6)
@@ -32,6 +33,9 @@ _C3 = _U64(0x7465646279746573)
 _EE = _U64(0xEE)
 _DD = _U64(0xDD)
 _ONE = _U64(1)
+HASH = "SipHash-1-3-128"  # what the map's kernels compute (cleaner.kernels names it too)
+C_ROUNDS = 1  # SipHash-1-3: one round per message word,
+D_ROUNDS = 3  # three per output word
 _R8, _R13, _R16, _R17, _R21, _R32, _R56 = (_U64(b) for b in (8, 13, 16, 17, 21, 32, 56))
 _R64 = _U64(64)
 
@@ -104,7 +108,7 @@ def _sipround(v0, v1, v2, v3):  # type: ignore[no-untyped-def]
 
 @numba.njit(inline="always")
 def _siphash128(k0, k1, buf, start, length):  # type: ignore[no-untyped-def]
-    """SipHash-2-4 with 128-bit output; returns the two little-endian output words."""
+    """SipHash-1-3 with 128-bit output; returns the two little-endian output words."""
     v0 = k0 ^ _C0
     v1 = k1 ^ _C1 ^ _EE
     v2 = k0 ^ _C2
@@ -115,23 +119,23 @@ def _siphash128(k0, k1, buf, start, length):  # type: ignore[no-untyped-def]
     while p < end:
         m = _load64(buf, p)
         v3 ^= m
-        v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
-        v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
+        for _ in range(C_ROUNDS):
+            v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
         v0 ^= m
         p += 8
     b = _U64(length) << _R56
     for j in range(tail):
         b |= _U64(buf[p + j]) << (_U64(j) * _R8)
     v3 ^= b
-    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
-    v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
+    for _ in range(C_ROUNDS):
+        v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
     v0 ^= b
     v2 ^= _EE
-    for _ in range(4):
+    for _ in range(D_ROUNDS):
         v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
     h0 = v0 ^ v1 ^ v2 ^ v3
     v1 ^= _DD
-    for _ in range(4):
+    for _ in range(D_ROUNDS):
         v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
     h1 = v0 ^ v1 ^ v2 ^ v3
     return h0, h1
@@ -176,7 +180,7 @@ def _vsipround(builder, v0, v1, v2, v3):  # type: ignore[no-untyped-def]
 
 @intrinsic
 def _siphash128_lanes(typingctx, k0, k1, words, count, out):  # type: ignore[no-untyped-def]
-    """SipHash-2-4-128 of ``LANES`` messages of ``count`` words each, word ``w`` of lane ``l`` at
+    """SipHash-1-3-128 of ``LANES`` messages of ``count`` words each, word ``w`` of lane ``l`` at
     ``words[w * LANES + l]`` (the last word the length byte and the tail, as ``_siphash128``
     builds it); the first output words to ``out[:LANES]``, the second to ``out[LANES:]``."""
     signature = types.void(k0, k1, words, count, out)
@@ -197,18 +201,18 @@ def _siphash128_lanes(typingctx, k0, k1, words, count, out):  # type: ignore[no-
             m = builder.load(builder.gep(word_base, [loop.index]), align=8)
             v0, v1, v2, v3 = (builder.load(p) for p in state)
             v3 = builder.xor(v3, m)
-            v0, v1, v2, v3 = _vsipround(builder, v0, v1, v2, v3)
-            v0, v1, v2, v3 = _vsipround(builder, v0, v1, v2, v3)
+            for _ in range(C_ROUNDS):
+                v0, v1, v2, v3 = _vsipround(builder, v0, v1, v2, v3)
             v0 = builder.xor(v0, m)
             for pointer, value in zip(state, (v0, v1, v2, v3)):
                 builder.store(value, pointer)
         v0, v1, v2, v3 = (builder.load(p) for p in state)
         v2 = builder.xor(v2, _vconst(int(_EE)))
-        for _ in range(4):
+        for _ in range(D_ROUNDS):
             v0, v1, v2, v3 = _vsipround(builder, v0, v1, v2, v3)
         h0 = builder.xor(builder.xor(v0, v1), builder.xor(v2, v3))
         v1 = builder.xor(v1, _vconst(int(_DD)))
-        for _ in range(4):
+        for _ in range(D_ROUNDS):
             v0, v1, v2, v3 = _vsipround(builder, v0, v1, v2, v3)
         h1 = builder.xor(builder.xor(v0, v1), builder.xor(v2, v3))
         out_view = context.make_array(sig.args[4])(context, builder, out_array)
@@ -247,7 +251,7 @@ def _lanes_fit(buf_len, starts, lengths, first):  # type: ignore[no-untyped-def]
 @numba.njit(inline="always")
 def _hash_lanes(k0, k1, buf, starts, length, first, words,  # type: ignore[no-untyped-def]
                 lanes_out):
-    """SipHash-2-4-128 of the ``LANES`` keys of ``length`` bytes from key ``first`` into
+    """SipHash-1-3-128 of the ``LANES`` keys of ``length`` bytes from key ``first`` into
     ``lanes_out`` (see ``_siphash128_lanes``)."""
     blocks = length >> 3
     for lane in range(LANES):
@@ -256,6 +260,14 @@ def _hash_lanes(k0, k1, buf, starts, length, first, words,  # type: ignore[no-un
             words[b * LANES + lane] = _load64(buf, start + 8 * b)
         words[blocks * LANES + lane] = _last_word(buf, start, length)
     _siphash128_lanes(k0, k1, words, blocks + 1, lanes_out)
+
+
+@numba.njit(inline="always")
+def _prefetch_slots(t, p):  # type: ignore[no-untyped-def]
+    """Prefetch slot ``p`` and the next one (the two ``_find`` compares first), whose 48 bytes
+    may straddle two cache lines."""
+    _prefetch(t, 3 * p)
+    _prefetch(t, 3 * p + 5)
 
 
 @numba.njit(inline="always")
@@ -286,6 +298,12 @@ def _write_slot(t, i, h0, h1, offset):  # type: ignore[no-untyped-def]
 def _find(t, n, h0, h1):  # type: ignore[no-untyped-def]
     """Slot index of the key, or ``-(q + 1)`` where ``q`` is the slot before which it sorts."""
     p = _home(h0, n)
+    # most keys sit at their home slot or the next one: both compared without a branch each
+    nxt = min(p + 1, n - 1)
+    at = p if (t[3 * p] == h0) & (t[3 * p + 1] == h1) else -1
+    at = nxt if (t[3 * nxt] == h0) & (t[3 * nxt + 1] == h1) else at
+    if at >= 0:
+        return at
     s0 = t[3 * p]
     if s0 == 0:
         return -(p + 1)
@@ -402,9 +420,11 @@ def grow(t, n, m, count):  # type: ignore[no-untyped-def]
 
 @numba.njit(inline="always")
 def _hash_block(t, n, k0, k1, buf, starts, lengths, first, last, hb0, hb1, words, lanes_out):  # type: ignore[no-untyped-def]
-    """Hash keys ``first..last-1`` into ``hb0/hb1`` and prefetch their home slots, so the table
-    lookups of the block overlap their cache misses. Null and out-of-bounds keys are left out.
-    ``LANES`` keys of one length are hashed together (``words``, ``lanes_out``: their scratch)."""
+    """Hash keys ``first..last-1`` into the rings ``hb0/hb1`` (key ``j`` at ``j & _RING_MASK``)
+    and prefetch their first two slots. The callers hash one block ahead of the block they probe,
+    so every probe finds its slots requested a whole block of work earlier. Null and
+    out-of-bounds keys are left out. ``LANES`` keys of one length are hashed together (``words``,
+    ``lanes_out``: their scratch)."""
     buf_len = buf.shape[0]
     j = first
     while j < last:
@@ -414,9 +434,9 @@ def _hash_block(t, n, k0, k1, buf, starts, lengths, first, last, hb0, hb1, words
                 h0 = lanes_out[lane]
                 if h0 == 0:
                     h0 = _ONE
-                hb0[j + lane - first] = h0
-                hb1[j + lane - first] = lanes_out[LANES + lane]
-                _prefetch(t, 3 * _home(h0, n))
+                hb0[(j + lane) & _RING_MASK] = h0
+                hb1[(j + lane) & _RING_MASK] = lanes_out[LANES + lane]
+                _prefetch_slots(t, _home(h0, n))
             j += LANES
             continue
         length = np.int64(lengths[j])
@@ -425,9 +445,9 @@ def _hash_block(t, n, k0, k1, buf, starts, lengths, first, last, hb0, hb1, words
             h0, h1 = _siphash128(k0, k1, buf, start, length)
             if h0 == 0:
                 h0 = _ONE
-            hb0[j - first] = h0
-            hb1[j - first] = h1
-            _prefetch(t, 3 * _home(h0, n))
+            hb0[j & _RING_MASK] = h0
+            hb1[j & _RING_MASK] = h1
+            _prefetch_slots(t, _home(h0, n))
         j += 1
 
 
@@ -441,17 +461,19 @@ def put_kernel(t, state, cap, grow_load, growth, stop_at, k0, k1, buf, starts, l
     grow_at = np.int64(n * grow_load) if n < cap else cap + 1
     buf_len = buf.shape[0]
     state[STATUS] = OK
-    hb0 = np.empty(_BLOCK, np.uint64)
-    hb1 = np.empty(_BLOCK, np.uint64)
+    hb0 = np.empty(2 * _BLOCK, np.uint64)
+    hb1 = np.empty(2 * _BLOCK, np.uint64)
     words = np.empty(_LANE_WORDS * LANES, np.uint64)
     lanes_out = np.empty(2 * LANES, np.uint64)
     count = starts.shape[0]
     consumed = 0
     stopped = False
+    _hash_block(t, n, k0, k1, buf, starts, lengths, 0, min(_BLOCK, count), hb0, hb1, words,
+                lanes_out)
     for first in range(0, count, _BLOCK):
         last = min(first + _BLOCK, count)
-        _hash_block(t, n, k0, k1, buf, starts, lengths, first, last, hb0, hb1, words,
-                    lanes_out)
+        _hash_block(t, n, k0, k1, buf, starts, lengths, last, min(last + _BLOCK, count), hb0,
+                    hb1, words, lanes_out)
         for i in range(first, last):
             length = np.int64(lengths[i])
             if length < 0:
@@ -473,7 +495,7 @@ def put_kernel(t, state, cap, grow_load, growth, stop_at, k0, k1, buf, starts, l
                 n = m
                 state[TABLE_SLOTS] = n
                 grow_at = np.int64(n * grow_load) if n < cap else cap + 1
-            added = _insert(t, n, hb0[i - first], hb1[i - first], offsets[i])
+            added = _insert(t, n, hb0[i & _RING_MASK], hb1[i & _RING_MASK], offsets[i])
             if added < 0:
                 state[STATUS] = NO_ROOM
                 stopped = True
@@ -492,15 +514,17 @@ def get_kernel(t, n, k0, k1, buf, starts, lengths, out):  # type: ignore[no-unty
     """Fill ``out`` with each key's offset, -1 when absent or null; return the index of the first
     out-of-bounds key, or -1."""
     buf_len = buf.shape[0]
-    hb0 = np.empty(_BLOCK, np.uint64)
-    hb1 = np.empty(_BLOCK, np.uint64)
+    hb0 = np.empty(2 * _BLOCK, np.uint64)
+    hb1 = np.empty(2 * _BLOCK, np.uint64)
     words = np.empty(_LANE_WORDS * LANES, np.uint64)
     lanes_out = np.empty(2 * LANES, np.uint64)
     count = starts.shape[0]
+    _hash_block(t, n, k0, k1, buf, starts, lengths, 0, min(_BLOCK, count), hb0, hb1, words,
+                lanes_out)
     for first in range(0, count, _BLOCK):
         last = min(first + _BLOCK, count)
-        _hash_block(t, n, k0, k1, buf, starts, lengths, first, last, hb0, hb1, words,
-                    lanes_out)
+        _hash_block(t, n, k0, k1, buf, starts, lengths, last, min(last + _BLOCK, count), hb0,
+                    hb1, words, lanes_out)
         for i in range(first, last):
             length = np.int64(lengths[i])
             if length < 0:
@@ -509,14 +533,14 @@ def get_kernel(t, n, k0, k1, buf, starts, lengths, out):  # type: ignore[no-unty
             start = np.int64(starts[i])
             if start < 0 or start + length > buf_len:
                 return i
-            found = _find(t, n, hb0[i - first], hb1[i - first])
+            found = _find(t, n, hb0[i & _RING_MASK], hb1[i & _RING_MASK])
             out[i] = np.int64(t[3 * found + 2]) if found >= 0 else -1
     return -1
 
 
 @numba.njit(cache=True, nogil=True)
 def hash_kernel(k0, k1, buf, starts, lengths, out):  # type: ignore[no-untyped-def]
-    """SipHash-2-4-128 of every key into ``out[i] = (h0, h1)``, ``LANES`` keys of one length at
+    """SipHash-1-3-128 of every key into ``out[i] = (h0, h1)``, ``LANES`` keys of one length at
     a time where they fit the lanes, as the table kernels hash them."""
     words = np.empty(_LANE_WORDS * LANES, np.uint64)
     lanes_out = np.empty(2 * LANES, np.uint64)

@@ -14,8 +14,8 @@ from cleaner.offset_map import OffsetMap
 from cleaner.segment_reader import Records
 from cleaner.stats import CleanerStats
 from storage.clock import FakeClock
-from storage.records import (BatchHeader, Compression, Record, TimestampType, build_batch,
-                             scan_batches)
+from storage.records import (HEADER_SIZE, BatchHeader, Compression, Record, TimestampType,
+                             build_batch, scan_batches)
 
 HASH_KEY = bytes(range(16))
 NOW = 1_700_000_000_000
@@ -130,6 +130,20 @@ def test_the_filter_kernel_keeps_the_bytes_filter_batch_keeps() -> None:
     assert (stats.messages_read, stats.bytes_read, stats.invalid_messages_read) == \
         (expected_stats.messages_read, expected_stats.bytes_read,
          expected_stats.invalid_messages_read)
+
+
+def test_the_filter_kernel_refuses_an_output_buffer_too_small_for_the_batches_it_keeps() -> None:
+    """The kept bytes are copied unchecked by one memmove each: a buffer too small must raise
+    IndexError before anything is written past it."""
+    data, _bases = random_batches(np.random.default_rng(3), 4, tombstones=False)
+    offset_map, _consumed, _full = per_batch_map(data, 0, 1 << 20)
+    scan = scan_batches(data)
+    guard = np.full(len(data), 0xAB, np.uint8)
+    out = guard[:HEADER_SIZE - 1]      # not even a batch header: the rest must stay untouched
+    with pytest.raises(IndexError):
+        filter_plain_batches(offset_map.lookup(), np.frombuffer(data, np.uint8), scan, 0,
+                             len(scan), NOW, 1 << 40, ChunkOutput(out), CleanerStats(FakeClock()))
+    assert (guard[HEADER_SIZE - 1:] == 0xAB).all()
 
 
 def filter_two(first: bytes, second: bytes) -> tuple[Any, CleanerStats, ChunkOutput]:
