@@ -23,8 +23,8 @@ import numpy as np
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from cleaner.offset_map_kernels import (HASH, LATEST, OUT_OF_BOUNDS, STATUS, get_kernel,
-                                        put_kernel)
+from cleaner.offset_map_kernels import LATEST, OUT_OF_BOUNDS, STATUS, get_kernel, put_kernel
+from storage import kernel_cache
 from storage.kernels import (LOG_OVERHEAD, MAGIC_OFFSET, MIN_RECORD_SIZE, REC_END, REC_KEY_LEN,
                              REC_KEY_POS, REC_OFFSET_DELTA, REC_START, REC_TIMESTAMP_DELTA,
                              REC_VALUE_LEN, RECORD_ROWS, V2_ATTRIBUTES_OFFSET,
@@ -34,13 +34,8 @@ from storage.kernels import (LOG_OVERHEAD, MAGIC_OFFSET, MIN_RECORD_SIZE, REC_EN
                              walk_records)
 from storage.kernels import OK as WALK_OK
 
-# numba caches a kernel under the hash of its own file only, and map_batches and filter_batches
-# compile the offset map's kernels into themselves: the map's hash is named here too, so that a
-# change of it changes this file and recompiles them (a stale one would hash keys differently)
-COMPILED_WITH_HASH = "SipHash-1-3-128"
-if HASH != COMPILED_WITH_HASH:
-    raise ImportError(f"cleaner.kernels names the offset map's hash {COMPILED_WITH_HASH}, the map "
-                      f"uses {HASH}: update COMPILED_WITH_HASH so that the kernels recompile")
+kernel_cache.use()   # before the first cached kernel: see storage.kernel_cache
+
 
 # how a kernel run ended (the ``status`` of its result)
 DONE = 0          # every batch of the run was handled

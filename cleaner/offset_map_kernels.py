@@ -15,6 +15,10 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from storage import kernel_cache
+
+kernel_cache.use()   # before the first cached kernel: see storage.kernel_cache
+
 BYTES_PER_ENTRY = 24
 WORDS_PER_ENTRY = 3
 _GROWTH_CHUNK = 4096  # old slots whose new positions the in-place rehash computes at a time
@@ -33,7 +37,6 @@ _C3 = _U64(0x7465646279746573)
 _EE = _U64(0xEE)
 _DD = _U64(0xDD)
 _ONE = _U64(1)
-HASH = "SipHash-1-3-128"  # what the map's kernels compute (cleaner.kernels names it too)
 C_ROUNDS = 1  # SipHash-1-3: one round per message word,
 D_ROUNDS = 3  # three per output word
 _R8, _R13, _R16, _R17, _R21, _R32, _R56 = (_U64(b) for b in (8, 13, 16, 17, 21, 32, 56))

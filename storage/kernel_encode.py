@@ -7,12 +7,15 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from storage import kernel_cache
 from storage.kernel_primitives import (
     size_of_varint,
     size_of_varlong,
     write_varint,
     write_varlong,
 )
+
+kernel_cache.use()   # before the first cached kernel: see storage.kernel_cache
 
 
 # ---- columnar encoding -------------------------------------------------------------------------

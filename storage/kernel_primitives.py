@@ -6,6 +6,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from storage import kernel_cache
+
+kernel_cache.use()   # before the first cached kernel: see storage.kernel_cache
+
 
 # ---- primitive readers -------------------------------------------------------------------------
 @numba.njit(inline="always", cache=True, nogil=True)

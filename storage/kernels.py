@@ -35,6 +35,7 @@ import numba
 import numpy as np
 
 from storage import batch_layout as layout
+from storage import kernel_cache
 from storage.batch_layout import (
     HEADER_SIZE_UP_TO_MAGIC,
     LEGACY_ATTRIBUTES_OFFSET,
@@ -60,6 +61,8 @@ from storage.kernel_primitives import (  # noqa: F401 - re-exported: callers use
     write_varint,
     write_varlong,
 )
+
+kernel_cache.use()   # before the first cached kernel: see storage.kernel_cache
 
 # ---- byte layout: storage.batch_layout's (the one definition), under the kernels' names -------
 V2_HEADER_SIZE = layout.HEADER_SIZE                              # 61

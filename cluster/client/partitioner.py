@@ -14,6 +14,9 @@ import numba
 import numpy as np
 
 from cluster.client.murmur import murmur2_hash
+from storage import kernel_cache
+
+kernel_cache.use()   # before the first cached kernel: see storage.kernel_cache
 
 
 # the one definition of the hash (cluster.client.murmur), compiled

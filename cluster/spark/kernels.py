@@ -13,6 +13,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from storage import kernel_cache
+
+kernel_cache.use()   # before the first cached kernel: see storage.kernel_cache
+
 
 @numba.njit(cache=True, nogil=True)
 def gather_at(buf, positions, lengths, out, offsets, row, cursor):
