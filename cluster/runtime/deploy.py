@@ -132,7 +132,7 @@ def settle_log_dirs(description: ClusterDescription, *, timeout_s: float = 120.0
 def serve_brokers(description: ClusterDescription, *,
                   timeout_s: float = 120.0) -> dict[str, tuple[str, int]]:
     """After ``settle_log_dirs``: start every directory's Kafka broker (a cluster whose config
-    has ``listeners``; ``cluster.kafka.brokers``); their advertised (host, port) by directory,
+    has ``listeners``; ``cluster.kafka.node_broker``); their advertised (host, port) by directory,
     empty without listeners. A listener that cannot be bound shuts the cluster down and raises
     its ``ListenerBindError``; a directory that did not load serves nothing (its stats say
     why)."""
