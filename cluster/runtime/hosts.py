@@ -34,7 +34,11 @@ def host_of_dir(log_dir: str) -> tuple[str, bool]:
 def on_this_node(log_dirs: Sequence[str]) -> set[str]:
     """Those of ``log_dirs`` whose node actor runs on this process's Ray node, so that their files
     are this process's files: no live Ray node declares the directory's resource (the actor is
-    pinned to the caller's node, ``cluster.runtime.actors.start_node``), or only this one does."""
+    pinned to the caller's node, ``cluster.runtime.actors.start_node``), or only this one does.
+    None through Ray Client (``ray://``): the caller's node is then the cluster's, not this
+    machine."""
+    if ray.util.client.ray.is_connected():
+        return set()
     here = ray.get_runtime_context().get_node_id()
     nodes = [n for n in ray.nodes() if n.get("Alive", True)]
     found = set()
