@@ -2,7 +2,12 @@
 
 * time from start to serving with 3 empty directories: the Ray head (``ray.init`` with the
   directory resources), then the actors (``Cluster.start`` on the running head, until every
-  directory has loaded and answers);
+  directory has loaded and answers); beside it, Ray's own floor measured in the same run, in a
+  process of its own: the same ``ray.init``, then as many actors as the cluster has (``DIRS``
+  nodes, one cleaner, the coordinator) that import nothing, created at once, until each answers;
+* ``strata cluster start`` on 3 empty directories as a user runs it: a new Ray head in processes
+  of its own (``ray start --head``, the dashboard on), the actors, the directories loaded, until
+  the command returns (wall clock of the command; the seconds it reports in the note);
 * the cost of one actor call (p50 of a sync ``ping`` round trip; p99 in the note);
 * produce throughput through the actors: producer-encoded v2 batches (16-byte keys, 100-byte
   values) to 3 partitions, one per directory, packed into calls of ``CALL_BYTES`` and pipelined
@@ -14,8 +19,13 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,6 +38,7 @@ from storage.kernels import warm_up
 from storage.log import Log
 from storage.records import build_batch_columns
 
+ROOT = str(Path(__file__).resolve().parents[1])
 DIRS = 3
 RECORDS_PER_BATCH = 2000               # ~260 KB per batch: a Kafka producer's batch.size range
 VALUE_BYTES = 100
@@ -44,6 +55,7 @@ def run(quick: bool = False) -> list[Figure]:
     batches = _batches(16 if quick else 48)
     try:
         figures = _cluster_figures(root, batches, rounds=2 if quick else 4)
+        figures.append(_cli_start(root / "cli"))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return figures
@@ -79,10 +91,6 @@ def _cluster_figures(root: Path, batches: list[bytes], rounds: int) -> list[Figu
         actors_s = time.perf_counter() - began
         try:
             figures = [
-                Figure("cluster start to serving, 3 empty dirs (actors, Ray up)", actors_s, "s",
-                       note=f"Ray head start (ray.init) before it: {head_s:.2f} s"),
-                Figure("cluster start to serving, 3 empty dirs (incl. Ray head)",
-                       head_s + actors_s, "s"),
                 *_call_cost(cluster),
                 *_produce(cluster, root, batches, rounds),
                 *_topic_scale(cluster, root, 2_000 if rounds <= 2 else SCALE_PARTITIONS),
@@ -91,7 +99,90 @@ def _cluster_figures(root: Path, batches: list[bytes], rounds: int) -> list[Figu
             cluster.stop()
     finally:
         ray.shutdown()
-    return figures
+    actors = DIRS + 2
+    floor_head_s, floor_s = _ray_floor(dirs, actors)
+    return [
+        Figure("cluster start to serving, 3 empty dirs (actors, Ray up)", actors_s, "s",
+               note=f"Ray head start (ray.init) before it: {head_s:.2f} s; Ray's floor: "
+                    f"{actors} actors importing nothing, at once, answer after {floor_s:.2f} s"),
+        Figure("cluster start to serving, 3 empty dirs (incl. Ray head)", head_s + actors_s, "s",
+               note=f"Ray alone: {floor_head_s + floor_s:.2f} s (ray.init {floor_head_s:.2f} s, "
+                    f"then the {actors} idle actors)"),
+        *figures,
+    ]
+
+
+FLOOR_PROBE = """
+import json, sys, time
+import ray
+from cluster.runtime.head import head_resources, head_system_config
+
+class Idle:
+    def ping(self):
+        return True
+
+began = time.perf_counter()
+ray.init(address="local", resources=head_resources(json.loads(sys.argv[1])),
+         include_dashboard=False, logging_level="WARNING", log_to_driver=False,
+         _system_config=head_system_config())
+head_s = time.perf_counter() - began
+idle = ray.remote(num_cpus=0)(Idle)
+began = time.perf_counter()
+handles = [idle.remote() for _ in range(int(sys.argv[2]))]
+ray.get([h.ping.remote() for h in handles], timeout=300)
+print(json.dumps([head_s, time.perf_counter() - began]))
+ray.shutdown()
+"""
+
+
+def _ray_floor(dirs: list[str], actors: int) -> tuple[float, float]:
+    """(``ray.init`` seconds, seconds until ``actors`` idle actors created at once all answer),
+    in a new process with a head of its own started as the cluster's is."""
+    env = {**os.environ, "RAY_ADDRESS": "", "PYTHONPATH": ROOT}
+    out = subprocess.run([sys.executable, "-c", FLOOR_PROBE, json.dumps(dirs), str(actors)],
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    head_s, actors_s = json.loads(out.stdout.strip().splitlines()[-1])
+    return head_s, actors_s
+
+
+def _cli_start(root: Path) -> Figure:
+    """``strata cluster start`` of 3 new directories with a new head (free ports, a Ray temp
+    dir of its own, the dashboard on), then ``strata cluster stop`` of that head."""
+    from cluster.runtime.head import head_session_dir, stop_head_process
+
+    temp_dir = tempfile.mkdtemp(prefix="strata-bench-head-", dir="/tmp")   # Ray's socket paths
+    strata = [sys.executable, "-m", "ops.cli"]
+    env = {**os.environ, "RAY_ADDRESS": "", "PYTHONPATH": ROOT}
+    ports = [f"--port={_free_port()}", f"--dashboard-port={_free_port()}",
+             f"--metrics-export-port={_free_port()}", f"--ray-temp-dir={temp_dir}",
+             f"--ray-start-arg=--ray-client-server-port={_free_port()}",
+             f"--ray-start-arg=--dashboard-agent-listen-port={_free_port()}"]
+    began = time.perf_counter()
+    started = subprocess.run(
+        [*strata, "cluster", "start", *(f"--log-dir={root / f'd{i}'}" for i in range(DIRS)),
+         "--namespace=bench", "--json", *ports], env=env, capture_output=True, text=True,
+        timeout=600)
+    wall_s = time.perf_counter() - began
+    try:
+        assert started.returncode == 0, started.stderr[-2000:]
+        document = json.loads(started.stdout)
+        subprocess.run([*strata, "cluster", "stop", f"--address={document['address']}",
+                        "--namespace=bench"], env=env, capture_output=True, timeout=300)
+    finally:
+        marker = Path(temp_dir) / "ray_current_cluster"
+        if marker.exists():          # a head the stop left running (or a start that failed)
+            stop_head_process(head_session_dir(temp_dir), marker.read_text().strip())
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    return Figure("strata cluster start to serving, 3 empty dirs (CLI, new head)", wall_s, "s",
+                  note=f"ray start --head with the dashboard, then the actors; the command "
+                       f"reports {document['seconds']:.2f} s from the head's start")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _call_cost(cluster) -> list[Figure]:

@@ -32,12 +32,14 @@ def serves_kafka(properties: Mapping[str, str]) -> bool:
 def directory_properties(properties: Mapping[str, str], index: int) -> dict[str, str]:
     """The ``KafkaServerConfig`` keys of the directory given ``index``-th (see the module
     docstring); empty when the cluster serves no Kafka listener. A malformed listener, or a
-    port pushed above 65535 by the rule, raises ``InvalidConfigError`` naming the key."""
+    port pushed above 65535 by the rule, raises ``InvalidConfigError`` naming the key.
+    Without listeners it imports nothing: the Kafka config pulls in the protocol's schemas
+    (kio, a quarter of a second), and every cluster start asks this before its first actor."""
+    if not serves_kafka(properties):
+        return {}
     from node.groups.config import KEYS as GROUP_KEYS
     from node.kafka.config import KEYS, KafkaServerConfig
 
-    if not serves_kafka(properties):
-        return {}
     chosen = {key: str(value) for key, value in properties.items()
               if (key in KEYS or key in GROUP_KEYS) and key != NODE_ID}
     if not chosen.get(ADVERTISED_LISTENERS, "").strip():

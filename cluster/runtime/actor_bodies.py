@@ -1,33 +1,33 @@
-"""The bodies of the node and cleaner actors: the plain classes (``LogDirServer``,
-``CleanerWorker``) with the cluster's seams plugged in (metrics, the coordinator's pauses, the
-other nodes as move sources, the node's Kafka broker), built from plain values so Ray can rerun
-them after a restart. The coordinator's body has a module of its own
-(``cluster.runtime.coordinator_body``): its process loads neither the storage engine nor numba.
+"""The body of the node actor: the plain class (``LogDirServer``) with the cluster's seams plugged
+in (metrics, the coordinator's pauses, the other nodes as move sources, the node's Kafka broker),
+built from plain values so Ray can rerun it after a restart. The cleaner worker's and the
+coordinator's bodies have modules of their own (``cluster.runtime.worker_body``,
+``cluster.runtime.coordinator_body``): a node's process loads no cleaner, and the coordinator's
+neither the storage engine nor numba.
 
 Only actor processes import this module: the actor classes of ``cluster.runtime.actors`` are light
 shells that build their body here on construction, so a driver that merely looks an actor up (every
-``strata`` command does) never loads the directory code, the cleaner or numba.
+``strata`` command does) never loads the directory code, the cleaner or numba. What a node needs
+only once it serves Kafka (the protocol's schemas, the server) is loaded then
+(``cluster.kafka.node_broker``).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from typing import Any
 
 import ray
 
-from cleaner.config import CleanerConfig
 from cluster.runtime.hosts import current_host
 from cluster.metrics.consumer_lag import CommittedOffset, log_end_offsets
 from cluster.handles import CoordinatorLink, NamedHandle
-from cluster.kafka.brokers import NodeBroker
+from cluster.kafka.node_broker import NodeBroker
 from cluster.metrics.sink import RayMetrics
 from cluster.naming import COORDINATOR_NAME, node_actor_name
 from cluster.runtime.node_service import CoordinatorPauses, NodeMetrics, RemoteMoveSource
 from cluster.status import ClusterDescription
-from cluster.cleaning.worker import CleanerWorker
 from node.config import LogDirConfig
 from node.groups.config import OFFSETS_TOPIC
 from node.opening import DirectoryLoadingError
@@ -46,7 +46,7 @@ class NodeBody(LogDirServer):
     on a background thread after a restart.
 
     With ``kafka_properties`` (``cluster.kafka.listeners``) the node is a Kafka broker
-    (``cluster.kafka.brokers.NodeBroker``): ``serve_kafka`` starts it (the cluster's start calls
+    (``cluster.kafka.node_broker.NodeBroker``): ``serve_kafka`` starts it (the cluster's start calls
     it once the directories carry their identity), and a restarted actor whose directory already
     carries it serves again by itself once loaded. ``close`` stops it before the directory."""
 
@@ -118,20 +118,3 @@ class NodeBody(LogDirServer):
             except StorageError:
                 logger.warning("the Kafka broker of %s did not start", self.path, exc_info=True)
                 return
-
-
-class WorkerBody(CleanerWorker):
-    """A cleaner worker actor's body: swaps go to the node actor of the cleaned directory."""
-
-    def __init__(self, cleaner_id: int, cleaner_properties: dict[str, str], namespace: str,
-                 host: str) -> None:
-        def swap_for(log_dir: str):
-            node = NamedHandle(node_actor_name(log_dir), namespace)
-            return lambda topic, partition, base, old: node.call(
-                "swap_cleaned", topic, partition, base, old, timeout=600)
-        super().__init__(cleaner_id, CleanerConfig.from_properties(cleaner_properties),
-                         swap_for, host=host, metrics=RayMetrics())
-
-    def info(self) -> dict[str, Any]:
-        return {"cleaner_id": self.cleaner_id, "host": self.host, "pid": os.getpid(),
-                "node_id": ray.get_runtime_context().get_node_id()}

@@ -21,11 +21,11 @@ otherwise). Every actor is detached, named after its role and directory, restart
 and takes no CPU (``num_cpus=0``), so a 2-core machine runs them all.
 
 Shells: an actor class here is a light shell (``NodeShell``, ``WorkerShell``, ``CoordinatorShell``)
-that builds its body (``cluster.runtime.actor_bodies``: the plain class with the cluster's seams) in
-its ``__init__``, inside the actor process, and forwards the methods of its table to it. Ray loads
-an actor's class in every process that looks the actor up (``ray.get_actor``), so a client such as a
-``strata`` command loads only this module, not the directory code, the cleaner and numba (half a
-second). A method missing from its table cannot be called remotely; other attributes of the body are
+that builds its body (``cluster.runtime.actor_bodies``, ``worker_body``, ``coordinator_body``: the
+plain class with the cluster's seams) in its ``__init__``, inside the actor process, and forwards
+the methods of its table to it. Ray loads an actor's class in every process that looks the actor
+up (``ray.get_actor``), so a client such as a ``strata`` command loads only this module, not the
+directory code, the cleaner and numba (half a second). A method missing from its table cannot be called remotely; other attributes of the body are
 reached through the shell (``__ray_call__`` functions see the shell as the actor).
 """
 
@@ -147,7 +147,7 @@ def _node_body(*args: Any) -> Any:
 
 
 def _worker_body(*args: Any) -> Any:
-    from cluster.runtime.actor_bodies import WorkerBody
+    from cluster.runtime.worker_body import WorkerBody
     return WorkerBody(*args)
 
 

@@ -1,10 +1,10 @@
 """The coordinator actor's body: ``CoordinatorService`` with the nodes and workers reached
 through named handles, built from the cluster's description so Ray can rerun it after a restart.
 
-Apart from ``cluster.runtime.actor_bodies`` (the node and cleaner bodies) so that the
-coordinator's process loads neither the storage engine, the cleaner's kernels, numba nor the
-protocol's schemas: it starts while the node actors load, and a start of the cluster waits for
-it (``tests/cluster/test_coordinator_process.py``).
+Apart from ``cluster.runtime.actor_bodies`` and ``worker_body`` (the node and cleaner bodies) so
+that the coordinator's process loads neither the storage engine, the cleaner's kernels, numba nor
+the protocol's schemas: it starts while the node actors load, and a start of the cluster waits
+for it (``tests/cluster/test_coordinator_process.py``).
 """
 
 from __future__ import annotations

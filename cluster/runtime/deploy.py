@@ -3,7 +3,11 @@
 ``deploy``: one node actor per directory (loading starts at once, in the background), the
 cleaner workers — ``log.cleaner.threads`` of them on every host that holds a directory, placed
 with the node actors' host, known beforehand from the Ray nodes' resources — and the coordinator,
-which gets the whole description; all started at once. Actors that
+which gets the whole description, directories' identity included. When every directory is on
+this process's Ray node (``cluster.runtime.hosts.on_this_node``) their identity files are read
+here, before any actor exists, and the coordinator starts with the others: all started at once,
+so a start waits for the slowest actor's process, not for a node's and then the coordinator's.
+Otherwise the node actors read them, and the coordinator follows. Actors that
 already exist under their names are reused, so deploying a running cluster again only adds what is
 missing. ``wait_loaded`` polls every node's load progress; ``serve_brokers`` starts the
 directories' Kafka brokers (``listeners``: ``cluster.kafka.listeners``). ``shutdown`` stops the
@@ -16,22 +20,23 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import ray
 
 from cluster.runtime import actors
-from cluster.runtime.hosts import host_of_dir
+from cluster.runtime.hosts import host_of_dir, on_this_node
 from cluster.config import BrokerConfig
 from cluster.runtime.coordinator_service import worker_specs
 from cluster.errors import ActorUnavailableError, ListenerBindError
-from cluster.metadata.dir_identity import (duplicate_partition_error, duplicate_partitions,
-                                           plan_identity)
+from cluster.metadata.dir_identity import (IdentityPlan, duplicate_partition_error,
+                                           duplicate_partitions, plan_identity)
 from cluster.handles import RayHandle, lookup
 from cluster.kafka.listeners import directory_properties
 from cluster.naming import COORDINATOR_NAME, abs_dir, node_actor_name
 from cluster.status import ClusterDescription
-from node.cluster_dirs import KnownDir
+from node.cluster_dirs import DirIdentity, KnownDir, read_identity
 from node.meta_properties import CURRENT_VERSION, MetaProperties
 from node.stats import LoadProgress
 from storage.errors import StorageError
@@ -42,11 +47,12 @@ logger = logging.getLogger(__name__)
 def deploy(log_dirs: Sequence[str], broker: BrokerConfig, namespace: str, *,
            head_started_by_strata: bool = False, timeout_s: float = 120.0,
            allow_missing_log_dirs: bool = False) -> ClusterDescription:
-    """Start the actors of ``log_dirs`` (see the module docstring). Between the node actors and
-    the coordinator, the directories' identity is checked (``cluster.metadata.dir_identity``): a
-    directory of another cluster, or a known directory missing without
-    ``allow_missing_log_dirs``, ends the actors started and raises ``ForeignLogDirError`` /
-    ``MissingLogDirError``; a malformed identity file raises its node's typed error."""
+    """Start the actors of ``log_dirs`` (see the module docstring). Before the coordinator, the
+    directories' identity is checked (``cluster.metadata.dir_identity``): a directory of another
+    cluster, or a known directory missing without ``allow_missing_log_dirs``, raises
+    ``ForeignLogDirError`` / ``MissingLogDirError``, and a malformed identity file its typed
+    error — before any actor starts when every directory is on this Ray node, else ending the
+    actors started."""
     dirs = [abs_dir(d) for d in log_dirs]
     if not dirs:
         raise ValueError("a cluster needs at least one log directory (log.dirs)")
@@ -56,35 +62,65 @@ def deploy(log_dirs: Sequence[str], broker: BrokerConfig, namespace: str, *,
     hosts = dict(hosts_of.values())
     specs = worker_specs(sorted(hosts), broker.cleaner.num_threads)
     listeners = {d: directory_properties(broker.properties, i) for i, d in enumerate(dirs)}
-    # the nodes and workers at once: each one's start is mostly its process importing the code
+    description = None
+    if on_this_node(dirs) == set(dirs):     # read here: the coordinator need not wait for a node
+        description = _description(
+            dirs, hosts_of, specs, broker, namespace, head_started_by_strata,
+            _plan([read_identity(Path(d)) for d in dirs], allow_missing_log_dirs))
+    # every actor at once: each one's start is mostly its process importing the code
+    running = _exists(COORDINATOR_NAME, namespace)   # deploying a running cluster again
     nodes = {d: actors.start_node(d, namespace, broker.topic_defaults, broker.log_dir_properties,
                                   listeners[d])
              for d in dirs}
     workers = [actors.start_worker(name, cleaner_id, host, hosts[host], namespace,
                                    broker.cleaner_properties)
                for name, host, cleaner_id in specs]
-    running = _exists(COORDINATOR_NAME, namespace)   # deploying a running cluster again
+    started = [*(node_actor_name(d) for d in dirs), *(name for name, _, _ in specs)]
     try:
+        coordinator = None
+        if description is not None:
+            coordinator = actors.start_coordinator(description)
+            started.append(COORDINATOR_NAME)
         infos = dict(zip(nodes, ray.get([n.info.remote() for n in nodes.values()],
                                         timeout=timeout_s)))
         for d, info in infos.items():
             if info["host"] != hosts_of[d][0]:
                 raise RuntimeError(f"the node actor of {d} runs on host {info['host']}, not on "
                                    f"{hosts_of[d][0]} where its directory's resource is")
-        handles = {d: RayHandle(n, node_actor_name(d)) for d, n in nodes.items()}
-        found = [handles[d].call("identity", timeout=timeout_s) for d in dirs]
-        plan = plan_identity(found, allow_missing=allow_missing_log_dirs)
+        if description is None:
+            handles = {d: RayHandle(n, node_actor_name(d)) for d, n in nodes.items()}
+            description = _description(
+                dirs, hosts_of, specs, broker, namespace, head_started_by_strata,
+                _plan([handles[d].call("identity", timeout=timeout_s) for d in dirs],
+                      allow_missing_log_dirs))
     except BaseException:
         if not running:
-            _end_actors(namespace, [node_actor_name(d) for d in dirs],
-                        [name for name, _, _ in specs], timeout_s)
+            _end_actors(namespace, [node_actor_name(d) for d in dirs], started[len(dirs):],
+                        timeout_s)
         raise
+    if coordinator is None:
+        coordinator = actors.start_coordinator(description)
+    ray.get([w.ping.remote() for w in workers] + [coordinator.ping.remote()], timeout=timeout_s)
+    return description
+
+
+def _plan(found: Sequence[DirIdentity], allow_missing: bool) -> IdentityPlan:
+    """``plan_identity`` of what the directories hold, warning of the directories missing."""
+    plan = plan_identity(found, allow_missing=allow_missing)
     if plan.missing:
         logger.warning("starting without the log directories %s (allow_missing_log_dirs): no "
                        "partition is created until they are back", plan.missing)
+    return plan
+
+
+def _description(dirs: Sequence[str], hosts_of: dict[str, tuple[str, bool]],
+                 specs: Sequence[tuple[str, str, int]], broker: BrokerConfig, namespace: str,
+                 head_started_by_strata: bool, plan: IdentityPlan) -> ClusterDescription:
+    """What the coordinator is built from: the actors' names and hosts, the config, and the
+    directories' identity as ``plan`` decided it."""
     known = {k.directory_id: k for k in plan.known}
     directory_ids = {k.path: k.directory_id for k in known.values() if k.path in plan.node_ids}
-    description = ClusterDescription(
+    return ClusterDescription(
         namespace=namespace, log_dirs=tuple(dirs),
         node_names={d: node_actor_name(d) for d in dirs},
         node_hosts={d: hosts_of[d][0] for d in dirs},
@@ -93,9 +129,6 @@ def deploy(log_dirs: Sequence[str], broker: BrokerConfig, namespace: str, *,
         cluster_id=plan.cluster_id, node_ids=dict(plan.node_ids), directory_ids=directory_ids,
         known_log_dirs=tuple((k.node_id, k.directory_id, k.path) for k in plan.known),
         missing_log_dirs=dict(plan.missing))
-    coordinator = actors.start_coordinator(description)
-    ray.get([w.ping.remote() for w in workers] + [coordinator.ping.remote()], timeout=timeout_s)
-    return description
 
 
 def settle_log_dirs(description: ClusterDescription, *, timeout_s: float = 120.0) -> None:
@@ -132,7 +165,7 @@ def settle_log_dirs(description: ClusterDescription, *, timeout_s: float = 120.0
 def serve_brokers(description: ClusterDescription, *,
                   timeout_s: float = 120.0) -> dict[str, tuple[str, int]]:
     """After ``settle_log_dirs``: start every directory's Kafka broker (a cluster whose config
-    has ``listeners``; ``cluster.kafka.brokers``); their advertised (host, port) by directory,
+    has ``listeners``; ``cluster.kafka.node_broker``); their advertised (host, port) by directory,
     empty without listeners. A listener that cannot be bound shuts the cluster down and raises
     its ``ListenerBindError``; a directory that did not load serves nothing (its stats say
     why)."""
@@ -154,10 +187,11 @@ def serve_brokers(description: ClusterDescription, *,
     return served
 
 
-def _end_actors(namespace: str, node_names: Sequence[str], worker_names: Sequence[str],
+def _end_actors(namespace: str, node_names: Sequence[str], other_names: Sequence[str],
                 timeout_s: float) -> None:
-    """Undo a start refused before its coordinator existed: close the node actors' directories
-    (cleanly, once loaded: the next start recovers nothing) and end every actor started."""
+    """Undo a refused start: close the node actors' directories (cleanly, once loaded: the next
+    start recovers nothing) and end every actor started (``other_names``: the workers, and the
+    coordinator when it started with them)."""
     closing = []
     for name in node_names:
         try:
@@ -169,7 +203,7 @@ def _end_actors(namespace: str, node_names: Sequence[str], worker_names: Sequenc
             pending.result(timeout_s)
         except Exception:  # noqa: BLE001 - the start is refused already; end the actor anyway
             logger.info("closing a refused start's directory failed", exc_info=True)
-    for name in [*node_names, *worker_names]:
+    for name in [*node_names, *other_names]:
         _kill(name, namespace)
 
 

@@ -59,7 +59,7 @@ def connect(args: argparse.Namespace) -> Cluster:
     global _driver_started
     _driver_started = _driver_started or not ray.is_initialized()
     if _driver_started:
-        _lean_serialization()
+        lean_serialization()
         ray_messages_to_stderr()
     try:
         return Cluster.connect(args.address or "auto", namespace=args.namespace)
@@ -67,7 +67,7 @@ def connect(args: argparse.Namespace) -> Cluster:
         raise UsageError(f"{err} (start one with `strata cluster start`)") from None
 
 
-def _lean_serialization() -> None:
+def lean_serialization() -> None:
     """Skip, in this command's own Ray driver, Ray's registration of serializers for pydantic
     models, Starlette state and Arrow tables (``ray.util.serialization_addons.apply``, run at
     the driver's first remote call): it imports pydantic and pyarrow, about half a second of

@@ -9,14 +9,16 @@ stopped). Registered by ``ops.cli.lifecycle``.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ops.cli import (bytes_text, dir_summary, end_driver, parse_config, ray_messages_to_stderr,
-                     write)
+from ops.cli import (RAY_DEFERRABLE, bytes_text, defer_imports, dir_summary, end_driver,
+                     lean_serialization, parse_config, ray_messages_to_stderr, write)
 from ops.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
 
 
@@ -52,7 +54,11 @@ def run_start(args: argparse.Namespace) -> int:
     head = None
     address = args.address
     if address is None:
-        head = _start_head(args, dirs)
+        imports = _import_driver_code()
+        try:
+            head = _start_head(args, dirs)
+        finally:
+            imports.join()
         address = head.address
     else:
         _refuse_running(address, args.namespace)
@@ -293,6 +299,27 @@ def _abandon(namespace: str, head: Any) -> None:
         end_driver()
 
 
+def _import_driver_code() -> threading.Thread:
+    """Import, on a thread the caller joins, what this command's Ray driver needs once the head
+    is up (ray, the client, the deploy code, the progress bar: a second of CPU), while ``ray
+    start`` brings the head up in processes of its own and this one only waits. An import that
+    fails here fails again, with its error, where the start needs the module."""
+    if "ray" not in sys.modules:
+        defer_imports(RAY_DEFERRABLE)
+
+    def run() -> None:
+        try:
+            for name in ("ray", "cluster.client.client", "cluster.runtime.attach",
+                         "cluster.runtime.deploy", "ops.tools.output"):
+                importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - imported again, and raised, where it is used
+            pass
+
+    thread = threading.Thread(target=run, name="strata-start-imports", daemon=True)
+    thread.start()
+    return thread
+
+
 def _start_head(args: argparse.Namespace, dirs: list[str]) -> Any:
     from cluster.runtime.head import start_head_process
 
@@ -311,8 +338,12 @@ def _start_head(args: argparse.Namespace, dirs: list[str]) -> Any:
 
 def _deploy(args: argparse.Namespace, dirs: list[str], properties: dict[str, Any],
             address: str, head_started: bool) -> Any:
+    import ray
+
     from cluster.client.client import Cluster
 
+    if not ray.is_initialized():   # this command's own driver; one already running keeps its own
+        lean_serialization()
     ray_messages_to_stderr()
     with load_progress_bar(enabled=not args.json) as on_progress:
         return Cluster.start(log_dirs=dirs, config=properties, address=address,

@@ -9,9 +9,10 @@ import inspect
 
 import pytest
 
-from cluster.runtime.actor_bodies import NodeBody, WorkerBody
-from cluster.runtime.coordinator_body import CoordinatorBody
+from cluster.runtime.actor_bodies import NodeBody
 from cluster.runtime.actors import COORDINATOR_METHODS, NODE_METHODS, WORKER_METHODS
+from cluster.runtime.coordinator_body import CoordinatorBody
+from cluster.runtime.worker_body import WorkerBody
 
 # called inside the actor's own process only (its periodic tasks, its start-up; its broker
 # routing the markers of __consumer_offsets through its group coordinator)

@@ -123,3 +123,22 @@ def test_a_directory_of_another_cluster_refuses_the_start(start_cluster, tmp_pat
         start_cluster(paths=[*ours, theirs])
     assert str(theirs) in str(caught.value) and str(ours[0]) in str(caught.value)
     assert read_meta_properties(theirs).node_id == 0     # nothing rewritten
+
+
+def _files(dirs: list[Path]) -> dict[str, tuple[int, int]]:
+    return {str(p): (p.stat().st_mtime_ns, p.stat().st_size)
+            for d in dirs for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def test_a_start_refused_for_a_directory_of_another_cluster_opens_no_directory(
+        start_cluster, tmp_path: Path) -> None:
+    """Every directory is on this host, so the start reads their identity before it starts any
+    actor: the refusal comes before a node actor has opened (and closed) a directory."""
+    ours = [tmp_path / "a0", tmp_path / "a1"]
+    theirs = tmp_path / "b0"
+    start_cluster(paths=ours).stop()
+    start_cluster(paths=[theirs]).stop()
+    before = _files([*ours, theirs])
+    with pytest.raises(ForeignLogDirError):
+        start_cluster(paths=[*ours, theirs])
+    assert _files([*ours, theirs]) == before

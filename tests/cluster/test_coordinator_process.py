@@ -1,6 +1,7 @@
 """What the coordinator actor's process loads. A cluster's start waits for its coordinator, which
-is created once the node actors have checked their directories' identity; its process imports
-its body, and every second of that import is a second of ``strata cluster start``. The body needs
+is created with the node actors (or once they have read their directories' identity, for
+directories on other hosts); its process imports its body beside the nodes importing theirs, and
+every second of that import is a second of ``strata cluster start``. The body needs
 no record kernels (a state record is encoded by the node that appends it), so the process must
 load neither numba nor the storage engine's record code nor the protocol's schemas."""
 

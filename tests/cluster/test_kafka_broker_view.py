@@ -14,9 +14,9 @@ from kio.schema.errors import ErrorCode
 
 from cluster.errors import ListenerBindError, TopicExistsError, UnknownTopicError
 from cluster.handles import LocalHandle
-from cluster.kafka.brokers import (MAX_NODE_ID, NODE_ID_SHIFT, ClusterBrokerView, NodeBroker,
-                                   NodeProducerIds)
+from cluster.kafka.brokers import MAX_NODE_ID, NODE_ID_SHIFT, ClusterBrokerView, NodeProducerIds
 from cluster.kafka.listeners import directory_properties, serves_kafka
+from cluster.kafka.node_broker import NodeBroker
 from cluster.status import ClusterDescription
 from node import LogDir
 from node.errors import LogDirClosedError, LogDirOfflineError
