@@ -7,6 +7,7 @@ a fixed sleep)."""
 from __future__ import annotations
 
 import itertools
+import signal
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +20,13 @@ _ids = itertools.count()
 FAST = {"log.cleaner.backoff.ms": 100, "log.cleaner.dedupe.buffer.size": 4 << 20,
         "log.cleaner.uncleanable.retry.backoff.ms": 200,
         "log.flush.offset.checkpoint.interval.ms": 500}
+
+
+def ctrl_c_reaches_it() -> None:
+    """``preexec_fn`` of a command a test stops with SIGINT (Ctrl-C): a suite started in the
+    background (``./scripts/test &``) runs with SIGINT ignored, its children inherit that, and a
+    Python started so never raises KeyboardInterrupt. The command gets the terminal's default."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 60.0, interval: float = 0.05,

@@ -32,6 +32,7 @@ from typing import Iterator
 
 import pytest
 
+from tests.cluster.conftest import ctrl_c_reaches_it
 from tests.cluster.test_cli_cluster import ROOT, Strata
 from tests.cluster.test_cli_cluster_mistakes import one_line
 from tests.conftest import Immutable
@@ -224,7 +225,7 @@ def test_an_interrupted_produce_says_what_it_stored_and_a_run_again_stores_the_r
     env = {**served.strata.env, "RAY_ADDRESS": served.strata.address}
     run = subprocess.Popen([sys.executable, "-m", "ops.cli", *command, f"--namespace={NAMESPACE}"],
                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True)
+                           text=True, preexec_fn=ctrl_c_reaches_it)
 
     def stored_bytes() -> int:
         return sum(f.stat().st_size for d in (served.a, served.b) for f in d.glob("big-*/*.log"))

@@ -26,7 +26,7 @@ from cluster.errors import InvalidPartitionsError
 from node.errors import PolicyViolationError
 from storage.errors import InvalidConfigError, OffsetOutOfRangeError
 from storage.records import Record
-from tests.cluster.conftest import FAST, wait_for
+from tests.cluster.conftest import FAST, ctrl_c_reaches_it, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = {**FAST, "log.retention.check.interval.ms": 300, "log.cleaner.threads": 1}
@@ -276,7 +276,8 @@ def test_consume_follow_ends_quietly_on_ctrl_c(cluster, ray_session) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "ops.cli", "consume", "sigint", "--follow",
          f"--address={ray_session}", f"--namespace={NAMESPACE}"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=ctrl_c_reaches_it)
     try:
         assert proc.stdout is not None
         seen = [proc.stdout.readline(), proc.stdout.readline()]
