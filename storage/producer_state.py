@@ -55,7 +55,7 @@ import crc32c
 
 from storage import files
 from storage.config import DEFAULT_PRODUCER_ID_EXPIRATION_MS  # noqa: F401 - importable from here
-from storage.durable import atomic_write, fsync_dir
+from storage.durable import atomic_write, fsync_dir, fsync_file_if_exists
 from storage.errors import (  # the producer errors live with the others; named here too
     CorruptRecordError,
     InvalidProducerEpochError,
@@ -424,14 +424,7 @@ class ProducerStateManager:
         """fsync the snapshot at ``path`` and its directory entry, unless either is gone (the
         snapshot deleted with its segment, or the log deleted or moved, meanwhile), as Kafka's
         ``Utils.flushFileIfExists``: a file that is gone is no disk failure."""
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            return
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_file_if_exists(path)
         try:
             fsync_dir(path.parent)
         except FileNotFoundError:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:   # annotations only: the server is loaded by ``serve``
 
 logger = logging.getLogger(__name__)
 
+
 class NodeBroker:
     """The Kafka broker of one node actor (directory ``log_dir``): ``serve`` starts a
     ``KafkaServer`` over the loaded directory with the listener ``properties`` of the directory
