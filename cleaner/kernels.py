@@ -24,7 +24,7 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from cleaner.offset_map_kernels import LATEST, OUT_OF_BOUNDS, STATUS, get_kernel, put_kernel
-from storage import kernel_cache
+from storage import jit
 from storage.kernels import (LOG_OVERHEAD, MAGIC_OFFSET, MIN_RECORD_SIZE, REC_END, REC_KEY_LEN,
                              REC_KEY_POS, REC_OFFSET_DELTA, REC_START, REC_TIMESTAMP_DELTA,
                              REC_VALUE_LEN, RECORD_ROWS, V2_ATTRIBUTES_OFFSET,
@@ -34,7 +34,8 @@ from storage.kernels import (LOG_OVERHEAD, MAGIC_OFFSET, MIN_RECORD_SIZE, REC_EN
                              walk_records)
 from storage.kernels import OK as WALK_OK
 
-kernel_cache.use()   # before the first cached kernel: see storage.kernel_cache
+jit.load(globals())   # the storage kernels above as numba's dispatchers: the kernels below call
+#                       them (and load sets numba's cache directory: storage.kernel_cache)
 
 
 # how a kernel run ended (the ``status`` of its result)

@@ -15,9 +15,10 @@ The directory is ``<base>/<digest>``: ``base`` is ``$NUMBA_CACHE_DIR`` when set,
 subdirectory per source directory, so two checkouts never share files. The directories of
 earlier sources are left where they are (a few MB each).
 
-``use()`` sets ``numba.config.CACHE_DIR`` (numba reads it when a kernel is decorated); every
-kernel module calls it before its first ``@numba.njit(cache=True)``. When the directory cannot be
-created, numba falls back to its own places (``__pycache__``).
+``use()`` sets ``numba.config.CACHE_DIR`` (numba reads it when a kernel is decorated):
+``storage.jit`` calls it before it hands the storage kernels to numba, and every other kernel
+module before its first ``@numba.njit(cache=True)``; only ``use()`` imports numba. When the
+directory cannot be created, numba falls back to its own places (``__pycache__``).
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-
-import numba
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,9 +43,10 @@ KERNEL_SOURCES = (
 
 
 def sources_digest(root: Path = PROJECT_ROOT, sources: tuple[str, ...] = KERNEL_SOURCES) -> str:
-    """A digest of the contents of ``sources`` (paths under ``root``) and numba's version; a
-    source that is missing counts as empty."""
-    digest = hashlib.sha256(numba.__version__.encode())
+    """A digest of the contents of ``sources`` (paths under ``root``); a source that is missing
+    counts as empty. (numba's version is not in it: numba's own index of a kernel's cache holds
+    the version that wrote it, and a process of another version ignores it.)"""
+    digest = hashlib.sha256()
     for name in sources:
         try:
             content = (root / name).read_bytes()
@@ -75,4 +75,6 @@ CACHE_DIR = cache_dir()
 
 def use() -> None:
     """Cache the kernels decorated from now on in ``CACHE_DIR``."""
+    import numba
+
     numba.config.CACHE_DIR = str(CACHE_DIR)

@@ -4,10 +4,9 @@ the builder's loop; ``encode_records_at``, from slices anywhere in their buffers
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
-from storage import kernel_cache
+from storage import jit
 from storage.kernel_primitives import (
     size_of_varint,
     size_of_varlong,
@@ -15,11 +14,9 @@ from storage.kernel_primitives import (
     write_varlong,
 )
 
-kernel_cache.use()   # before the first cached kernel: see storage.kernel_cache
-
 
 # ---- columnar encoding -------------------------------------------------------------------------
-@numba.njit(inline="always", cache=True, nogil=True)
+@jit.njit(inline="always", cache=True, nogil=True)
 def _copy(dst, dst_pos, src, src_pos, n):
     # unsigned indices: numba then skips its negative-index wraparound and vectorises the loop
     # (about 6x faster than slice assignment for 100-byte values)
@@ -27,7 +24,7 @@ def _copy(dst, dst_pos, src, src_pos, n):
         dst[np.uint64(dst_pos + j)] = src[np.uint64(src_pos + j)]
 
 
-@numba.njit(inline="always", cache=True, nogil=True)
+@jit.njit(inline="always", cache=True, nogil=True)
 def _write_record(out, pos, ts_delta, offset_delta, key_data, key_at, key_len, value_data,
                   value_at, value_len, header_data, header_at, header_len):
     """One v2 record at ``out[pos:]`` (key, value, header block at ``*_at`` of their buffers);
@@ -57,7 +54,7 @@ def _write_record(out, pos, ts_delta, offset_delta, key_data, key_at, key_len, v
     return pos
 
 
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def encode_records(out, pos, key_data, key_lens, value_data, value_lens, header_data, header_lens,
                    timestamp_deltas, offset_deltas):
     """Write ``len(key_lens)`` v2 records at ``out[pos:]``; returns the end position.
@@ -84,7 +81,7 @@ def encode_records(out, pos, key_data, key_lens, value_data, value_lens, header_
     return pos
 
 
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def encode_records_at(out, pos, key_data, key_starts, key_lens, value_data, value_starts,
                       value_lens, header_data, header_starts, header_lens, timestamp_deltas,
                       first_offset_delta):

@@ -3,29 +3,26 @@
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
-from storage import kernel_cache
-
-kernel_cache.use()   # before the first cached kernel: see storage.kernel_cache
+from storage import jit
 
 
 # ---- primitive readers -------------------------------------------------------------------------
-@numba.njit(inline="always", cache=True, nogil=True)
+@jit.njit(inline="always", cache=True, nogil=True)
 def _u8(buf, pos):
     # an unsigned index: numba then skips its negative-index wraparound (callers check bounds)
     return np.int64(buf[np.uint64(pos)])
 
 
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def read_int16(buf, pos):
     """Big-endian signed int16 at ``pos`` (caller checks bounds)."""
     v = (_u8(buf, pos) << 8) | _u8(buf, pos + 1)
     return v - 65536 if v >= 32768 else v
 
 
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def read_int32(buf, pos):
     """Big-endian signed int32 at ``pos`` (caller checks bounds)."""
     v = ((_u8(buf, pos) << 24) | (_u8(buf, pos + 1) << 16) | (_u8(buf, pos + 2) << 8)
@@ -33,14 +30,14 @@ def read_int32(buf, pos):
     return v - 4294967296 if v >= 2147483648 else v
 
 
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def read_uint32(buf, pos):
     """Big-endian uint32 at ``pos`` (caller checks bounds)."""
     return ((_u8(buf, pos) << 24) | (_u8(buf, pos + 1) << 16) | (_u8(buf, pos + 2) << 8)
             | _u8(buf, pos + 3))
 
 
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def read_int64(buf, pos):
     """Big-endian int64 at ``pos`` (caller checks bounds); wraps like Java's ``getLong``."""
     v = np.int64(0)
@@ -49,7 +46,7 @@ def read_int64(buf, pos):
     return v
 
 
-@numba.njit(inline="always", cache=True, nogil=True)
+@jit.njit(inline="always", cache=True, nogil=True)
 def _read_unsigned_varint(buf, pos, end, max_shift):
     """The 7-bit groups of a varint at ``pos``, least significant first: ``(raw, next_pos)``,
     ``next_pos == -1`` when the bytes end first or a group would shift past ``max_shift``."""
@@ -75,7 +72,7 @@ def _read_unsigned_varint(buf, pos, end, max_shift):
             return np.int64(0), np.int64(-1)
 
 
-@numba.njit(inline="always", cache=True, nogil=True)
+@jit.njit(inline="always", cache=True, nogil=True)
 def read_varint(buf, pos, end):
     """Zig-zag varint (int32) at ``pos``: ``(value, next_pos)``, ``next_pos == -1`` when the bytes
     end before the varint does or it is longer than 5 bytes (Kafka's ``ByteUtils.readVarint``:
@@ -85,7 +82,7 @@ def read_varint(buf, pos, end):
     return (raw >> 1) ^ -(raw & 1), nxt
 
 
-@numba.njit(inline="always", cache=True, nogil=True)
+@jit.njit(inline="always", cache=True, nogil=True)
 def read_varlong(buf, pos, end):
     """Zig-zag varlong (int64) at ``pos``: ``(value, next_pos)``, ``next_pos == -1`` when the
     bytes end first or it is longer than 10 bytes (Kafka's ``ByteUtils.readVarlong``)."""
@@ -95,7 +92,7 @@ def read_varlong(buf, pos, end):
 
 
 # ---- primitive writers -------------------------------------------------------------------------
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def size_of_varint(value):
     """Bytes taken by ``value`` (an int32) as a zig-zag varint."""
     z = ((value << 1) ^ (value >> 31)) & 0xFFFFFFFF
@@ -106,7 +103,7 @@ def size_of_varint(value):
     return n
 
 
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def size_of_varlong(value):
     """Bytes taken by ``value`` (an int64) as a zig-zag varlong."""
     z = (value << 1) ^ (value >> 63)
@@ -117,7 +114,7 @@ def size_of_varlong(value):
     return n
 
 
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def write_varint(out, pos, value):
     """Write ``value`` (an int32) as a zig-zag varint at ``pos``; returns the next position.
     The caller has made room (at most 5 bytes)."""
@@ -130,7 +127,7 @@ def write_varint(out, pos, value):
     return pos + 1
 
 
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def write_varlong(out, pos, value):
     """Write ``value`` (an int64) as a zig-zag varlong at ``pos``; returns the next position.
     The caller has made room (at most 10 bytes)."""

@@ -20,10 +20,9 @@ from __future__ import annotations
 import types
 from typing import Any, Callable
 
-import numba.core.dispatcher
 import numpy as np
 
-from storage import kernel_encode, kernel_primitives, kernels
+from storage import jit, kernel_encode, kernel_primitives, kernels
 
 SMALL_INPUT_BYTES = 4096   # an input this small is checked interpreted until the kernel is loaded
 INTERPRETED_CALLS = 64     # ... by this many calls of a process at most: then the kernels load
@@ -39,7 +38,7 @@ def _build() -> None:
     for module in _MODULES:
         scope = dict(vars(module))
         for name, value in vars(module).items():
-            if not isinstance(value, numba.core.dispatcher.Dispatcher):
+            if not jit.is_kernel(value):
                 continue
             func = value.py_func
             key = f"{func.__module__}.{func.__qualname__}"
@@ -50,8 +49,8 @@ def _build() -> None:
 
 
 def twin(kernel: Any) -> Callable[..., Any]:
-    """The interpreted twin of ``kernel`` (a ``numba`` dispatcher of ``storage.kernels``), called
-    and answering as the kernel is and does."""
+    """The interpreted twin of ``kernel`` (a kernel of ``storage.kernels``: its ``jit.Kernel``, or
+    numba's dispatcher once loaded), called and answering as the kernel is and does."""
     if not _twins:
         _build()
     func = kernel.py_func

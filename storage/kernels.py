@@ -1,6 +1,7 @@
 """Numba kernels of the record format: all of its per-record and per-batch loops.
 
-Every kernel is ``@numba.njit(cache=True, nogil=True)`` and works on 1-D ``uint8`` arrays:
+Every kernel is ``@jit.njit(cache=True, nogil=True)`` (numba's ``njit``, applied at the first
+call of any kernel of the process: ``storage.jit``) and works on 1-D ``uint8`` arrays:
 
 * ``scan_batch_headers``  walk the batch headers of a segment (recovery, index rebuild, reads)
 * ``walk_records``        locate every field of every record of one v2 batch (decode)
@@ -25,17 +26,16 @@ the position of the problem; ``storage.records`` turns codes into typed errors. 
 from the bytes is checked against the end of its enclosing structure before it is used, so a
 corrupt length can never make a kernel read out of bounds or loop without progress.
 
-``warm_up()`` compiles (or loads from the numba cache) every kernel with the types above; call it
-once at process start so that no compile happens on a latency-critical path.
+``warm_up()`` loads numba and compiles (or loads from the numba cache) every kernel with the types
+above; call it once at process start so that no compile happens on a latency-critical path.
 """
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from storage import batch_layout as layout
-from storage import kernel_cache
+from storage import jit
 from storage.batch_layout import (
     HEADER_SIZE_UP_TO_MAGIC,
     LEGACY_ATTRIBUTES_OFFSET,
@@ -61,8 +61,6 @@ from storage.kernel_primitives import (  # noqa: F401 - re-exported: callers use
     write_varint,
     write_varlong,
 )
-
-kernel_cache.use()   # before the first cached kernel: see storage.kernel_cache
 
 # ---- byte layout: storage.batch_layout's (the one definition), under the kernels' names -------
 V2_HEADER_SIZE = layout.HEADER_SIZE                              # 61
@@ -125,7 +123,7 @@ ROW_PRODUCER_ID, ROW_PRODUCER_EPOCH, ROW_BASE_SEQUENCE = 10, 11, 12
 SCAN_ROWS = 13
 
 
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def scan_batch_headers(buf, start, end, out):
     """Walk the batches of ``buf[start:end]`` as Kafka's ``FileLogInputStream`` does.
 
@@ -204,7 +202,7 @@ REC_VALUE_LEN, REC_HEADERS_POS, REC_HEADER_COUNT, REC_START, REC_END = 5, 6, 7, 
 RECORD_ROWS = 10
 
 
-@numba.njit(inline="always", cache=True, nogil=True)
+@jit.njit(inline="always", cache=True, nogil=True)
 def _read_bytes_field(buf, pos, stop, err_length):
     """A nullable byte field (key, value, header value) at ``pos`` inside a record ending at
     ``stop``: ``(status, length, data_pos, next_pos)``; a length below -1 is ``err_length``."""
@@ -220,7 +218,7 @@ def _read_bytes_field(buf, pos, stop, err_length):
     return OK, length, p, p
 
 
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def _walk(buf, start, end, count, out, validate, require_keys):
     """The one record parser: walk the ``count`` records that must fill ``buf[start:end]``.
 
@@ -307,7 +305,7 @@ def _walk(buf, start, end, count, out, validate, require_keys):
     return OK, count, pos, z, max_delta, offset_of_max, has_null_key
 
 
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def walk_records(buf, start, end, out):
     """Locate every field of the ``out.shape[1]`` records that must fill ``buf[start:end]``
     exactly (the records section of one v2 batch, decompressed).
@@ -322,7 +320,7 @@ def walk_records(buf, start, end, out):
     return index, status, where
 
 
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def validate_records(buf, start, end, count, require_keys):
     """Check the ``count`` records that must fill ``buf[start:end]`` exactly, as Kafka's
     ``LogValidator`` does for a producer batch: structure, ``offsetDelta == i``, and a key on every
@@ -337,7 +335,7 @@ def validate_records(buf, start, end, count, require_keys):
                  require_keys)
 
 
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def validate_batch(buf, computed_crc, max_message_bytes, require_keys, from_client=True):
     """Check one producer-encoded v2 batch that fills ``buf`` exactly: its header in the order of
     Kafka's ``LogValidator`` (sizes, magic, ``max.message.bytes``, the CRC against
@@ -423,6 +421,7 @@ def as_input(buf: object) -> np.ndarray:
 
 def warm_up() -> None:
     """Compile, or load from the numba cache, every kernel with the argument types callers use."""
+    jit.load()
     n = 2
     zeros = np.zeros(n, dtype=np.int64)
     key_lens = np.array([1, -1], dtype=np.int64)

@@ -15,6 +15,7 @@ import numpy as np
 from storage import compression as compressors
 from storage import kernels, legacy
 from storage.errors import CorruptRecordError
+from storage.kernel_twins import kernel_for
 # the header layout and its offsets: storage.batch_layout (one definition)
 from storage.batch_layout import (
     ATTRIBUTES_OFFSET,
@@ -274,7 +275,8 @@ class RecordBatch:
             raise self._corrupt(f"records count {count} cannot fit in {len(data)} bytes",
                                 base_offset=self.header.base_offset)
         fields = np.empty((kernels.RECORD_ROWS, count), dtype=np.int64)
-        read, status, where = kernels.walk_records(kernels.as_input(data), 0, len(data), fields)
+        walk = kernel_for(kernels.walk_records, len(data))
+        read, status, where = walk(kernels.as_input(data), 0, len(data), fields)
         if status != kernels.OK:
             raise self._corrupt(
                 f"base offset {self.header.base_offset}, record {read} at byte {where} of the "
@@ -432,9 +434,10 @@ def scan_batches(buf: np.ndarray | bytes | memoryview, start: int = 0, end: int 
     capacity = max(1, min((end - start) // _MIN_BATCH_SIZE + 1, _SCAN_CHUNK))
     tables = []
     pos = start
+    scan = kernel_for(kernels.scan_batch_headers, end - start)
     while True:
         table = np.empty((kernels.SCAN_ROWS, capacity), dtype=np.int64)
-        count, pos, status = kernels.scan_batch_headers(data, pos, end, table)
+        count, pos, status = scan(data, pos, end, table)
         tables.append(table[:, :count])
         if status != kernels.FULL:
             break

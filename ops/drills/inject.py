@@ -152,7 +152,8 @@ def arm_clean_crash(worker: Any, topic: str, partition: int, partition_dir: str,
     cleaners armed with one ``once_path``, only the first to get there dies."""
     from storage import files
 
-    inner = worker._cleaner.check_done   # noqa: SLF001 - the drill hooks the worker's cleaner
+    cleaner = worker._loaded_cleaner()   # noqa: SLF001 - the drill hooks the worker's cleaner
+    inner = cleaner.check_done
 
     def hooked(tp: Any) -> None:
         if tp.topic == topic and tp.partition == partition and any(
@@ -165,5 +166,5 @@ def arm_clean_crash(worker: Any, topic: str, partition: int, partition_dir: str,
                 _die()
         inner(tp)
 
-    worker._cleaner.check_done = hooked   # noqa: SLF001
+    cleaner.check_done = hooked
     return os.getpid()

@@ -2,11 +2,13 @@
 directory answers, and the start waits for the slowest node; the driver works out each
 directory's listener settings before it creates any actor. A cluster without ``listeners`` serves
 no Kafka protocol, so neither its driver nor its nodes may load the protocol's schemas (kio) or
-the Kafka server (0.4 s of CPU per process); and a node never cleans, so it loads no cleaner
-(``cluster.kafka.node_broker``, ``cluster.runtime.worker_body``)."""
+the Kafka server (0.4 s of CPU per process); a node never cleans, so it loads no cleaner
+(``cluster.kafka.node_broker``, ``cluster.runtime.worker_body``); and neither a node nor a cleaner
+loads numba (0.2 s of CPU) before it runs a kernel on data that needs one (``storage.jit``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -23,6 +25,8 @@ ROOT = str(Path(__file__).resolve().parents[2])
 KAFKA = ("kio", "node.kafka.config", "node.kafka.server", "cluster.kafka.brokers",
          "cluster.metrics.group_offsets")
 CLEANER = ("cleaner.cleaner", "cluster.cleaning.worker")
+NUMBA = ("numba",)
+CLEANER_ONLY = ("cleaner.cleaner", "cleaner.kernels")
 
 NODE_PROBE = f"""
 import sys, tempfile
@@ -39,7 +43,35 @@ assert broker.serve(logdir) is None and broker.endpoint() is None
 assert broker.committed_offsets(1.0) == ()
 broker.close()
 logdir.close()
-print(sorted(m for m in {KAFKA + CLEANER!r} if m in sys.modules))
+print(sorted(m for m in {KAFKA + CLEANER + NUMBA!r} if m in sys.modules))
+"""
+
+CLEANER_PROBE = f"""
+import json, sys, tempfile
+from pathlib import Path
+import cluster.runtime.actors
+from cluster.runtime.worker_body import WorkerBody
+from cluster.cleaning.clean_assignment import CleanAssignment
+from cluster.cleaning.worker import CleanerWorker
+from cleaner.config import CleanerConfig
+from storage import Log, LogConfig, Record
+from storage.files import TopicPartition
+
+swaps = []
+worker = CleanerWorker(0, CleanerConfig(dedupe_buffer_size=1 << 20),
+                       lambda log_dir: lambda *swap: swaps.append(swap))
+loaded = [sorted(m for m in {CLEANER_ONLY + NUMBA!r} if m in sys.modules)]
+root = Path(tempfile.mkdtemp())
+config = LogConfig(cleanup_policy="compact", segment_bytes=1024)
+log = Log.open(root / "t-0", config)
+for i in range(300):
+    log.append([Record(key=b"k%d" % (i % 3), value=b"v" * 20)])
+uncleanable = log.active_segment.base_offset
+log.close()
+result = worker.clean(CleanAssignment(1, TopicPartition("t", 0), str(root), str(root / "t-0"),
+                                      config, 0, uncleanable))
+loaded.append(sorted(m for m in {CLEANER_ONLY + NUMBA!r} if m in sys.modules))
+print(json.dumps([loaded, len(swaps), result.stats.messages_read, uncleanable]))
 """
 
 DRIVER_PROBE = f"""
@@ -66,6 +98,12 @@ def test_a_nodes_body_and_its_broker_without_listeners_load_neither_kio_nor_the_
     assert _run(NODE_PROBE) == "[]"
 
 
+def test_a_cleaner_loads_the_cleaner_and_numba_at_its_first_clean_only() -> None:
+    loaded, swaps, read, uncleanable = json.loads(_run(CLEANER_PROBE))
+    assert loaded == [[], ["cleaner.cleaner", "cleaner.kernels", "numba"]]
+    assert swaps >= 1 and read == uncleanable > 0      # the clean itself ran as before
+
+
 def test_the_listener_settings_of_a_cluster_without_listeners_load_no_kafka_code() -> None:
     assert _run(DRIVER_PROBE) == "[]"
 
@@ -85,5 +123,5 @@ def test_a_node_actor_loads_the_kafka_protocol_only_when_its_cluster_serves_kafk
     cluster.create_topic("t", partitions=2)
     for log_dir in cluster.description.log_dirs:
         assert _loaded_in(cluster, log_dir, ("kio",)) == loaded
-        assert _loaded_in(cluster, log_dir, CLEANER) == []
+        assert _loaded_in(cluster, log_dir, CLEANER + NUMBA) == []
     assert bool(cluster.kafka_brokers()) == bool(listeners)

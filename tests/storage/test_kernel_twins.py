@@ -55,6 +55,34 @@ def test_the_records_validation_twin_answers_as_the_kernel_does() -> None:
             assert interpreted(*args) == kernels.validate_records(*args), data.hex()
 
 
+def test_the_header_scan_twin_answers_as_the_kernel_does() -> None:
+    """Over runs of whole and damaged batches, as a segment read or a recovery scans them."""
+    interpreted = kernel_twins.twin(kernels.scan_batch_headers)
+    batches = _batches()
+    rng = random.Random(5)
+    for _ in range(200):
+        data = b"".join(rng.choice(batches) for _ in range(rng.randint(1, 4)))
+        buf = kernels.as_input(data)
+        for capacity in (1, 4):
+            table_twin = np.zeros((kernels.SCAN_ROWS, capacity), dtype=np.int64)
+            table_kernel = np.zeros((kernels.SCAN_ROWS, capacity), dtype=np.int64)
+            answer = interpreted(buf, 0, len(data), table_twin)
+            assert answer == kernels.scan_batch_headers(buf, 0, len(data), table_kernel)
+            assert (table_twin[:, :answer[0]] == table_kernel[:, :answer[0]]).all(), data.hex()
+
+
+def test_the_record_walk_twin_answers_as_the_kernel_does() -> None:
+    interpreted = kernel_twins.twin(kernels.walk_records)
+    for data in _batches():
+        body = kernels.as_input(data[61:])
+        for count in (1, 2, 3):
+            fields_twin = np.zeros((kernels.RECORD_ROWS, count), dtype=np.int64)
+            fields_kernel = np.zeros((kernels.RECORD_ROWS, count), dtype=np.int64)
+            answer = interpreted(body, 0, len(body), fields_twin)
+            assert answer == kernels.walk_records(body, 0, len(body), fields_kernel)
+            assert (fields_twin[:, :answer[0]] == fields_kernel[:, :answer[0]]).all(), data.hex()
+
+
 def test_the_encoding_twin_writes_the_bytes_the_kernel_writes() -> None:
     keys, values = b"k1k22", b"v" * 300 + b"w"
     columns = (kernels.as_input(keys), np.array([2, 3, -1], dtype=np.int64),
@@ -68,23 +96,46 @@ def test_the_encoding_twin_writes_the_bytes_the_kernel_writes() -> None:
     assert out_twin.tobytes() == out_kernel.tobytes()
 
 
-def test_a_fresh_process_appends_its_first_records_without_loading_a_kernel(
+def test_a_fresh_process_appends_its_first_records_without_importing_numba(
         tmp_path: Path) -> None:
     script = f"""
-import numba.core.dispatcher
-from storage import Log, Record, kernels
+import sys
+from storage import Log, Record
 log = Log.open({str(tmp_path / "t-0")!r})
 log.append([Record(key=b"k", value=b"v")])
 log.append([Record(key=b"k%d" % i, value=b"v" * 100) for i in range(10)])
 assert [r.offset for r in log.read(0)] == list(range(11))
 log.close()
-print(sorted(name for name, value in vars(kernels).items()
-             if isinstance(value, numba.core.dispatcher.Dispatcher) and value.overloads))
+print(sorted(name for name in sys.modules if name.split(".")[0] in ("numba", "llvmlite")))
 """
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, check=True,
                          capture_output=True, text=True).stdout
-    loaded = eval(out)     # the names of the kernels loaded
-    assert "validate_batch" not in loaded and "encode_records" not in loaded
+    assert eval(out) == []     # the numba modules imported
+
+
+def test_a_large_input_loads_the_compiled_kernels_and_rebinds_them_in_their_modules(
+        tmp_path: Path) -> None:
+    script = f"""
+import sys
+import numpy as np
+import numba.core.dispatcher
+from storage import Log, jit, kernels, kernel_primitives
+from storage.records import build_batch_columns
+assert not jit.loaded() and isinstance(kernels.validate_batch, jit.Kernel)
+log = Log.open({str(tmp_path / "t-0")!r})
+n = 200     # above the twins' small-input size: the compiled kernel checks it
+log.append_batch(build_batch_columns([b"k%d" % i for i in range(n)], [b"v" * 100] * n,
+                                     np.arange(n, dtype=np.int64)))
+log.close()
+dispatcher = numba.core.dispatcher.Dispatcher
+print(jit.loaded(), isinstance(kernels.validate_batch, dispatcher),
+      bool(kernels.validate_batch.overloads),
+      isinstance(kernels.read_varint, dispatcher), isinstance(kernel_primitives.read_varint,
+                                                               dispatcher))
+"""
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, check=True,
+                         capture_output=True, text=True).stdout
+    assert out.split() == ["True"] * 5
 
 
 def test_a_busy_process_loads_the_kernels_after_its_interpreted_calls(
