@@ -12,8 +12,10 @@ imports): a change to any of them gives a new directory, and every kernel compil
 
 The directory is ``<base>/<digest>``: ``base`` is ``$NUMBA_CACHE_DIR`` when set, else
 ``$XDG_CACHE_HOME/strata/numba`` (``~/.cache/strata/numba``). Inside it numba keeps one
-subdirectory per source directory, so two checkouts never share files. The directories of
-earlier sources are left where they are (a few MB each).
+subdirectory per source directory, so two checkouts never share files. When a process is the
+first to use a new directory, it removes the directories of earlier sources but the ``KEEP - 1``
+most recently changed (a few MB each; another checkout's, or a process still running older code,
+compiles into its directory again if it needs to: numba recreates it).
 
 ``use()`` sets ``numba.config.CACHE_DIR`` (numba reads it when a kernel is decorated):
 ``storage.jit`` calls it before it hands the storage kernels to numba, and every other kernel
@@ -25,6 +27,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import shutil
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -71,10 +75,31 @@ def cache_dir(root: Path = PROJECT_ROOT, sources: tuple[str, ...] = KERNEL_SOURC
 
 
 CACHE_DIR = cache_dir()
+KEEP = 3                                    # cache directories kept, the one in use among them
+_DIGEST_NAME = re.compile(r"[0-9a-f]{20}")   # the name of a cache directory (sources_digest)
 
 
 def use() -> None:
-    """Cache the kernels decorated from now on in ``CACHE_DIR``."""
+    """Cache the kernels decorated from now on in ``CACHE_DIR`` (pruning the earlier directories
+    when it is new)."""
     import numba
 
+    if not CACHE_DIR.exists():
+        prune(CACHE_DIR)
     numba.config.CACHE_DIR = str(CACHE_DIR)
+
+
+def prune(in_use: Path, keep: int = KEEP) -> list[Path]:
+    """Remove the cache directories beside ``in_use`` (named as ``sources_digest`` names them;
+    nothing else is touched) but the ``keep - 1`` most recently modified; returns those removed.
+    Never raises: a directory that cannot be listed or removed is left."""
+    try:
+        others = [p for p in in_use.parent.iterdir()
+                  if p != in_use and _DIGEST_NAME.fullmatch(p.name) and p.is_dir()]
+        others.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return []
+    removed = others[max(keep - 1, 0):]
+    for old in removed:
+        shutil.rmtree(old, ignore_errors=True)
+    return removed

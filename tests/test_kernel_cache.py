@@ -5,6 +5,7 @@ machine code of the caller running the old one."""
 from __future__ import annotations
 
 import ast
+import os
 import re
 import shutil
 import subprocess
@@ -112,3 +113,49 @@ def test_every_cached_kernel_is_kept_in_the_directory_of_its_sources() -> None:
             assert Path(path).is_relative_to(kernel_cache.CACHE_DIR), \
                 f"{module}.{name} is cached in {path}"
     assert kernels >= 30
+
+
+def test_a_new_cache_directory_prunes_all_but_the_most_recent_earlier_ones(
+        tmp_path: Path) -> None:
+    base = tmp_path / "numba"
+    earlier = []
+    for i in range(5):           # five earlier versions of the sources, oldest first
+        old = base / f"{i:020x}"
+        (old / "src").mkdir(parents=True)
+        (old / "src" / "kernel.nbi").write_bytes(b"index")
+        os.utime(old, (1_000_000 + i, 1_000_000 + i))
+        earlier.append(old)
+    unrelated = [base / "notes", base / "ABCDEF0123456789ABCD", base / f"{7:021x}"]
+    for path in unrelated:
+        path.mkdir()
+    new = base / ("f" * 20)
+
+    removed = kernel_cache.prune(new, keep=3)
+
+    assert sorted(removed) == earlier[:3]              # the three oldest digests
+    assert [p.exists() for p in earlier] == [False, False, False, True, True]
+    assert all(p.exists() for p in unrelated)          # not named as a digest: never touched
+
+
+def test_pruning_a_base_that_cannot_be_listed_removes_nothing(tmp_path: Path) -> None:
+    assert kernel_cache.prune(tmp_path / "missing" / ("0" * 20)) == []
+
+
+_NEW_DIRECTORY = """
+import sys
+from pathlib import Path
+from storage import kernel_cache
+kernel_cache.use()
+print(sorted(p.name for p in Path(sys.argv[1]).iterdir()))
+"""
+
+
+def test_the_first_process_of_new_sources_prunes_the_earlier_directories(tmp_path: Path) -> None:
+    base = tmp_path / "numba"
+    for i in range(4):
+        (base / f"{i:020x}").mkdir(parents=True)
+        os.utime(base / f"{i:020x}", (1_000_000 + i, 1_000_000 + i))
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(base)}
+    out = subprocess.run([sys.executable, "-c", _NEW_DIRECTORY, str(base)], cwd=ROOT, env=env,
+                         check=True, capture_output=True, text=True).stdout
+    assert eval(out) == [f"{2:020x}", f"{3:020x}"]     # KEEP - 1 = 2 earlier ones kept
