@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from cluster.client.client import Cluster
 
 DEFAULT_NAMESPACE = "strata"          # cluster.naming.DEFAULT_NAMESPACE, without importing it
-_driver_started = False               # connect() made this process a Ray driver
+_driver_started = False               # connect() (or leave_driver) left a Ray driver to the exit
 _exit_when_done = False               # ops.cli.main.entry ends the process after the command
 # imported by ``import ray`` at its top level, used only inside functions a command never
 # reaches (TPU detection, usage stats, runtime-env schemas): loaded on first use instead
@@ -244,6 +244,17 @@ def disconnect() -> None:
     _driver_started = False
     if ray.is_initialized():
         ray.shutdown()
+
+
+def leave_driver() -> None:
+    """Leave the Ray driver this command started (``strata cluster start``'s: its actors are
+    detached and outlive it) to the end of the process when ``ops.cli.main.entry`` ends it, as
+    it ends the driver ``connect`` starts, without Ray's teardown; else end it now."""
+    global _driver_started
+    if _exit_when_done:
+        _driver_started = True
+        return
+    end_driver()
 
 
 def end_driver() -> None:

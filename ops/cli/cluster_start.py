@@ -2,8 +2,10 @@
 another cluster serves: refused with one line), start a Ray head in processes of its own unless
 ``--address`` names one to join, deploy the actors and wait until every directory has loaded
 (a progress bar on a terminal, a line every 10 s otherwise), then print the directories, the
-Kafka bootstrap servers (``listeners`` in ``--config``/``--set``) and the metrics endpoint. A start that fails half way is undone (actors ended, a head it started
-stopped). Registered by ``ops.cli.lifecycle``.
+Kafka bootstrap servers (``listeners`` in ``--config``/``--set``) and the metrics endpoint; the
+command's Ray driver ends with its process, without Ray's teardown (``ops.cli.leave_driver``).
+A start that fails half way is undone (actors ended, a head it started stopped). Registered by
+``ops.cli.lifecycle``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ops.cli import (RAY_DEFERRABLE, bytes_text, defer_imports, dir_summary, end_driver,
-                     lean_serialization, parse_config, ray_messages_to_stderr, write)
+                     lean_serialization, leave_driver, parse_config, ray_messages_to_stderr, write)
 from ops.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
 
 
@@ -90,7 +92,7 @@ def run_start(args: argparse.Namespace) -> int:
         "cleaners": len(cluster.description.workers), "seconds": round(loaded, 3),
         "bootstrap_servers": cluster.bootstrap_servers or None}
     cluster.close()
-    end_driver()
+    leave_driver()
     if args.json:
         write(document)
         return EXIT_OK
