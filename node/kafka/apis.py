@@ -20,9 +20,11 @@ wait on nothing but their appends' writes (``produce.appends_only``: no transact
 partition held here, no fsync per append) is answered on the event loop itself: the hop to
 the pool and back, two thread switches, was half the round trip of a latency-minded producer's
 request (measured: 1.6-2x the records/s of an idempotent librdkafka producer at ~8 records a
-batch). Larger runs, and every other request, go to the pool. The price: while such an append
-waits on its disk (the kernel holding back a writer of too many dirty pages), the directory's
-other connections wait too; their requests are for the same disk.
+batch). Larger runs, and every other request, go to the pool, and so does every produce until
+the process has loaded its compiled kernels (``storage.jit``): the load (numba's import, about
+0.3 s) then happens in a pool thread, never on the loop that serves every connection. The price:
+while such an append waits on its disk (the kernel holding back a writer of too many dirty
+pages), the directory's other connections wait too; their requests are for the same disk.
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ from node.kafka.sasl_handshake import handle_sasl_authenticate, handle_sasl_hand
 from node.kafka import txn_apis
 from node.kafka.txn_offset_commit import handle_txn_offset_commit
 from node.kafka.versions import ApiKey
+from storage import jit
 
 T = TypeVar("T")
 Handler = Callable[[ServedDir, Request], Any]
@@ -202,7 +205,7 @@ class KafkaApis:
 
     def _on_loop(self, requests: list[Request], frames: list[bytes]) -> bool:
         """Whether the run of ``requests`` (from ``frames``) is answered on the event loop."""
-        return (sum(len(frame) for frame in frames) <= PRODUCE_ON_LOOP_BYTES
+        return (jit.loaded() and sum(len(frame) for frame in frames) <= PRODUCE_ON_LOOP_BYTES
                 and all(r.api_key == ApiKey.PRODUCE and appends_only(self.served, r)
                         for r in requests))
 

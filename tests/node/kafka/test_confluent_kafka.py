@@ -3,6 +3,11 @@ round trips with every codec, idempotence, offsets lookups and the errors client
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient
@@ -13,6 +18,8 @@ from storage.record_format import Compression, Record
 from storage.records import ControlType
 from tests.node.kafka.clients import consume, consumer, produce_all, producer
 from tests.node.kafka.conftest import Serve
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_metadata_names_this_broker_as_leader_of_every_partition(
@@ -179,3 +186,51 @@ def test_after_a_restart_the_data_is_served_and_producer_ids_are_not_reused(
         server.close()
         producer_ids = [b.producer_id for b in again.log("t", 0).read_raw(0).batches()]
     assert producer_ids[0] == 0 and producer_ids[-1] >= 1000
+
+
+_FIRST_LOAD = """
+import asyncio, json, sys, tempfile, threading
+import confluent_kafka as ck
+from storage import jit
+from node import LogDir
+from node.kafka.config import KafkaServerConfig
+from node.kafka.server import KafkaServer
+
+where = []
+load = jit._load
+
+def spy():
+    try:
+        asyncio.get_running_loop()
+        where.append("event loop")
+    except RuntimeError:
+        where.append("pool")
+    load()
+
+jit._load = spy
+logdir = LogDir.open(tempfile.mkdtemp(), start_tasks=False)
+logdir.create_logs("t", [0])
+server = KafkaServer(logdir, KafkaServerConfig.from_properties(
+    {"listeners": "PLAINTEXT://127.0.0.1:0"})).start()
+producer = ck.Producer({"bootstrap.servers": server.bootstrap_servers, "acks": "all",
+                        "enable.idempotence": True, "linger.ms": 0})
+for i in range(3):      # 8 KiB values: each batch needs the compiled record check
+    producer.produce("t", value=b"v" * 8192, key=b"k%d" % i, partition=0)
+    producer.flush(30)
+end = logdir.log("t", 0).log_end_offset
+server.close()
+logdir.close()
+print(json.dumps([where, end, "numba" in sys.modules]))
+"""
+
+
+def test_the_first_produce_that_needs_compiled_kernels_loads_them_off_the_event_loop() -> None:
+    """In a fresh broker process, where the kernels are not loaded yet: the load (numba's
+    import) would hold every connection of the directory if a produce made it on the event
+    loop."""
+    out = subprocess.run([sys.executable, "-c", _FIRST_LOAD], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    where, end, numba_loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert where == ["pool"] and numba_loaded
+    assert end == 3
