@@ -23,7 +23,8 @@ import numpy as np
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from cleaner.offset_map_kernels import LATEST, OUT_OF_BOUNDS, STATUS, get_kernel, put_kernel
+from cleaner.offset_map_kernels import (LATEST, OUT_OF_BOUNDS, STATUS, get_kernel, item_pointer,
+                                        put_kernel)
 from storage import jit
 from storage.kernels import (LOG_OVERHEAD, MAGIC_OFFSET, MIN_RECORD_SIZE, REC_END, REC_KEY_LEN,
                              REC_KEY_POS, REC_OFFSET_DELTA, REC_START, REC_TIMESTAMP_DELTA,
@@ -64,12 +65,8 @@ def _memmove(typingctx, dst, dst_at, src, src_at, count):  # type: ignore[no-unt
 
     def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
         dst_array, dst_index, src_array, src_index, size = args
-        dst_view = context.make_array(sig.args[0])(context, builder, dst_array)
-        src_view = context.make_array(sig.args[2])(context, builder, src_array)
-        dst_pointer = cgutils.get_item_pointer(context, builder, sig.args[0], dst_view,
-                                               [dst_index], wraparound=False)
-        src_pointer = cgutils.get_item_pointer(context, builder, sig.args[2], src_view,
-                                               [src_index], wraparound=False)
+        dst_pointer = item_pointer(context, builder, sig.args[0], dst_array, dst_index)
+        src_pointer = item_pointer(context, builder, sig.args[2], src_array, src_index)
         cgutils.raw_memmove(builder, dst_pointer, src_pointer, size, 1)
         return context.get_dummy_value()
 

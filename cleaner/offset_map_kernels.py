@@ -43,12 +43,11 @@ _R8, _R13, _R16, _R17, _R21, _R32, _R56 = (_U64(b) for b in (8, 13, 16, 17, 21, 
 _R64 = _U64(64)
 
 
-def _item_pointer(context, builder, sig, args):  # type: ignore[no-untyped-def]
-    """(At compile time, in an intrinsic's codegen of ``(array, index)``) the LLVM pointer to
-    ``array[index]``, unchecked: the callers check the bounds or only hint."""
-    array_type = sig.args[0]
-    view = context.make_array(array_type)(context, builder, args[0])
-    return cgutils.get_item_pointer(context, builder, array_type, view, [args[1]],
+def item_pointer(context, builder, array_type, array, index):  # type: ignore[no-untyped-def]
+    """(At compile time, in an intrinsic's codegen) the LLVM pointer to ``array[index]`` of an
+    argument of type ``array_type``, unchecked: the callers check the bounds or only hint."""
+    view = context.make_array(array_type)(context, builder, array)
+    return cgutils.get_item_pointer(context, builder, array_type, view, [index],
                                     wraparound=False)
 
 
@@ -58,7 +57,7 @@ def _prefetch(typingctx, array, index):  # type: ignore[no-untyped-def]
     signature = types.void(array, index)
 
     def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
-        pointer = _item_pointer(context, builder, sig, args)
+        pointer = item_pointer(context, builder, sig.args[0], *args)
         byte_pointer = ir.IntType(8).as_pointer()
         i32 = ir.IntType(32)
         function = cgutils.get_or_insert_function(
@@ -78,7 +77,7 @@ def _load64(typingctx, array, index):  # type: ignore[no-untyped-def]
     signature = types.uint64(array, index)
 
     def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
-        pointer = _item_pointer(context, builder, sig, args)
+        pointer = item_pointer(context, builder, sig.args[0], *args)
         word = builder.load(builder.bitcast(pointer, ir.IntType(64).as_pointer()), align=1)
         return builder.bswap(word) if sys.byteorder == "big" else word
 

@@ -64,11 +64,8 @@ def test_the_header_scan_twin_answers_as_the_kernel_does() -> None:
         data = b"".join(rng.choice(batches) for _ in range(rng.randint(1, 4)))
         buf = kernels.as_input(data)
         for capacity in (1, 4):
-            table_twin = np.zeros((kernels.SCAN_ROWS, capacity), dtype=np.int64)
-            table_kernel = np.zeros((kernels.SCAN_ROWS, capacity), dtype=np.int64)
-            answer = interpreted(buf, 0, len(data), table_twin)
-            assert answer == kernels.scan_batch_headers(buf, 0, len(data), table_kernel)
-            assert (table_twin[:, :answer[0]] == table_kernel[:, :answer[0]]).all(), data.hex()
+            _assert_same_table(kernels.scan_batch_headers, interpreted, (buf, 0, len(data)),
+                               (kernels.SCAN_ROWS, capacity), data)
 
 
 def test_the_record_walk_twin_answers_as_the_kernel_does() -> None:
@@ -76,11 +73,18 @@ def test_the_record_walk_twin_answers_as_the_kernel_does() -> None:
     for data in _batches():
         body = kernels.as_input(data[61:])
         for count in (1, 2, 3):
-            fields_twin = np.zeros((kernels.RECORD_ROWS, count), dtype=np.int64)
-            fields_kernel = np.zeros((kernels.RECORD_ROWS, count), dtype=np.int64)
-            answer = interpreted(body, 0, len(body), fields_twin)
-            assert answer == kernels.walk_records(body, 0, len(body), fields_kernel)
-            assert (fields_twin[:, :answer[0]] == fields_kernel[:, :answer[0]]).all(), data.hex()
+            _assert_same_table(kernels.walk_records, interpreted, (body, 0, len(body)),
+                               (kernels.RECORD_ROWS, count), data)
+
+
+def _assert_same_table(kernel: object, interpreted: object, args: tuple[object, ...],
+                       shape: tuple[int, int], data: bytes) -> None:
+    """``kernel`` and its twin, each filling a table of ``shape`` after ``args``, answer the same
+    and fill the columns they report (the answer's first value) the same."""
+    table_twin, table_kernel = np.zeros(shape, dtype=np.int64), np.zeros(shape, dtype=np.int64)
+    answer = interpreted(*args, table_twin)  # type: ignore[operator]
+    assert answer == kernel(*args, table_kernel), data.hex()  # type: ignore[operator]
+    assert (table_twin[:, :answer[0]] == table_kernel[:, :answer[0]]).all(), data.hex()
 
 
 def test_the_encoding_twin_writes_the_bytes_the_kernel_writes() -> None:
