@@ -95,10 +95,15 @@ def test_a_cleaner_killed_mid_clean_leaves_no_trace_and_the_clean_is_retried(
     c = start_cluster(dirs=1, cleaners=1,
                       config={"log.cleaner.io.max.bytes.per.second": 200_000})   # a slow clean
     c.create_topic("s", partitions=1, config=COMPACT)
+    # paused while the log is written: otherwise the coordinator (polling every 100 ms) cleans it
+    # piece by piece during the produce, and the last piece is over before the test looks
+    c.pause_cleaning("s", 0)
     batch = records(0, 20_000, 100)
     c.produce("s", 0, batch, batch_bytes=4096)
     c.node(c.description.log_dirs[0]).call("roll", "s", 0)
     before = [(r.offset, r.value) for r in c.consume("s", 0)]
+    assert c.cleaner_status().cleans_completed == 0
+    assert c.resume_cleaning("s", 0)
     worker_name = c.description.workers[0][0]
     busy = wait_for(lambda: next((w for w in c.cleaner_status().workers
                                   if w.state == "cleaning"), None), what="a clean running")
