@@ -77,7 +77,8 @@ class NodeRestartError(StorageError):
 
 
 class ListenerBindError(StorageError):
-    """A node actor could not bind the Kafka listener of its directory (``directory``; ``key``
-    and ``value``: the ``listeners`` setting it was given, after the port rule): the port is
-    taken, or the host is not this machine's. The cluster start that asked for it is undone.
+    """A node actor could not start the Kafka listener of its directory (``directory``; ``key``
+    and ``value``: the ``listeners`` setting it was given, after the port rule, or the ``ssl.*``
+    key naming a TLS store): the port is taken, the host is not this machine's, or the TLS key
+    store cannot be read on the directory's host. The cluster start that asked for it is undone.
     Unlike ``InvalidConfigError`` the setting is well formed; the machine refused it."""

@@ -2,8 +2,10 @@
 
 A cluster serves the Kafka protocol when its config has ``listeners``: every node actor then
 runs a ``KafkaServer`` over its directory, one broker per directory. A node takes the keys of
-``node.kafka.config.KEYS`` but ``node.id`` (each directory's ``meta.properties`` gives it), and
-the group coordinator's (``node.groups.config.KEYS``: ``group.*``, ``offsets.*``), with
+``node.kafka.config.KEYS`` but ``node.id`` (each directory's ``meta.properties`` gives it),
+the group coordinator's (``node.groups.config.KEYS``: ``group.*``, ``offsets.*``) and the TLS
+keys (``node.kafka.tls``: ``ssl.*`` and their ``listener.name.ssl.`` and
+``listener.name.sasl_ssl.`` forms; the files they name are read on each directory's host), with
 the port rule: the directory given i-th (from 0) listens on port P + i of ``listeners`` and
 advertises port Q + i of ``advertised.listeners``; a port 0 stays 0 (an ephemeral port each).
 An empty ``advertised.listeners`` is the same as none (the bound address is advertised).
@@ -39,9 +41,10 @@ def directory_properties(properties: Mapping[str, str], index: int) -> dict[str,
         return {}
     from node.groups.config import KEYS as GROUP_KEYS
     from node.kafka.config import KEYS, KafkaServerConfig
+    from node.kafka.tls import is_tls_key
 
     chosen = {key: str(value) for key, value in properties.items()
-              if (key in KEYS or key in GROUP_KEYS) and key != NODE_ID}
+              if (key in KEYS or key in GROUP_KEYS or is_tls_key(key)) and key != NODE_ID}
     if not chosen.get(ADVERTISED_LISTENERS, "").strip():
         chosen.pop(ADVERTISED_LISTENERS, None)
     for key in (LISTENERS, ADVERTISED_LISTENERS):

@@ -24,7 +24,7 @@ from cluster.metrics.consumer_lag import CommittedOffset
 from node.errors import LogDirClosedError
 from node.meta_properties import read_meta_properties
 from node.mover import MoveStatus
-from storage.errors import StorageError
+from storage.errors import InvalidConfigError, StorageError
 
 if TYPE_CHECKING:   # annotations only: the server is loaded by ``serve``
     from node.kafka.server import KafkaServer
@@ -71,8 +71,8 @@ class NodeBroker:
 
     def serve(self, logdir: LogDir) -> tuple[str, int] | None:
         """Start serving (once; later calls return the same); the advertised (host, port), or
-        None without listener properties. ``ListenerBindError`` when the port cannot be bound,
-        ``StorageError`` when the directory carries no identity yet."""
+        None without listener properties. ``ListenerBindError`` when the port cannot be bound
+        or a TLS key store read, ``StorageError`` when the directory carries no identity yet."""
         with self._lock:
             if self._closed:
                 raise LogDirClosedError(f"the node of {self._log_dir} is closed",
@@ -98,8 +98,14 @@ class NodeBroker:
                 logdir=logdir, endpoint=lambda: self._advertised(started[0]),
                 coordinator=self._coordinator, node_handle=self._node_handle,
                 moves_in=self._moves_in)
-            server = KafkaServer(logdir, config, view=view,
-                                 producer_ids=NodeProducerIds(logdir.path, meta.node_id))
+            try:
+                server = KafkaServer(logdir, config, view=view,
+                                     producer_ids=NodeProducerIds(logdir.path, meta.node_id))
+            except InvalidConfigError as err:   # a TLS store this host cannot read
+                raise ListenerBindError(
+                    f"log directory {self._log_dir} (node.id {meta.node_id}) cannot serve "
+                    f"{config.listeners}: {err}", directory=self._log_dir,
+                    key=err.fields.get("key"), value=err.fields.get("value")) from None
             started.append(server)
             try:
                 server.start()

@@ -21,7 +21,9 @@ AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransacti
 ``txn_offset_commit`` (TxnOffsetCommit), ``pending`` (answers completed later),
 ``internal_topics``,
 ``append_signal`` (long-poll wake-ups), ``apis`` (the dispatcher) and ``server`` (the listener).
-SASL on a ``SASL_PLAINTEXT`` listener: ``sasl`` (a connection's authentication),
+TLS on an ``SSL`` or ``SASL_SSL`` listener: ``tls`` (Kafka's ``ssl.*`` keys and the server's
+context). SASL on a ``SASL_PLAINTEXT`` or ``SASL_SSL`` listener: ``sasl`` (a connection's
+authentication),
 ``sasl_handshake`` (SaslHandshake and SaslAuthenticate responses), ``plain`` and ``scram`` with
 ``scram_messages`` (the mechanisms), ``credentials`` (what clients are checked against) and
 ``jaas`` (users from Kafka's JAAS text and ``strata.sasl.scram.users``).

@@ -1,11 +1,15 @@
 """``KafkaServerConfig``: the broker settings of the Kafka protocol front end, named after
 Kafka's keys (``from_properties({"listeners": "PLAINTEXT://127.0.0.1:0"})``).
 
-The one listener is ``PLAINTEXT`` or ``SASL_PLAINTEXT``. A SASL listener needs
-``sasl.enabled.mechanisms`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and users for each mechanism:
-PLAIN's from ``listener.name.sasl_plaintext.plain.sasl.jaas.config`` (Kafka's JAAS text with
+The one listener is ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``. A SASL listener
+needs ``sasl.enabled.mechanisms`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and users for each
+mechanism: PLAIN's from ``listener.name.sasl_plaintext.plain.sasl.jaas.config`` (on a
+``SASL_SSL`` listener ``listener.name.sasl_ssl.plain.sasl.jaas.config``; Kafka's JAAS text with
 ``user_NAME="password"`` options), SCRAM's from ``strata.sasl.scram.users``
 (``alice:secret,bob:pw``; Kafka keeps SCRAM credentials in its metadata instead), see ``jaas``.
+An ``SSL`` or ``SASL_SSL`` listener takes Kafka's ``ssl.*`` keys (and their
+``listener.name.ssl.`` / ``listener.name.sasl_ssl.`` forms) into ``tls``, a ``TlsConfig``; they
+are ignored for a listener without TLS, as Kafka ignores them.
 The fields holding passwords are left out of the config's repr.
 ``connection.failed.authentication.delay.ms`` bounds how long a connection whose authentication
 failed stays open after its answer (it closes sooner when the client closes it).
@@ -28,6 +32,7 @@ from node.groups.config import KEYS as GROUP_KEYS
 from node.groups.config import GroupCoordinatorConfig
 from node.kafka.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES
 from node.kafka.jaas import plain_users, scram_users
+from node.kafka.tls import TlsConfig, is_tls_key
 from storage.dotted_keys import check_integer, convert, unknown_key
 from storage.errors import InvalidConfigError
 
@@ -45,18 +50,24 @@ KEYS: dict[str, str] = {
     "sasl.enabled.mechanisms": "sasl_enabled_mechanisms",
     "listener.name.sasl_plaintext.plain.sasl.jaas.config":
         "listener_name_sasl_plaintext_plain_sasl_jaas_config",
+    "listener.name.sasl_ssl.plain.sasl.jaas.config":
+        "listener_name_sasl_ssl_plain_sasl_jaas_config",
     "strata.sasl.scram.users": "strata_sasl_scram_users",
     "sasl.server.max.receive.size": "sasl_server_max_receive_size",
     "connection.failed.authentication.delay.ms": "connection_failed_authentication_delay_ms",
 }
-PLAINTEXT, SASL_PLAINTEXT = "PLAINTEXT", "SASL_PLAINTEXT"
-SECURITY_PROTOCOLS = (PLAINTEXT, SASL_PLAINTEXT)
+PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL = "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
+SECURITY_PROTOCOLS = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
+SASL_PROTOCOLS = frozenset({SASL_PLAINTEXT, SASL_SSL})
+TLS_PROTOCOLS = frozenset({SSL, SASL_SSL})
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 PLAIN_JAAS_KEY = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
+PLAIN_JAAS_KEYS = {SASL_PLAINTEXT: PLAIN_JAAS_KEY,
+                   SASL_SSL: "listener.name.sasl_ssl.plain.sasl.jaas.config"}
 SCRAM_USERS_KEY = "strata.sasl.scram.users"
 # keys holding passwords: DescribeConfigs reports them as sensitive, without their value (Kafka's
 # PASSWORD config type)
-SENSITIVE_KEYS = frozenset({PLAIN_JAAS_KEY, SCRAM_USERS_KEY})
+SENSITIVE_KEYS = frozenset({*PLAIN_JAAS_KEYS.values(), SCRAM_USERS_KEY})
 DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE = 524288  # Kafka's sasl.server.max.receive.size (512 KiB)
 DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100   # Kafka's connection.failed.authentication.delay.ms
 DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
@@ -93,10 +104,12 @@ class KafkaServerConfig:
     sasl_enabled_mechanisms: str | None = None
     listener_name_sasl_plaintext_plain_sasl_jaas_config: str | None = field(default=None,
                                                                              repr=False)
+    listener_name_sasl_ssl_plain_sasl_jaas_config: str | None = field(default=None, repr=False)
     strata_sasl_scram_users: str | None = field(default=None, repr=False)
     sasl_server_max_receive_size: int = DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE
     connection_failed_authentication_delay_ms: int = DEFAULT_FAILED_AUTHENTICATION_DELAY_MS
     group_coordinator: GroupCoordinatorConfig = field(default_factory=GroupCoordinatorConfig)
+    tls: TlsConfig | None = None
 
     def __post_init__(self) -> None:
         listener = self.listener()
@@ -110,9 +123,11 @@ class KafkaServerConfig:
                       at_least=1)
         check_integer("connection.failed.authentication.delay.ms",
                       self.connection_failed_authentication_delay_ms, "int", at_least=0)
-        if listener.name == SASL_PLAINTEXT:
+        if listener.name in SASL_PROTOCOLS:
             self.plain_users()
             self.scram_users()
+        if listener.name in TLS_PROTOCOLS:
+            (self.tls or TlsConfig()).require_keystore()
         check_integer("node.id", self.node_id, "int", at_least=0)
         check_integer("socket.request.max.bytes", self.socket_request_max_bytes, "int",
                       at_least=1)
@@ -124,23 +139,32 @@ class KafkaServerConfig:
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, Any]) -> KafkaServerConfig:
-        """Build from Kafka's dotted keys (the group coordinator's among them); an unknown key
-        raises ``InvalidConfigError``."""
+        """Build from Kafka's dotted keys (the group coordinator's and the ``ssl.*`` ones among
+        them); an unknown key raises ``InvalidConfigError``."""
         # the annotations are strings here ("int", "str | None"): the kind is the first name
         kinds = {f.name: str(f.type).split("|")[0].strip() for f in dataclasses.fields(cls)}
         values: dict[str, Any] = {}
         groups = {key: raw for key, raw in properties.items() if key in GROUP_KEYS}
         for key, raw in properties.items():
-            if key in GROUP_KEYS:
+            if key in GROUP_KEYS or is_tls_key(key):
                 continue
             if key not in KEYS:
                 raise unknown_key("kafka server", key, raw)
             values[KEYS[key]] = convert(key, kinds[KEYS[key]], raw)
-        return cls(**values, group_coordinator=GroupCoordinatorConfig.from_properties(groups))
+        listener = _one_listener("listeners", values.get("listeners", DEFAULT_LISTENERS))
+        tls = (TlsConfig.from_properties(properties, listener.name)
+               if listener.name in TLS_PROTOCOLS else None)
+        return cls(**values, group_coordinator=GroupCoordinatorConfig.from_properties(groups),
+                   tls=tls)
 
     def listener(self) -> Listener:
         """The one listener of ``listeners`` (several come with the cluster wiring)."""
         return _one_listener("listeners", self.listeners)
+
+    def is_sasl(self) -> bool:
+        """Whether the listener authenticates its connections (``SASL_PLAINTEXT``,
+        ``SASL_SSL``)."""
+        return self.listener().name in SASL_PROTOCOLS
 
     def enabled_mechanisms(self) -> tuple[str, ...]:
         """The mechanisms of ``sasl.enabled.mechanisms``, in its order; a SASL listener needs one
@@ -149,7 +173,7 @@ class KafkaServerConfig:
         names = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
         if not names:
             raise InvalidConfigError(
-                f"{key}={self.sasl_enabled_mechanisms!r}: a {SASL_PLAINTEXT} listener needs at "
+                f"{key}={self.sasl_enabled_mechanisms!r}: a {self.listener().name} listener needs at "
                 f"least one of {', '.join(SASL_MECHANISMS)}", key=key,
                 value=self.sasl_enabled_mechanisms)
         for name in names:
@@ -161,15 +185,16 @@ class KafkaServerConfig:
 
     def plain_users(self) -> dict[str, str]:
         """PLAIN's users and passwords ({} when PLAIN is not enabled); ``InvalidConfigError``
-        naming ``listener.name.sasl_plaintext.plain.sasl.jaas.config`` when PLAIN is enabled
-        without a user."""
+        naming the listener's ``listener.name.<listener>.plain.sasl.jaas.config`` when PLAIN is
+        enabled without a user."""
         if "PLAIN" not in self.enabled_mechanisms():
             return {}
-        text = self.listener_name_sasl_plaintext_plain_sasl_jaas_config
+        key = PLAIN_JAAS_KEYS[self.listener().name]
+        text = getattr(self, KEYS[key])
         if text is None:
-            raise InvalidConfigError(f"{PLAIN_JAAS_KEY}: PLAIN is enabled without users",
-                                     key=PLAIN_JAAS_KEY, value=None)
-        return plain_users(PLAIN_JAAS_KEY, text)
+            raise InvalidConfigError(f"{key}: PLAIN is enabled without users", key=key,
+                                     value=None)
+        return plain_users(key, text)
 
     def scram_users(self) -> dict[str, str]:
         """The SCRAM users and passwords ({} when no SCRAM mechanism is enabled);
@@ -201,6 +226,6 @@ def _one_listener(key: str, text: str) -> Listener:
         raise InvalidConfigError(f"{key}={text!r}: expected NAME://host:port", key=key,
                                  value=text)
     if name.upper() not in SECURITY_PROTOCOLS:
-        raise InvalidConfigError(f"{key}={text!r}: only PLAINTEXT and SASL_PLAINTEXT listeners "
-                                 "are served", key=key, value=text)
+        raise InvalidConfigError(f"{key}={text!r}: only {', '.join(SECURITY_PROTOCOLS)} "
+                                 "listeners are served", key=key, value=text)
     return Listener(name.upper(), host.strip("[]"), int(port))

@@ -1,5 +1,5 @@
-"""``SaslAuthenticator``: the authentication of one connection to a SASL_PLAINTEXT listener,
-before any other request is served (Kafka's ``SaslServerAuthenticator``).
+"""``SaslAuthenticator``: the authentication of one connection to a SASL_PLAINTEXT or SASL_SSL
+listener, before any other request is served (Kafka's ``SaslServerAuthenticator``).
 
 States and what each admits (anything else closes the connection without an answer, Kafka's
 ``IllegalSaslStateException``)::

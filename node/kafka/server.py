@@ -17,7 +17,10 @@ answer (logged). A connection beyond ``max.connections`` is closed as soon as it
     with KafkaServer(logdir, KafkaServerConfig(listeners="PLAINTEXT://127.0.0.1:0")) as server:
         server.bootstrap_servers        # "127.0.0.1:41231"
 
-On a ``SASL_PLAINTEXT`` listener a connection first authenticates (``sasl.SaslAuthenticator``:
+An ``SSL`` or ``SASL_SSL`` listener speaks TLS (``tls.TlsConfig``: the key store is read when the
+server is made, so a store that cannot be read fails there, naming its key and file); a
+connection that fails its handshake is closed and the listener goes on. On a ``SASL_PLAINTEXT``
+or ``SASL_SSL`` listener a connection first authenticates (``sasl.SaslAuthenticator``:
 ApiVersions, SaslHandshake, SaslAuthenticate with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 against
 the ``credentials.CredentialCache`` built at construction); until it has, its frames are bounded
 by ``sasl.server.max.receive.size`` and no other request is served. After a failed
@@ -44,7 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 from node.kafka.append_signal import AppendSignal
 from node.kafka.apis import KafkaApis, Replies
 from node.kafka.broker_view import BrokerView, LogDirBrokerView
-from node.kafka.config import SASL_PLAINTEXT, KafkaServerConfig
+from node.kafka.config import KafkaServerConfig
 from node.kafka.context import ServedDir
 from node.kafka.credentials import CredentialCache
 from node.kafka.errors import KafkaProtocolError
@@ -58,6 +61,7 @@ from node.logdir import LogDir
 log = logging.getLogger(__name__)
 
 WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
+HANDSHAKE_TIMEOUT_S = 10.0   # a TLS handshake not done by then: the connection is closed
 LISTEN_BACKLOG = 100
 
 
@@ -93,6 +97,8 @@ class KafkaServer:
                  view: BrokerView | None = None,
                  producer_ids: ProducerIdAllocator | None = None) -> None:
         self.config = config or KafkaServerConfig()
+        # read first: a key store that cannot be read fails before anything is started
+        self._tls = self.config.tls.server_context() if self.config.tls is not None else None
         self.logdir = logdir
         self._bound: tuple[str, int] | None = None
         self._view = view or LogDirBrokerView(logdir, self.config.node_id, self.advertised_address)
@@ -104,7 +110,7 @@ class KafkaServer:
                                  AppendSignal(), self._groups)
         self._apis = KafkaApis(self._served, self._pool)
         self._credentials = (CredentialCache.from_config(self.config)
-                             if self.config.listener().name == SASL_PLAINTEXT else None)
+                             if self.config.is_sasl() else None)
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -190,11 +196,13 @@ class KafkaServer:
         loop = self._loop
         asyncio.set_event_loop(loop)
         listener = self.config.listener()
+        tls = {} if self._tls is None else {"ssl": self._tls,
+                                            "ssl_handshake_timeout": HANDSHAKE_TIMEOUT_S}
         try:
             server = loop.run_until_complete(
-                asyncio.start_server(self._accept, sock=every_interface(listener.port))
+                asyncio.start_server(self._accept, sock=every_interface(listener.port), **tls)
                 if not listener.host else
-                asyncio.start_server(self._accept, listener.host, listener.port))
+                asyncio.start_server(self._accept, listener.host, listener.port, **tls))
             host, port = server.sockets[0].getsockname()[:2]
             self._bound = (host, port)
         except BaseException as err:

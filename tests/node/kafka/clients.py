@@ -67,3 +67,65 @@ def poll_messages(c: ck.Consumer, count: int, deadline_s: float = DEADLINE_S) ->
         got.append(msg)
     assert len(got) == count, f"consumed {len(got)} of {count}"
     return got
+
+
+def kafka_python_round_trip(bootstrap: str, topic: str, values: list[bytes],
+                            **settings: Any) -> tuple[list[int], list[bytes]]:
+    """kafka-python produces ``values`` to partition 0 of ``topic``, then reads them back from
+    the start with its own connection settings ``settings`` (``security_protocol``, ...): the
+    offsets acknowledged and the values read."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    p = KafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=5000, max_block_ms=10000,
+                      **settings)
+    try:
+        offsets = [p.send(topic, value=v, partition=0).get(timeout=DEADLINE_S).offset
+                   for v in values]
+    finally:
+        p.close(timeout=5)
+    c = KafkaConsumer(bootstrap_servers=bootstrap, consumer_timeout_ms=int(DEADLINE_S * 1000),
+                      request_timeout_ms=6000, **settings)
+    try:
+        c.assign([TopicPartition(topic, 0)])
+        c.seek_to_beginning()
+        got: list[bytes] = []
+        for message in c:
+            got.append(message.value)
+            if len(got) == len(values):
+                break
+    finally:
+        c.close()
+    return offsets, got
+
+
+def aiokafka_round_trip(bootstrap: str, topic: str, values: list[bytes],
+                        **settings: Any) -> list[bytes]:
+    """aiokafka produces ``values`` to partition 0 of ``topic`` and reads them back from the
+    start, with ``settings`` on both clients; the values read (within the deadline)."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.structs import TopicPartition as AioTopicPartition
+
+    async def run() -> list[bytes]:
+        p = AIOKafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=5000, **settings)
+        await p.start()
+        try:
+            for value in values:
+                await p.send_and_wait(topic, value, partition=0)
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, request_timeout_ms=5000, **settings)
+        await c.start()
+        try:
+            c.assign([AioTopicPartition(topic, 0)])
+            await c.seek_to_beginning()
+            got: list[bytes] = []
+            while len(got) < len(values):
+                batch = await c.getmany(timeout_ms=1000)
+                got.extend(m.value for messages in batch.values() for m in messages)
+            return got
+        finally:
+            await c.stop()
+
+    return asyncio.run(asyncio.wait_for(run(), DEADLINE_S))

@@ -13,14 +13,14 @@ from typing import Any
 import confluent_kafka as ck
 import kafka.errors
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError as AioKafkaError
-from aiokafka.structs import TopicPartition as AioTopicPartition
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer
 
 from node.kafka.server import KafkaServer
 from node.logdir import LogDir
-from tests.node.kafka.clients import consume, consumer, produce_all, producer
+from tests.node.kafka.clients import (aiokafka_round_trip, consume, consumer,
+                                      kafka_python_round_trip, produce_all, producer)
 from tests.node.kafka.test_sasl import SaslServe, serve_sasl  # noqa: F401 (fixture)
 
 TIMEOUT_S = 15
@@ -77,29 +77,11 @@ def test_confluent_kafka_wrong_password_is_an_authentication_error(
 def test_kafka_python_round_trip(logdir: LogDir, sasl_server: KafkaServer,
                                  mechanism: str) -> None:
     user, password = USERS[mechanism]
-    auth = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism,
-            "sasl_plain_username": user, "sasl_plain_password": password}
-    p = KafkaProducer(bootstrap_servers=sasl_server.bootstrap_servers, request_timeout_ms=5000,
-                      max_block_ms=10000, **auth)
-    try:
-        metas = [p.send("t", value=b"k%d" % i, partition=0).get(timeout=TIMEOUT_S)
-                 for i in range(3)]
-    finally:
-        p.close(timeout=5)
-    assert [m.offset for m in metas] == [0, 1, 2]
-    c = KafkaConsumer(bootstrap_servers=sasl_server.bootstrap_servers,
-                      consumer_timeout_ms=TIMEOUT_S * 1000, request_timeout_ms=6000, **auth)
-    try:
-        c.assign([TopicPartition("t", 0)])
-        c.seek_to_beginning()
-        got = []
-        for message in c:
-            got.append(message.value)
-            if len(got) == 3:
-                break
-    finally:
-        c.close()
-    assert got == [b"k0", b"k1", b"k2"]
+    values = [b"k0", b"k1", b"k2"]
+    assert kafka_python_round_trip(
+        sasl_server.bootstrap_servers, "t", values, security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism=mechanism, sasl_plain_username=user,
+        sasl_plain_password=password) == ([0, 1, 2], values)
 
 
 def test_kafka_python_wrong_password_is_an_authentication_error(
@@ -115,33 +97,10 @@ def test_kafka_python_wrong_password_is_an_authentication_error(
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_aiokafka_round_trip(sasl_server: KafkaServer, mechanism: str) -> None:
     user, password = USERS[mechanism]
-    auth = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism,
-            "sasl_plain_username": user, "sasl_plain_password": password}
-
-    async def run() -> list[bytes]:
-        p = AIOKafkaProducer(bootstrap_servers=sasl_server.bootstrap_servers,
-                             request_timeout_ms=5000, **auth)
-        await p.start()
-        try:
-            for i in range(3):
-                await p.send_and_wait("t", b"m%d" % i, partition=0)
-        finally:
-            await p.stop()
-        c = AIOKafkaConsumer(bootstrap_servers=sasl_server.bootstrap_servers,
-                             request_timeout_ms=5000, **auth)
-        await c.start()
-        try:
-            c.assign([AioTopicPartition("t", 0)])
-            await c.seek_to_beginning()
-            got: list[bytes] = []
-            while len(got) < 3:
-                batch = await c.getmany(timeout_ms=1000)
-                got.extend(m.value for messages in batch.values() for m in messages)
-            return got
-        finally:
-            await c.stop()
-
-    assert asyncio.run(asyncio.wait_for(run(), TIMEOUT_S)) == [b"m0", b"m1", b"m2"]
+    values = [b"m0", b"m1", b"m2"]
+    assert aiokafka_round_trip(sasl_server.bootstrap_servers, "t", values,
+                               security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism,
+                               sasl_plain_username=user, sasl_plain_password=password) == values
 
 
 def test_aiokafka_wrong_password_is_an_authentication_error(

@@ -76,7 +76,9 @@ def test_metadata_names_the_advertised_listener(logdir: LogDir, serve: Serve) ->
 
 def test_listener_settings_are_checked_naming_the_key() -> None:
     with pytest.raises(InvalidConfigError, match="listeners"):
-        KafkaServerConfig(listeners="SSL://127.0.0.1:9093")
+        KafkaServerConfig(listeners="SSH://127.0.0.1:9093")
+    with pytest.raises(InvalidConfigError, match="ssl.keystore.location"):
+        KafkaServerConfig(listeners="SSL://127.0.0.1:9093")      # TLS without a key store
     with pytest.raises(InvalidConfigError, match="listeners"):
         KafkaServerConfig(listeners="127.0.0.1:9092")
     with pytest.raises(InvalidConfigError, match="no.such.key"):
