@@ -23,7 +23,7 @@ Java's properties format.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,9 +120,11 @@ def read_server_properties(path: str | Path) -> dict[str, str]:
     return {key: value for _, key, value in properties_lines(path)}
 
 
-def properties_lines(path: str | Path) -> list[tuple[int, str, str]]:
+def properties_lines(path: str | Path, known: Callable[[str], bool] | None = None
+                     ) -> list[tuple[int, str, str]]:
     """``(line number, key, value)`` of every entry of the file, checked as
-    ``read_server_properties`` says; a key given twice keeps its last value (as Java does)."""
+    ``read_server_properties`` says; a key given twice keeps its last value (as Java does).
+    ``known`` (a broker's keys by default) says which keys the file may hold."""
     data = Path(path).read_bytes()
     try:
         text = data.decode("utf-8")
@@ -144,10 +146,10 @@ def properties_lines(path: str | Path) -> list[tuple[int, str, str]]:
         if backslashes % 2:
             logical += line[:-1]
             continue
-        entries.append(_entry(path, start, logical + line))
+        entries.append(_entry(path, start, logical + line, known))
         logical = None
     if logical is not None:
-        entries.append(_entry(path, start, logical))
+        entries.append(_entry(path, start, logical, known))
     return entries
 
 
@@ -156,7 +158,8 @@ _JAVA_BLANKS = " \t\f"
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
 
-def _entry(path: str | Path, number: int, line: str) -> tuple[int, str, str]:
+def _entry(path: str | Path, number: int, line: str,
+           known: Callable[[str], bool] | None) -> tuple[int, str, str]:
     """Split a logical line as ``java.util.Properties.load`` does, unescape, check the key."""
     end = 0
     while end < len(line) and line[end] not in "=:" + _JAVA_BLANKS:
@@ -166,8 +169,9 @@ def _entry(path: str | Path, number: int, line: str) -> tuple[int, str, str]:
     if rest[:1] in ("=", ":") and (end == len(line) or line[end] in _JAVA_BLANKS + "=:"):
         rest = rest[1:].lstrip(_JAVA_BLANKS)
     key, value = _unescape(path, number, line[:end]), _unescape(path, number, rest).rstrip()
-    if not _known_key(key):
-        raise InvalidConfigError(f"{path} line {number}: unknown broker config key {key!r}",
+    if not (known or _known_key)(key):
+        scope = "broker config" if known is None else "config"
+        raise InvalidConfigError(f"{path} line {number}: unknown {scope} key {key!r}",
                                  path=str(path), line=number, key=key)
     return number, key, value
 

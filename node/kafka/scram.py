@@ -82,7 +82,8 @@ def secure_random_string() -> str:
             return out
 
 
-def _hmac(mechanism: ScramMechanism, key: bytes, data: bytes) -> bytes:
+def scram_hmac(mechanism: ScramMechanism, key: bytes, data: bytes) -> bytes:
+    """HMAC-H of ``data`` with ``key`` (RFC 5802's HMAC)."""
     return hmac.new(key, data, mechanism.hash_name).digest()
 
 
@@ -96,9 +97,9 @@ def salted_password(mechanism: ScramMechanism, password: str, salt: bytes,
 def credential_from_salted_password(mechanism: ScramMechanism, salt: bytes,
                                     salted: bytes, iterations: int) -> ScramCredential:
     """The stored credential of a salted password (Kafka's ``generateCredential``)."""
-    client_key = _hmac(mechanism, salted, b"Client Key")
+    client_key = scram_hmac(mechanism, salted, b"Client Key")
     stored_key = hashlib.new(mechanism.hash_name, client_key).digest()
-    server_key = _hmac(mechanism, salted, b"Server Key")
+    server_key = scram_hmac(mechanism, salted, b"Server Key")
     return ScramCredential(salt, stored_key, server_key, iterations)
 
 
@@ -200,13 +201,13 @@ class ScramServer:
         auth_message = ",".join((self._client_first.bare, self._server_first.text(),
                                  final.without_proof)).encode("utf-8")
         credential = self._credential
-        client_signature = _hmac(self.mechanism, credential.stored_key, auth_message)
+        client_signature = scram_hmac(self.mechanism, credential.stored_key, auth_message)
         if len(final.proof) != len(client_signature):
             raise invalid_credentials(name, "invalid client credentials")
         client_key = bytes(a ^ b for a, b in zip(client_signature, final.proof))
         computed = hashlib.new(self.mechanism.hash_name, client_key).digest()
         if not hmac.compare_digest(computed, credential.stored_key):
             raise invalid_credentials(name, "invalid client credentials")
-        signature = _hmac(self.mechanism, credential.server_key, auth_message)
+        signature = scram_hmac(self.mechanism, credential.server_key, auth_message)
         self._credential = None
         return server_final_message(signature).encode("ascii")

@@ -3,7 +3,8 @@ cluster, as ``kafka-consumer-groups`` shows and changes them, over the Kafka pro
 (``ops.tools.kafka_admin``), so it works against any broker that speaks it.
 
 The brokers are ``--bootstrap-server`` (Kafka's flag), else those of the running Strata cluster
-of ``--address``/``--namespace`` (its ``listeners``). The tables have kafka-consumer-groups'
+of ``--address``/``--namespace`` (its ``listeners``). ``--command-config`` (Kafka's flag) names
+the client properties of a TLS or SASL listener (``ops.tools.client_security``). The tables have kafka-consumer-groups'
 columns: ``describe`` GROUP, TOPIC, PARTITION, CURRENT-OFFSET, LOG-END-OFFSET, LAG,
 CONSUMER-ID, HOST, CLIENT-ID (``--members``: one row a member; ``--state``: the group's
 coordinator, assignor, state and member count); ``reset-offsets`` GROUP, TOPIC, PARTITION,
@@ -27,6 +28,7 @@ from ops.cli import DEFAULT_NAMESPACE, write
 from ops.tools import EXIT_OK, EXIT_PROBLEMS, UsageError
 
 if TYPE_CHECKING:
+    from ops.tools.client_security import ClientSecurity
     from ops.tools.kafka_admin import GroupDescription, KafkaAdmin
 
 MISSING = "-"          # kafka-consumer-groups' MISSING_COLUMN_VALUE
@@ -121,6 +123,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="Ray address of the cluster, when no --bootstrap-server is given")
     parser.add_argument("--namespace", default=DEFAULT_NAMESPACE,
                         help=f"the Strata cluster's Ray namespace (default {DEFAULT_NAMESPACE})")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="client properties for a TLS or SASL listener, as Kafka's tools "
+                             "take them (security.protocol, ssl.truststore.location, "
+                             "sasl.mechanism, sasl.jaas.config, ...)")
     parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
                         help="how long to wait for a broker or a coordinator (default 30)")
     parser.add_argument("--json", action="store_true",
@@ -144,10 +150,29 @@ def admin(args: argparse.Namespace) -> KafkaAdmin:
             raise UsageError(f"the cluster of namespace {args.namespace} has no Kafka listener "
                              "(start it with listeners=... in --config), or give "
                              "--bootstrap-server")
+    security = _security(args.command_config)
     try:
-        return KafkaAdmin(servers, timeout_s=args.timeout)
+        return KafkaAdmin(servers, timeout_s=args.timeout, security=security)
     except ValueError as err:
         raise UsageError(f"--bootstrap-server: {err}") from None
+
+
+def _security(path: str | None) -> ClientSecurity | None:
+    """The connection settings of ``--command-config``; a file that cannot be read, or a
+    setting refused, is a usage error naming the file and the key."""
+    if path is None:
+        return None
+    from cluster.config import properties_lines
+    from ops.tools.client_security import ClientSecurity
+    from storage.errors import InvalidConfigError
+
+    try:
+        properties = {key: value for _, key, value in properties_lines(path, known=bool)}
+        return ClientSecurity.from_properties(properties)
+    except OSError as err:
+        raise UsageError(f"--command-config {path}: {err.strerror or err}") from None
+    except InvalidConfigError as err:
+        raise UsageError(f"--command-config {path}: {err}") from None
 
 
 def _run(args: argparse.Namespace, body: Any) -> int:

@@ -16,14 +16,20 @@ ListOffsets v7, Metadata v12. Requests and responses are kio's schema classes; t
 Kafka's (``node.kafka.framing``): an int32 size, then the request header v2 (client id) and the
 body; the response header v1 for these flexible versions (v0 for OffsetDelete v0).
 
-A broker that cannot be reached, a connection that breaks, and an error code the caller asked
-to see raised are ``KafkaAdminError`` naming the broker and the API.
+Each connection speaks as ``security`` says (``ops.tools.client_security.ClientSecurity``: TLS
+and SASL from Kafka's client properties; plaintext by default): TLS is set up as the connection
+opens, and SASL authenticates it before its first request.
+
+A broker that cannot be reached, a connection that breaks, a TLS handshake or a SASL exchange
+that fails, and an error code the caller asked to see raised are ``KafkaAdminError`` naming the
+broker and the API.
 """
 
 from __future__ import annotations
 
 import io
 import socket
+import ssl
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -35,7 +41,9 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from node.kafka.codec import build
+from node.kafka.errors import SaslAuthenticationError
 from node.kafka.framing import SIZE, frame
+from ops.tools.client_security import ClientSecurity
 
 FIND_COORDINATOR, LIST_GROUPS, DESCRIBE_GROUPS = 10, 16, 15
 OFFSET_FETCH, OFFSET_COMMIT, OFFSET_DELETE, DELETE_GROUPS = 9, 8, 47, 42
@@ -121,7 +129,8 @@ def parse_bootstrap(servers: str) -> list[Address]:
 class _Connection:
     """One blocking connection to one broker, one request at a time."""
 
-    def __init__(self, address: Address, client_id: str, timeout_s: float) -> None:
+    def __init__(self, address: Address, client_id: str, timeout_s: float,
+                 security: ClientSecurity) -> None:
         self.name = f"{address[0]}:{address[1]}"
         self._client_id = client_id
         self._correlation = 0
@@ -130,9 +139,26 @@ class _Connection:
         except OSError as err:
             raise KafkaAdminError(f"cannot reach the broker {self.name}: {err}",
                                   broker=self.name) from None
+        try:
+            if security.tls is not None:
+                self._sock = security.tls.wrap_socket(self._sock, server_hostname=address[0])
+            security.authenticate(self.request, self.name)
+        except ssl.SSLError as err:
+            self._sock.close()
+            raise KafkaAdminError(f"TLS with the broker {self.name} failed: "
+                                  f"{err.reason or err}", broker=self.name) from None
+        except SaslAuthenticationError as err:
+            self._sock.close()
+            raise KafkaAdminError(str(err), broker=self.name, api="SaslAuthenticate") from None
+        except BaseException:
+            self._sock.close()
+            raise
 
     def call(self, api_key: int, values: Mapping[str, Any]) -> Any:
-        version = VERSIONS[api_key]
+        return self.request(api_key, VERSIONS[api_key], values)
+
+    def request(self, api_key: int, version: int, values: Mapping[str, Any]) -> Any:
+        """One request of ``api_key`` at ``version``; its decoded answer."""
         request_cls = load_request_schema(api_key, version)
         response_cls = load_response_schema(api_key, version)
         self._correlation += 1
@@ -142,7 +168,7 @@ class _Connection:
             request_api_key=api_key, request_api_version=version,
             correlation_id=self._correlation, client_id=self._client_id))
         entity_writer(request_cls)(out, build(request_cls, values))
-        api = API_NAMES[api_key]
+        api = API_NAMES.get(api_key, f"API {api_key}")
         try:
             self._sock.sendall(frame(out.getvalue()))
             size = SIZE.unpack(self._read(SIZE.size))[0]
@@ -177,10 +203,11 @@ class KafkaAdmin:
     (``host:port,...``). Not thread-safe; ``close`` (or ``with``) closes its connections."""
 
     def __init__(self, bootstrap_servers: str, *, client_id: str = "strata-admin",
-                 timeout_s: float = 30.0) -> None:
+                 timeout_s: float = 30.0, security: ClientSecurity | None = None) -> None:
         self._bootstrap = parse_bootstrap(bootstrap_servers)
         self._client_id = client_id
         self._timeout_s = timeout_s
+        self._security = security or ClientSecurity()
         self._connections: dict[Address, _Connection] = {}
 
     def __enter__(self) -> KafkaAdmin:
@@ -391,8 +418,8 @@ class KafkaAdmin:
     def _call(self, address: Address, api_key: int, values: Mapping[str, Any]) -> Any:
         connection = self._connections.get(address)
         if connection is None:
-            connection = self._connections[address] = _Connection(address, self._client_id,
-                                                                   self._timeout_s)
+            connection = self._connections[address] = _Connection(
+                address, self._client_id, self._timeout_s, self._security)
         try:
             return connection.call(api_key, values)
         except KafkaAdminError:
