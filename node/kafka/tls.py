@@ -34,6 +34,7 @@ file, its path; a password or a key never appears in one, nor in the config's re
 
 from __future__ import annotations
 
+import logging
 import os
 import ssl
 import tempfile
@@ -42,6 +43,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from storage.errors import InvalidConfigError
+
+log = logging.getLogger(__name__)
 
 PEM, PKCS12, JKS = "PEM", "PKCS12", "JKS"
 STORE_TYPES = (JKS, PKCS12, PEM)
@@ -122,7 +125,12 @@ class TlsConfig:
         prefix = f"{LISTENER_PREFIX}{listener.lower()}."
         values: dict[str, Any] = {}
         for key, raw in properties.items():
-            if key in KEYS and not (key == CLIENT_AUTH_KEY and listener == "SASL_SSL"):
+            if key == CLIENT_AUTH_KEY and listener == "SASL_SSL":
+                if str(raw).strip() != "none":
+                    log.warning("%s=%s applies to SSL listeners only (Kafka's rule): a SASL_SSL "
+                                "listener asks for client certificates by %s%s", key, raw,
+                                prefix, key)
+            elif key in KEYS:
                 values.setdefault(KEYS[key], str(raw).strip())
         for key, raw in properties.items():
             if key.startswith(prefix) and key[len(prefix):] in KEYS:

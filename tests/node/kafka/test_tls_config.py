@@ -131,12 +131,16 @@ def test_the_listener_prefixed_key_overrides_and_another_listeners_is_left_alone
     assert sasl.keystore_location == "/plain.pem"
 
 
-def test_sasl_ssl_takes_ssl_client_auth_only_from_its_prefixed_key() -> None:
+def test_sasl_ssl_takes_ssl_client_auth_only_from_its_prefixed_key(
+        caplog: pytest.LogCaptureFixture) -> None:
     store = {"ssl.keystore.type": "PEM", "ssl.keystore.location": "/k.pem"}
     assert TlsConfig.from_properties({**store, "ssl.client.auth": "required"},
                                      "SSL").client_auth == "required"
+    assert not caplog.records
     assert TlsConfig.from_properties({**store, "ssl.client.auth": "required"},
                                      "SASL_SSL").client_auth == "none"
+    assert "a SASL_SSL listener asks for client certificates by " \
+           "listener.name.sasl_ssl.ssl.client.auth" in caplog.text
     assert TlsConfig.from_properties(
         {**store, "ssl.client.auth": "none",
          "listener.name.sasl_ssl.ssl.client.auth": "requested"}, "SASL_SSL"
