@@ -201,11 +201,11 @@ def _unescape(path: str | Path, number: int, text: str) -> str:
 
 def _known_key(key: str) -> bool:
     """A key of ours (any scope) or one Kafka's broker reads."""
-    from cluster.kafka.keys import is_kafka_broker_key
+    from cluster.kafka.keys import STRATA_BROKER_KEYS, is_kafka_broker_key
 
     return (key in LOG_DIRS_KEYS or key in BROKER_SYNONYMS or key in TOPIC_KEYS
             or key in CLEANER_KEYS or key in LOG_DIR_KEYS or key in TXN_KEYS
-            or is_kafka_broker_key(key))
+            or key in STRATA_BROKER_KEYS or is_kafka_broker_key(key))
 
 
 def _text(value: object) -> str:

@@ -114,6 +114,11 @@ zookeeper.ssl.truststore.password zookeeper.ssl.truststore.type
 """.split())
 
 
+STRATA_BROKER_KEYS: frozenset[str] = frozenset({"strata.sasl.scram.users"})
+"""The keys of ``node.kafka.config.KEYS`` that are Strata's own, not Kafka's (plain data here:
+the broker config checks them without importing the protocol's schemas)."""
+
+
 def is_kafka_broker_key(key: str) -> bool:
     """Whether Kafka's broker knows ``key`` (a name of ``KAFKA_BROKER_KEYS`` or of a family)."""
     return key in KAFKA_BROKER_KEYS or key.startswith(KAFKA_BROKER_PREFIXES)

@@ -176,13 +176,17 @@ def _security(path: str | None) -> ClientSecurity | None:
 
 
 def _run(args: argparse.Namespace, body: Any) -> int:
-    from ops.tools.kafka_admin import KafkaAdminError
+    from ops.tools.kafka_admin import CLOSED_BY_BROKER, KafkaAdminError
 
     with admin(args) as client:
         try:
             return body(client)
         except KafkaAdminError as err:
-            print(f"strata groups: error: {err}", file=sys.stderr)
+            hint = ""
+            if args.command_config is None and CLOSED_BY_BROKER in str(err):
+                hint = ("\n(a TLS or SASL listener closes a plaintext connection: give its "
+                        "client properties with --command-config FILE)")
+            print(f"strata groups: error: {err}{hint}", file=sys.stderr)
             return EXIT_PROBLEMS
 
 

@@ -58,6 +58,7 @@ RETRIABLE = frozenset({ErrorCode.coordinator_not_available, ErrorCode.coordinato
                        ErrorCode.not_coordinator})
 LATEST, EARLIEST = -1, -2          # ListOffsets' special timestamps
 RETRY_S = 0.1
+CLOSED_BY_BROKER = "the broker closed the connection"
 Address = tuple[str, int]
 TopicPartition = tuple[str, int]
 
@@ -189,7 +190,7 @@ class _Connection:
         while left:
             chunk = self._sock.recv(min(left, 1 << 20))
             if not chunk:
-                raise ConnectionError("the broker closed the connection")
+                raise ConnectionError(CLOSED_BY_BROKER)
             chunks.append(chunk)
             left -= len(chunk)
         return b"".join(chunks)

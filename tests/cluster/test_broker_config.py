@@ -117,3 +117,18 @@ def test_server_properties_refuse_unknown_keys_and_bad_bytes_naming_the_line(
 def test_a_key_kafka_does_not_know_is_refused_by_set_too() -> None:
     with pytest.raises(InvalidConfigError, match="brokr.id"):
         BrokerConfig.from_properties({"brokr.id": "1"})
+
+
+def test_every_key_a_kafka_listener_takes_is_a_broker_key_a_cluster_accepts(
+        tmp_path: Path) -> None:
+    from node.groups.config import KEYS as GROUP_KEYS
+    from node.kafka.config import KEYS as LISTENER_KEYS
+    from node.kafka.tls import KEYS as TLS_KEYS
+
+    keys = [*LISTENER_KEYS, *GROUP_KEYS, *TLS_KEYS, "listener.name.ssl.ssl.keystore.location",
+            "listener.name.sasl_ssl.ssl.client.auth"]
+    path = tmp_path / "server.properties"
+    path.write_text("".join(f"{key}=x\n" for key in keys))
+    assert sorted(read_server_properties(path)) == sorted(keys)
+    config = BrokerConfig.from_properties({"strata.sasl.scram.users": "ops:ops-secret"})
+    assert config.properties["strata.sasl.scram.users"] == "ops:ops-secret"

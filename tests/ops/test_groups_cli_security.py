@@ -178,3 +178,14 @@ def test_a_misspelt_security_key_is_a_usage_error_naming_file_and_key(
     code, _, err = groups(capsys, ssl_broker, config, "list")
     assert code == 2
     assert f"--command-config {config}: ssl.trustore.location" in err
+
+
+def test_a_plaintext_try_on_a_tls_listener_is_told_of_command_config(
+        ssl_broker: KafkaServer, capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    code = main(["groups", "list", "--bootstrap-server", ssl_broker.bootstrap_servers,
+                 "--timeout", "10"])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert "the broker closed the connection" in err
+    assert "give its client properties with --command-config FILE" in err
