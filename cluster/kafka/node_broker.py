@@ -55,11 +55,18 @@ class NodeBroker:
         self._lock = threading.Lock()
         self._server: KafkaServer | None = None
         self._node_id: int | None = None
+        self._failure: str | None = None
         self._closed = False
 
     @property
     def configured(self) -> bool:
         return bool(self._properties)
+
+    @property
+    def failure(self) -> str | None:
+        """Why the last ``serve`` could not start the broker (a port taken, a TLS store this
+        host cannot read), or None."""
+        return self._failure
 
     def identified(self) -> bool:
         """Whether the directory's ``meta.properties`` names its node and cluster."""
@@ -81,45 +88,53 @@ class NodeBroker:
                 return self._advertised(self._server)
             if not self._properties:
                 return None
-            meta = read_meta_properties(logdir.path)
-            if meta is None or meta.node_id is None or meta.cluster_id is None:
-                raise StorageError(f"log directory {self._log_dir} carries no node.id and "
-                                   "cluster.id yet (meta.properties): not a broker until the "
-                                   "cluster's start writes them", directory=self._log_dir)
-            from cluster.kafka.brokers import ClusterBrokerView, NodeProducerIds
-            from node.kafka.config import KafkaServerConfig
-            from node.kafka.server import KafkaServer
+            try:
+                return self._start(logdir)
+            except ListenerBindError as err:
+                self._failure = str(err)
+                raise
 
-            config = KafkaServerConfig.from_properties(
-                {**self._properties, "node.id": str(meta.node_id)})
-            started: list[KafkaServer] = []
-            view = ClusterBrokerView(
-                node_id=meta.node_id, cluster_id=meta.cluster_id, log_dir=self._log_dir,
-                logdir=logdir, endpoint=lambda: self._advertised(started[0]),
-                coordinator=self._coordinator, node_handle=self._node_handle,
-                moves_in=self._moves_in)
-            try:
-                server = KafkaServer(logdir, config, view=view,
-                                     producer_ids=NodeProducerIds(logdir.path, meta.node_id))
-            except InvalidConfigError as err:   # a TLS store this host cannot read
-                raise ListenerBindError(
-                    f"log directory {self._log_dir} (node.id {meta.node_id}) cannot serve "
-                    f"{config.listeners}: {err}", directory=self._log_dir,
-                    key=err.fields.get("key"), value=err.fields.get("value")) from None
-            started.append(server)
-            try:
-                server.start()
-            except OSError as err:
-                raise ListenerBindError(
-                    f"log directory {self._log_dir} (node.id {meta.node_id}) cannot listen on "
-                    f"{config.listeners}: {err.strerror or err}; choose other ports "
-                    "(listeners: directory i takes port + i)", directory=self._log_dir,
-                    key="listeners", value=config.listeners) from None
-            self._server, self._node_id = server, meta.node_id
-            host, port = self._advertised(server)
-            logger.info("log directory %s is Kafka broker %d at %s:%d", self._log_dir,
-                        meta.node_id, host, port)
-            return host, port
+    def _start(self, logdir: LogDir) -> tuple[str, int]:
+        """``serve``'s start of the server, under its lock."""
+        meta = read_meta_properties(logdir.path)
+        if meta is None or meta.node_id is None or meta.cluster_id is None:
+            raise StorageError(f"log directory {self._log_dir} carries no node.id and "
+                               "cluster.id yet (meta.properties): not a broker until the "
+                               "cluster's start writes them", directory=self._log_dir)
+        from cluster.kafka.brokers import ClusterBrokerView, NodeProducerIds
+        from node.kafka.config import KafkaServerConfig
+        from node.kafka.server import KafkaServer
+
+        config = KafkaServerConfig.from_properties(
+            {**self._properties, "node.id": str(meta.node_id)})
+        started: list[KafkaServer] = []
+        view = ClusterBrokerView(
+            node_id=meta.node_id, cluster_id=meta.cluster_id, log_dir=self._log_dir,
+            logdir=logdir, endpoint=lambda: self._advertised(started[0]),
+            coordinator=self._coordinator, node_handle=self._node_handle,
+            moves_in=self._moves_in)
+        try:
+            server = KafkaServer(logdir, config, view=view,
+                                 producer_ids=NodeProducerIds(logdir.path, meta.node_id))
+        except InvalidConfigError as err:   # a TLS store this host cannot read
+            raise ListenerBindError(
+                f"log directory {self._log_dir} (node.id {meta.node_id}) cannot serve "
+                f"{config.listeners}: {err}", directory=self._log_dir,
+                key=err.fields.get("key"), value=err.fields.get("value")) from None
+        started.append(server)
+        try:
+            server.start()
+        except OSError as err:
+            raise ListenerBindError(
+                f"log directory {self._log_dir} (node.id {meta.node_id}) cannot listen on "
+                f"{config.listeners}: {err.strerror or err}; choose other ports "
+                "(listeners: directory i takes port + i)", directory=self._log_dir,
+                key="listeners", value=config.listeners) from None
+        self._server, self._node_id, self._failure = server, meta.node_id, None
+        host, port = self._advertised(server)
+        logger.info("log directory %s is Kafka broker %d at %s:%d", self._log_dir,
+                    meta.node_id, host, port)
+        return host, port
 
     def endpoint(self) -> tuple[int, str, int] | None:
         """(node id, advertised host, port) while serving, else None; None too once the directory

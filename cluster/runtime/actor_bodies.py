@@ -90,6 +90,11 @@ class NodeBody(LogDirServer):
         """(node id, advertised host, port) of this directory's broker while it serves."""
         return self._broker.endpoint()
 
+    def kafka_state(self) -> tuple[bool, tuple[int, str, int] | None, str | None]:
+        """(whether the cluster serves Kafka, this broker's endpoint while it serves, why its
+        last start failed): what a node restart reports of its broker."""
+        return self._broker.configured, self._broker.endpoint(), self._broker.failure
+
     def committed_offsets(self) -> tuple[CommittedOffset, ...]:
         """The committed offsets of the groups this directory's broker coordinates
         (``cluster.metrics.consumer_lag``)."""

@@ -72,6 +72,7 @@ NODE_METHODS: dict[str, tuple[str | None, int]] = {
     "append_buffer_or_moved": ("io", NO_RETRY),
     "identity": (None, RETRY), "write_identity": ("admin", NO_RETRY),
     "serve_kafka": (None, NO_RETRY), "kafka_endpoint": (None, RETRY),
+    "kafka_state": (None, RETRY),
     "committed_offsets": (None, RETRY), "log_end_offsets": (None, RETRY),
 }
 WORKER_GROUPS = {"clean": 1, "control": 4}

@@ -12,7 +12,9 @@ one process is the broker restart for that directory alone. The steps:
 2. end its process (``RayHandle.kill_and_restart``); Ray starts it again, and the new process
    takes ``.lock`` and loads the directory: after an offline, without the clean-shutdown marker,
    so every log is recovered from its checkpointed recovery point, as after a crash;
-3. wait until a process with another pid answers and its load is done.
+3. wait until a process with another pid answers and its load is done, and, in a cluster that
+   serves Kafka, until its broker listens again or says why it cannot (a port taken, a TLS key
+   store it cannot read).
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ class NodeRestart:
     partitions its load skipped (``not_loaded``: "name: error: reason", e.g. a partition whose
     files are still unwritable; the directory serves the others), whether it had been closed
     cleanly before (then the load recovered nothing), what the load recovered, and how long the
-    whole restart took. ``serving`` is online with every partition loaded."""
+    whole restart took. In a cluster serving Kafka, ``kafka_broker`` is the broker's advertised
+    "host:port" once it listens again, ``kafka_error`` why it does not. ``serving`` is online
+    with every partition loaded and, in such a cluster, the broker listening."""
 
     log_dir: str
     old_pid: int | None
@@ -48,10 +52,12 @@ class NodeRestart:
     partitions: int
     not_loaded: tuple[str, ...]
     elapsed_s: float
+    kafka_broker: str | None = None
+    kafka_error: str | None = None
 
     @property
     def serving(self) -> bool:
-        return self.online and not self.not_loaded
+        return self.online and not self.not_loaded and self.kafka_error is None
 
 
 def restart_node(node: RayHandle, log_dir: str, timeout_s: float = 300.0) -> NodeRestart:
@@ -73,6 +79,7 @@ def restart_node(node: RayHandle, log_dir: str, timeout_s: float = 300.0) -> Nod
     _wait(lambda: _loaded(node), deadline, log_dir, "its directory did not finish loading")
     stats = node.call("stats", timeout=60)
     loads = _load_results(node)
+    broker, broker_error = _broker(node, deadline) if stats.online else (None, None)
     return NodeRestart(
         log_dir=log_dir, old_pid=old_pid, new_pid=int(new_pid), online=bool(stats.online),
         offline_reason=stats.offline_reason, closed_cleanly=closed_cleanly,
@@ -80,7 +87,23 @@ def restart_node(node: RayHandle, log_dir: str, timeout_s: float = 300.0) -> Nod
         truncated_bytes=sum(int(r.get("truncated_bytes", 0)) for r in loads),
         partitions=stats.partitions_count,
         not_loaded=tuple(f"{p.name}: {p.error}: {p.reason}" for p in stats.problems),
-        elapsed_s=time.monotonic() - began)
+        elapsed_s=time.monotonic() - began, kafka_broker=broker, kafka_error=broker_error)
+
+
+def _broker(node: RayHandle, deadline: float) -> tuple[str | None, str | None]:
+    """The restarted broker's "host:port" once it listens, or why it does not (None, None in a
+    cluster without Kafka listeners). It starts by itself once the directory has loaded."""
+    while True:
+        configured, endpoint, failure = node.call("kafka_state", timeout=30)
+        if not configured:
+            return None, None
+        if endpoint is not None:
+            return f"{endpoint[1]}:{endpoint[2]}", None
+        if failure is not None:
+            return None, failure
+        if time.monotonic() >= deadline:
+            return None, "its Kafka broker did not start before the restart's timeout"
+        time.sleep(POLL_S)
 
 
 def _pid(node: RayHandle) -> int | None:

@@ -220,6 +220,7 @@ class TlsConfig:
         does not match its certificate)."""
         self.require_keystore()
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.options |= ssl.OP_NO_RENEGOTIATION     # no client-started renegotiation (TLS 1.2)
         context.minimum_version, context.maximum_version = self.protocol_range()
         self._load_keystore(context)
         context.verify_mode = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,

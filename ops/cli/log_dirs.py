@@ -56,7 +56,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "directory is recovered from its recovery points, as after a crash). The "
                     "other directories keep serving. Exits 1 when DIR, or one of its "
                     "partitions, is still offline after the restart (the fault is still "
-                    "there).")
+                    "there), or when its Kafka broker cannot listen again (a port taken, a "
+                    "TLS key store it cannot read).")
     add_common_args(restart)
     restart.add_argument("log_dir", metavar="DIR", help="the log directory whose node restarts")
     restart.add_argument("--timeout", type=float, default=300.0,
@@ -113,9 +114,15 @@ def run_restart(args: argparse.Namespace) -> int:
               f"{len(done.not_loaded)} partitions (still offline): "
               + "; ".join(done.not_loaded), file=sys.stderr)
         return EXIT_PROBLEMS
+    if done.kafka_error is not None:
+        print(f"strata log-dirs: error: restarted the node of {done.log_dir} (pid "
+              f"{done.old_pid} -> {done.new_pid}), online with {done.partitions} partitions, "
+              f"but its Kafka broker does not listen: {done.kafka_error}", file=sys.stderr)
+        return EXIT_PROBLEMS
     if not args.json:
+        broker = f"; Kafka broker at {done.kafka_broker}" if done.kafka_broker else ""
         print(f"restarted the node of {done.log_dir}: pid {done.old_pid} -> {done.new_pid}; "
-              f"online, {done.partitions} partitions ({how}) in {done.elapsed_s:.1f} s")
+              f"online, {done.partitions} partitions ({how}){broker} in {done.elapsed_s:.1f} s")
     return EXIT_OK
 
 

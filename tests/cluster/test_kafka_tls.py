@@ -1,11 +1,13 @@
 """A cluster whose brokers listen over TLS: every directory's broker takes the cluster's ``ssl.*``
 keys (listener-prefixed among them), kcat lists the three brokers over ``SSL`` and librdkafka
-produces to and consumes from all of them; a key store that a node cannot read undoes the start,
-naming the directory and the key."""
+produces to and consumes from all of them; a certificate is rotated by replacing its file and
+restarting the directory's node (the runbook's way); a key store that a node cannot read undoes
+the start, naming the directory and the key."""
 
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from cluster.errors import ClusterNotRunningError, ListenerBindError
 from tests.cluster.conftest import FAST
 from tests.node.kafka.certificates import make_certificates
 from tests.node.kafka.clients import consume, consumer, produce_all, producer
+from tests.node.kafka.test_tls_clients import metadata_ok
 
 TIMEOUT_S = 20
 
@@ -49,6 +52,43 @@ def test_three_brokers_serve_kafka_clients_over_tls(start_cluster, tmp_path: Pat
     finally:
         reader.close()
     assert [r.value for r in c.consume("secure", 1)] == [b"1-%d" % i for i in range(5)]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_certificate_is_rotated_by_replacing_its_file_and_restarting_the_node_which_reports_a_store_it_cannot_read(
+        start_cluster, tmp_path: Path) -> None:
+    old, new = make_certificates(tmp_path / "old"), make_certificates(tmp_path / "new")
+    store = tmp_path / "broker.pem"
+    shutil.copyfile(old.server_pem, store)
+    c = start_cluster(dirs=1, config={**FAST, "listeners": f"SSL://127.0.0.1:{free_port()}",
+                                      "ssl.keystore.type": "PEM",
+                                      "ssl.keystore.location": str(store)})
+    c.create_topic("t", partitions=1)
+    bootstrap = c.bootstrap_servers
+    trusting_old = {"security.protocol": "SSL", "ssl.ca.location": str(old.ca)}
+    trusting_new = {"security.protocol": "SSL", "ssl.ca.location": str(new.ca)}
+    assert metadata_ok(bootstrap, **trusting_old)
+    assert not metadata_ok(bootstrap, **trusting_new)
+    shutil.copyfile(new.server_pem, store)
+    assert metadata_ok(bootstrap, **trusting_old)        # read at the start, not at each handshake
+    done = c.restart_node(c.description.log_dirs[0])
+    assert (done.serving, done.kafka_broker, done.kafka_error) == (True, bootstrap, None)
+    assert c.bootstrap_servers == bootstrap               # the same fixed port
+    assert metadata_ok(bootstrap, **trusting_new)
+    assert not metadata_ok(bootstrap, **trusting_old)
+
+    store.write_text("not a key store")                  # a rotation gone wrong is reported
+    broken = c.restart_node(c.description.log_dirs[0])
+    assert broken.online and not broken.serving and broken.kafka_broker is None
+    assert "ssl.keystore.location" in broken.kafka_error and str(store) in broken.kafka_error
+    shutil.copyfile(new.server_pem, store)
+    assert c.restart_node(c.description.log_dirs[0]).serving
+    assert metadata_ok(bootstrap, **trusting_new)
 
 
 def test_a_key_store_a_node_cannot_read_undoes_the_start(ray_session: str,
