@@ -33,6 +33,9 @@ from node.kafka.codec import Request, build, response_class
 from node.kafka.config import KEYS, SENSITIVE_KEYS, KafkaServerConfig
 from node.kafka.context import ServedDir
 from node.kafka.errors import error_code_for
+from node.kafka.tls import KEYS as TLS_KEYS
+from node.kafka.tls import SENSITIVE_KEYS as TLS_SENSITIVE_KEYS
+from node.kafka.tls import TlsConfig
 from node.kafka.versions import ApiKey
 from storage import files
 from storage.config import INTEGER_KEYS, TOPIC_KEYS, LogConfig
@@ -229,13 +232,29 @@ def _describe(served: ServedDir, resource_type: int, name: str
             return (ErrorCode.invalid_request,
                     f"broker {name!r} is not this broker ({served.view.node_id})", [])
         settings = to_properties(served.config, KEYS)
-        return ErrorCode.none, None, [
+        entries = [
             _entry(key, None if getattr(served.config, KEYS[key]) is None
                    or key in SENSITIVE_KEYS else value, STATIC_BROKER_CONFIG,
                    sensitive=key in SENSITIVE_KEYS, kind=broker_config_type(key))
-            for key, value in sorted(settings.items())]
+            for key, value in settings.items()]
+        if served.config.tls is not None:
+            entries += _tls_entries(served.config.tls)
+        return ErrorCode.none, None, sorted(entries, key=lambda entry: entry["name"])
     return (ErrorCode.invalid_request,
             f"resource type {resource_type} is not a topic (2) or a broker (4)", [])
+
+
+def _tls_entries(tls: TlsConfig) -> list[dict[str, Any]]:
+    """The ``ssl.*`` settings of a TLS listener, the passwords and the private key reported as
+    sensitive, without their value (Kafka's PASSWORD type)."""
+    entries = []
+    for key, name in TLS_KEYS.items():
+        value, sensitive = getattr(tls, name), key in TLS_SENSITIVE_KEYS
+        entries.append(_entry(
+            key, None if value is None or sensitive else str(value), STATIC_BROKER_CONFIG,
+            sensitive=sensitive, kind=PASSWORD_TYPE if sensitive else
+            LIST_TYPE if key in ("ssl.enabled.protocols", "ssl.cipher.suites") else STRING_TYPE))
+    return entries
 
 
 def _entry(key: str, value: str | None, source: int, sensitive: bool = False,

@@ -173,8 +173,8 @@ class KafkaServerConfig:
         names = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
         if not names:
             raise InvalidConfigError(
-                f"{key}={self.sasl_enabled_mechanisms!r}: a {self.listener().name} listener needs at "
-                f"least one of {', '.join(SASL_MECHANISMS)}", key=key,
+                f"{key}={self.sasl_enabled_mechanisms!r}: a {self.listener().name} listener "
+                f"needs at least one of {', '.join(SASL_MECHANISMS)}", key=key,
                 value=self.sasl_enabled_mechanisms)
         for name in names:
             if name not in SASL_MECHANISMS:

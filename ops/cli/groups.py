@@ -4,8 +4,8 @@ cluster, as ``kafka-consumer-groups`` shows and changes them, over the Kafka pro
 
 The brokers are ``--bootstrap-server`` (Kafka's flag), else those of the running Strata cluster
 of ``--address``/``--namespace`` (its ``listeners``). ``--command-config`` (Kafka's flag) names
-the client properties of a TLS or SASL listener (``ops.tools.client_security``). The tables have kafka-consumer-groups'
-columns: ``describe`` GROUP, TOPIC, PARTITION, CURRENT-OFFSET, LOG-END-OFFSET, LAG,
+the client properties of a TLS or SASL listener (``ops.tools.client_security``). The tables
+have kafka-consumer-groups' columns: ``describe`` GROUP, TOPIC, PARTITION, CURRENT-OFFSET, LOG-END-OFFSET, LAG,
 CONSUMER-ID, HOST, CLIENT-ID (``--members``: one row a member; ``--state``: the group's
 coordinator, assignor, state and member count); ``reset-offsets`` GROUP, TOPIC, PARTITION,
 NEW-OFFSET. As Kafka's tool: offsets are reset only while the group has no members (Empty or

@@ -60,7 +60,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def test_a_certificate_is_rotated_by_replacing_its_file_and_restarting_the_node_which_reports_a_store_it_cannot_read(
+def test_a_certificate_is_rotated_by_replacing_its_file_and_restarting_the_node(
         start_cluster, tmp_path: Path) -> None:
     old, new = make_certificates(tmp_path / "old"), make_certificates(tmp_path / "new")
     store = tmp_path / "broker.pem"

@@ -1,6 +1,6 @@
 """``strata groups --command-config``: the group tool reaches an ``SSL`` listener, a ``SASL_SSL``
-one (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and a ``SASL_PLAINTEXT`` one with the client properties Kafka's tools
-take, and sees the group a real librdkafka consumer committed over the same listener; a wrong
+one (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and a ``SASL_PLAINTEXT`` one with the client
+properties Kafka's tools take, and sees the group a real librdkafka consumer committed over the same listener; a wrong
 password, an untrusted broker and a misspelt security key are one clear line each, naming what
 failed, never the password."""
 
@@ -113,9 +113,10 @@ def test_groups_describes_a_group_over_ssl(ssl_broker: KafkaServer, certs: Certi
         ("orders", 0, 3, 0)]
 
 
-@pytest.mark.parametrize("mechanism, jaas", [("PLAIN", PLAIN_JAAS.format(password="alice-secret")),
-                                             ("SCRAM-SHA-256", SCRAM_JAAS.format(password="carol-secret")),
-                                             ("SCRAM-SHA-512", SCRAM_JAAS.format(password="carol-secret"))])
+@pytest.mark.parametrize("mechanism, jaas", [
+    ("PLAIN", PLAIN_JAAS.format(password="alice-secret")),
+    ("SCRAM-SHA-256", SCRAM_JAAS.format(password="carol-secret")),
+    ("SCRAM-SHA-512", SCRAM_JAAS.format(password="carol-secret"))])
 def test_groups_lists_a_group_over_sasl_ssl(sasl_ssl_broker: KafkaServer, certs: Certificates,
                                             tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                             mechanism: str, jaas: str) -> None:

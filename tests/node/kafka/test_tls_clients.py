@@ -285,8 +285,27 @@ def test_a_key_store_that_cannot_be_read_fails_the_server_before_it_starts(
 
     config = KafkaServerConfig.from_properties({
         "listeners": "SSL://127.0.0.1:0", "ssl.keystore.type": "PKCS12",
-        "ssl.keystore.location": str(certs.server_p12), "ssl.keystore.password": "not-the-password"})
+        "ssl.keystore.location": str(certs.server_p12),
+        "ssl.keystore.password": "not-the-password"})
     with pytest.raises(InvalidConfigError, match="ssl.keystore.location") as caught:
         KafkaServer(logdir, config)
     assert str(certs.server_p12) in str(caught.value)
     assert "not-the-password" not in str(caught.value)
+
+
+def test_describe_configs_reports_the_tls_settings_and_hides_the_passwords(
+        logdir: LogDir, serve: Serve, certs: Certificates) -> None:
+    from confluent_kafka.admin import ConfigResource
+
+    logdir.create_logs("t", [0])
+    server = serve(dotted={"listeners": "SSL://127.0.0.1:0",
+                           **KEYSTORES["encrypted PEM file"](certs)})
+    admin = AdminClient({"bootstrap.servers": server.bootstrap_servers, **trusting(certs)})
+    resource = ConfigResource(ConfigResource.Type.BROKER, "0")
+    configs = admin.describe_configs([resource])[resource].result(timeout=TIMEOUT_S)
+    assert configs["ssl.keystore.location"].value == str(certs.server_encrypted_pem)
+    assert configs["ssl.keystore.type"].value == "PEM"
+    assert configs["ssl.enabled.protocols"].value == "TLSv1.2,TLSv1.3"
+    assert configs["ssl.key.password"].is_sensitive
+    assert configs["ssl.key.password"].value is None
+    assert configs["listeners"].value.startswith("SSL://127.0.0.1:")

@@ -26,7 +26,9 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
 
 def refused(properties: dict[str, str], key: str) -> InvalidConfigError:
     with pytest.raises(InvalidConfigError) as caught:
-        KafkaServerConfig.from_properties({**SSL, **properties}).tls.server_context()  # type: ignore[union-attr]
+        tls = KafkaServerConfig.from_properties({**SSL, **properties}).tls
+        assert tls is not None
+        tls.server_context()
     assert caught.value.key == key, caught.value
     assert str(caught.value).startswith(key), caught.value
     return caught.value
