@@ -14,6 +14,7 @@ the server's error ``e=...``, a wrong server signature) raises ``SaslAuthenticat
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
 import re
@@ -56,7 +57,7 @@ class ScramClient:
             raise SaslAuthenticationError(f"{name}: {iterations} iterations, fewer than "
                                           f"{self.mechanism.min_iterations}")
         salted = salted_password(self.mechanism, self._password,
-                                 base64.b64decode(match["salt"]), iterations)
+                                 _base64(match["salt"], name, "salt"), iterations)
         client_key = scram_hmac(self.mechanism, salted, b"Client Key")
         stored_key = hashlib.new(self.mechanism.hash_name, client_key).digest()
         without_proof = f"c=biws,r={nonce}"
@@ -75,6 +76,13 @@ class ScramClient:
             raise SaslAuthenticationError(f"{name}: invalid server final message {text!r}")
         if match["error"] is not None:
             raise SaslAuthenticationError(f"{name}: the server refused: {match['error']}")
-        if not hmac.compare_digest(base64.b64decode(match["signature"]),
+        if not hmac.compare_digest(_base64(match["signature"], name, "server signature"),
                                    self._server_signature):
             raise SaslAuthenticationError(f"{name}: invalid server signature")
+
+
+def _base64(text: str, mechanism: str, what: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except binascii.Error as err:
+        raise SaslAuthenticationError(f"{mechanism}: the {what} is not base64: {err}") from None

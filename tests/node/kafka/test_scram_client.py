@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from node.kafka.errors import SaslAuthenticationError
 from node.kafka.scram import ScramMechanism
@@ -55,3 +57,32 @@ def test_a_server_final_message_that_must_fail_the_exchange(server_final: bytes,
 
 def test_a_user_name_is_escaped_as_a_saslname() -> None:
     assert ScramClient(SHA256, "a=b,c", "pw", nonce="n0nce").first() == b"n,,n=a=3Db=2Cc,r=n0nce"
+
+
+@settings(max_examples=300, deadline=None)
+@given(server_first=st.binary(max_size=120), server_final=st.binary(max_size=120))
+def test_any_server_answer_fails_only_with_an_authentication_error(server_first: bytes,
+                                                                   server_final: bytes) -> None:
+    client = rfc_client()
+    try:
+        client.final(server_first)
+    except SaslAuthenticationError:
+        return
+    with pytest.raises(SaslAuthenticationError):
+        client.verify(server_final)
+
+
+@settings(max_examples=300, deadline=None)
+@given(salt=st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=",
+                    min_size=1, max_size=30),
+       signature=st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=",
+                         min_size=1, max_size=60))
+def test_malformed_base64_in_a_server_message_is_an_authentication_error(
+        salt: str, signature: str) -> None:
+    client = rfc_client()
+    try:
+        client.final(f"r=rOprNGfwEbeRWgbNEkqOxyz,s={salt},i=4096".encode())
+    except SaslAuthenticationError:
+        return
+    with pytest.raises(SaslAuthenticationError):
+        client.verify(f"v={signature}".encode())
