@@ -9,9 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cluster.kafka.listeners import directory_properties
 from node.kafka.config import KafkaServerConfig
+from node.kafka.tls import KEYS as TLS_KEYS
 from node.kafka.tls import TlsConfig
 from storage.errors import InvalidConfigError
 from tests.node.kafka.certificates import STORE_PASSWORD, Certificates, make_certificates
@@ -182,3 +185,16 @@ def test_a_cluster_hands_every_directory_its_tls_keys() -> None:
     assert chosen == {"listeners": "SSL://127.0.0.1:9094", "ssl.keystore.type": "PEM",
                       "listener.name.ssl.ssl.keystore.location": "/k.pem",
                       "ssl.client.auth": "none"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(sorted(TLS_KEYS) + [
+    "listener.name.ssl.ssl.keystore.location", "listener.name.ssl.ssl.client.auth"]),
+    st.text(max_size=30), max_size=8))
+def test_any_ssl_keys_give_a_config_or_an_error_naming_a_key(properties: dict[str, str]) -> None:
+    try:
+        config = KafkaServerConfig.from_properties({**SSL, **properties})
+    except InvalidConfigError as err:
+        assert err.fields.get("key") is not None, err
+        return
+    assert config.tls is not None and config.tls.has_keystore
