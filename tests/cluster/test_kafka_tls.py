@@ -17,7 +17,7 @@ from cluster.errors import ClusterNotRunningError, ListenerBindError
 from tests.cluster.conftest import FAST
 from tests.node.kafka.certificates import make_certificates
 from tests.node.kafka.clients import consume, consumer, produce_all, producer
-from tests.node.kafka.test_tls_clients import metadata_ok
+from tests.node.kafka.test_tls_clients import metadata_ok, refused
 
 TIMEOUT_S = 20
 
@@ -73,14 +73,14 @@ def test_a_certificate_is_rotated_by_replacing_its_file_and_restarting_the_node(
     trusting_old = {"security.protocol": "SSL", "ssl.ca.location": str(old.ca)}
     trusting_new = {"security.protocol": "SSL", "ssl.ca.location": str(new.ca)}
     assert metadata_ok(bootstrap, **trusting_old)
-    assert not metadata_ok(bootstrap, **trusting_new)
+    assert refused(bootstrap, **trusting_new)
     shutil.copyfile(new.server_pem, store)
     assert metadata_ok(bootstrap, **trusting_old)        # read at the start, not at each handshake
     done = c.restart_node(c.description.log_dirs[0])
     assert (done.serving, done.kafka_broker, done.kafka_error) == (True, bootstrap, None)
     assert c.bootstrap_servers == bootstrap               # the same fixed port
     assert metadata_ok(bootstrap, **trusting_new)
-    assert not metadata_ok(bootstrap, **trusting_old)
+    assert refused(bootstrap, **trusting_old)
 
     store.write_text("not a key store")                  # a rotation gone wrong is reported
     broken = c.restart_node(c.description.log_dirs[0])
