@@ -31,6 +31,7 @@ class Certificates:
     server_key: str             # the same key, inline
     server_chain: str           # the broker's certificate and the authority's, inline
     server_encrypted_pem: Path  # the key encrypted with KEY_PASSWORD, and the chain
+    server_encrypted_key: str   # the encrypted key alone, inline
     server_p12: Path            # PKCS#12 with STORE_PASSWORD
     client_cert: Path
     client_key: Path
@@ -65,8 +66,8 @@ def make_certificates(root: Path) -> Certificates:
         b"kafka", server_key, server_cert, [ca_cert],
         BestAvailableEncryption(STORE_PASSWORD.encode())))
     return Certificates(root, root / "ca.pem", root / "server.pem", key_text, chain,
-                        root / "server-encrypted.pem", root / "server.p12", root / "client.pem",
-                        root / "client.key", root / "other-ca.pem")
+                        root / "server-encrypted.pem", encrypted, root / "server.p12",
+                        root / "client.pem", root / "client.key", root / "other-ca.pem")
 
 
 def _authority(name: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:

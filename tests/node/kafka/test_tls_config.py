@@ -6,6 +6,7 @@ password or key in a repr or an error."""
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ from node.kafka.config import KafkaServerConfig
 from node.kafka.tls import KEYS as TLS_KEYS
 from node.kafka.tls import TlsConfig
 from storage.errors import InvalidConfigError
-from tests.node.kafka.certificates import STORE_PASSWORD, Certificates, make_certificates
+from tests.node.kafka.certificates import (KEY_PASSWORD, STORE_PASSWORD, Certificates,
+                                           make_certificates)
 
 SSL = {"listeners": "SSL://127.0.0.1:0"}
 
@@ -198,3 +200,51 @@ def test_any_ssl_keys_give_a_config_or_an_error_naming_a_key(properties: dict[st
         assert err.fields.get("key") is not None, err
         return
     assert config.tls is not None and config.tls.has_keystore
+
+
+# ---- the scenarios of Kafka's DefaultSslEngineFactoryTest ---------------------------------------
+@pytest.mark.parametrize("form", ["no password", "key password", "trailing new lines",
+                                  "leading new lines", "CRLF"])
+def test_an_inline_pem_key_store_loads(certs: Certificates, form: str) -> None:
+    key, password = ((certs.server_key, None) if form == "no password" else
+                     (certs.server_encrypted_key, KEY_PASSWORD))
+    key = {"trailing new lines": key + "\n\n", "leading new lines": "\n\n" + key,
+           "CRLF": key.replace("\n", "\r\n")}.get(form, key)
+    tls = TlsConfig(keystore_type="PEM", keystore_key=key,
+                    keystore_certificate_chain=certs.server_chain, key_password=password)
+    context = tls.server_context()
+    assert context.verify_mode == ssl.CERT_NONE
+
+
+@pytest.mark.parametrize("authorities", [1, 2])
+def test_an_inline_pem_trust_store_holds_each_of_its_certificates(
+        certs: Certificates, authorities: int) -> None:
+    pems = [certs.ca.read_text(), certs.other_ca.read_text()][:authorities]
+    tls = TlsConfig(keystore_type="PEM", keystore_location=str(certs.server_pem),
+                    truststore_type="PEM", truststore_certificates="".join(pems),
+                    client_auth="required")
+    subjects = [dict(part[0] for part in ca["subject"])["commonName"]
+                for ca in tls.server_context().get_ca_certs()]
+    assert subjects == ["strata test CA", "another CA"][:authorities]
+
+
+def test_a_pem_trust_store_file_holds_its_certificate(certs: Certificates) -> None:
+    tls = TlsConfig(keystore_type="PEM", keystore_location=str(certs.server_pem),
+                    truststore_type="PEM", truststore_location=str(certs.ca),
+                    client_auth="requested")
+    context = tls.server_context()
+    assert context.verify_mode == ssl.CERT_OPTIONAL
+    assert [dict(part[0] for part in ca["subject"])["commonName"]
+            for ca in context.get_ca_certs()] == ["strata test CA"]
+
+
+def test_an_encrypted_pem_key_store_file_needs_its_key_password(certs: Certificates) -> None:
+    with_password = TlsConfig(keystore_type="PEM",
+                              keystore_location=str(certs.server_encrypted_pem),
+                              key_password=KEY_PASSWORD)
+    with_password.server_context()
+    wrong = TlsConfig(keystore_type="PEM", keystore_location=str(certs.server_encrypted_pem),
+                      key_password="not-it")
+    with pytest.raises(InvalidConfigError, match="ssl.keystore.location") as caught:
+        wrong.server_context()
+    assert "not-it" not in str(caught.value)
