@@ -12,7 +12,8 @@ The broker's key store (its private key and certificate chain), one of:
   same two, inline;
 - ``ssl.keystore.type=PKCS12`` with ``ssl.keystore.location`` and ``ssl.keystore.password``; the
   default type ``JKS`` takes a PKCS#12 file too, as Java's key store does. A Java key store file
-  (JKS or JCEKS) is refused with the ``keytool`` command that converts it.
+  (JKS or JCEKS) is refused with the ``keytool`` command that converts it (the formats and their
+  reading: ``node.kafka.tls_stores``).
 
 As Kafka: a PEM store takes no store password, inline PEM no location, a file of another type
 needs its password (``InvalidConfigError`` otherwise, naming the key).
@@ -26,33 +27,27 @@ default), ``requested`` or ``required``. ``ssl.enabled.protocols``: ``TLSv1.2`` 
 algorithm) is checked and has no further effect. ``ssl.cipher.suites`` is refused when set: the
 listener offers OpenSSL's default suites of the enabled versions.
 
-Python's ``ssl`` reads keys and certificates from files only: inline PEM and the contents of a
-PKCS#12 file are written, for the load only, to a file in a private temporary directory (mode
-0700) that is removed at once. Every error is an ``InvalidConfigError`` naming the key and, for a
-file, its path; a password or a key never appears in one, nor in the config's repr.
+Every error is an ``InvalidConfigError`` naming the key and, for a file, its path; a password or
+a key never appears in one, nor in the config's repr.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import ssl
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping
 
+from node.kafka.tls_stores import JKS, PEM, PKCS12, load_key_store, load_trust_store
 from storage.errors import InvalidConfigError
 
 log = logging.getLogger(__name__)
 
-PEM, PKCS12, JKS = "PEM", "PKCS12", "JKS"
 STORE_TYPES = (JKS, PKCS12, PEM)
 CLIENT_AUTH = ("none", "requested", "required")
 PROTOCOL_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 CONTEXT_PROTOCOLS = ("TLS", "TLSv1.2", "TLSv1.3")
 DEFAULT_ENABLED_PROTOCOLS = "TLSv1.2,TLSv1.3"
-JAVA_STORE_MAGICS = (b"\xfe\xed\xfe\xed", b"\xce\xce\xce\xce")   # JKS, JCEKS
 
 KEYS: dict[str, str] = {
     "ssl.keystore.type": "keystore_type",
@@ -245,55 +240,30 @@ class TlsConfig:
 
     def _load_keystore(self, context: ssl.SSLContext) -> None:
         if self.keystore_key is not None:
-            assert self.keystore_certificate_chain is not None
-            _load_chain(context, "ssl.keystore.key", "the inline key and certificate chain",
-                        f"{self.keystore_key}\n{self.keystore_certificate_chain}\n",
-                        self.key_password)
-            return
-        assert self.keystore_location is not None
-        path = self.keystore_location
-        if self.keystore_type == PEM:
-            _read("ssl.keystore.location", path)
-            try:
-                context.load_cert_chain(path, password=self.key_password or "")
-            except (ssl.SSLError, ValueError) as err:
-                raise _unreadable("ssl.keystore.location", path, "a PEM key store", err) from None
-            return
-        data = _java_checked("ssl.keystore.location", path, self.keystore_type)
-        pem = _pkcs12_pem("ssl.keystore.location", path, data, self.keystore_password,
-                          with_key=True)
-        _load_chain(context, "ssl.keystore.location", path, pem, None)
+            load_key_store(context, "ssl.keystore.key", PEM, None,
+                           f"{self.keystore_key}\n{self.keystore_certificate_chain}\n",
+                           self.key_password)
+        elif self.keystore_type == PEM:
+            load_key_store(context, "ssl.keystore.location", PEM, self.keystore_location, None,
+                           self.key_password)
+        else:
+            load_key_store(context, "ssl.keystore.location", self.keystore_type,
+                           self.keystore_location, None, self.keystore_password)
 
     def _load_truststore(self, context: ssl.SSLContext, purpose: ssl.Purpose) -> None:
-        key = "ssl.truststore.location"
-        try:
-            if self.truststore_certificates is not None:
-                key = "ssl.truststore.certificates"
-                context.load_verify_locations(cadata=self.truststore_certificates)
-            elif self.truststore_location is None:
-                context.load_default_certs(purpose)
-            elif self.truststore_type == PEM:
-                _read(key, self.truststore_location)
-                context.load_verify_locations(cafile=self.truststore_location)
-            else:
-                path = self.truststore_location
-                data = _java_checked(key, path, self.truststore_type)
-                context.load_verify_locations(cadata=_pkcs12_pem(
-                    key, path, data, self.truststore_password, with_key=False))
-        except (ssl.SSLError, ValueError) as err:
-            where = self.truststore_location or "the inline certificates"
-            raise _unreadable(key, where, "a trust store", err) from None
-
+        if self.truststore_certificates is not None:
+            load_trust_store(context, "ssl.truststore.certificates", PEM, None,
+                             self.truststore_certificates, None)
+        elif self.truststore_location is None:
+            context.load_default_certs(purpose)
+        else:
+            load_trust_store(context, "ssl.truststore.location", self.truststore_type,
+                             self.truststore_location, None, self.truststore_password)
 
 def is_tls_key(key: str) -> bool:
     """Whether ``key`` is an ``ssl.*`` key of ``KEYS``, or one prefixed for an ``SSL`` or
     ``SASL_SSL`` listener (``listener.name.ssl.ssl.keystore.location``)."""
     return unprefixed(key) in KEYS
-
-
-def is_sensitive(key: str) -> bool:
-    """Whether ``key`` (prefixed or not) holds a password or a private key."""
-    return unprefixed(key) in SENSITIVE_KEYS
 
 
 def unprefixed(key: str) -> str:
@@ -307,71 +277,3 @@ def unprefixed(key: str) -> str:
 
 def _refuse(key: str, why: str) -> None:
     raise InvalidConfigError(f"{key}: {why}", key=key, value=None)
-
-
-def _read(key: str, path: str) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError as err:
-        raise InvalidConfigError(f"{key}={path}: cannot read it: {err.strerror or err}",
-                                 key=key, value=path) from None
-
-
-def _unreadable(key: str, where: str, what: str, err: BaseException) -> InvalidConfigError:
-    reason = getattr(err, "reason", None) or str(err) or type(err).__name__
-    return InvalidConfigError(f"{key}={where}: not {what} this listener can use ({reason}); a "
-                              "wrong password, a key that does not match its certificate, or "
-                              "the wrong ssl.*.type", key=key, value=where)
-
-
-def _java_checked(key: str, path: str, kind: str) -> bytes:
-    """The file's bytes; a Java key store (which only Java reads) is refused with its fix."""
-    data = _read(key, path)
-    if data[:4] in JAVA_STORE_MAGICS:
-        raise InvalidConfigError(
-            f"{key}={path}: a Java key store (JKS), which only Java reads; convert it to "
-            f"PKCS#12 (keytool -importkeystore -srckeystore {path} -destkeystore "
-            f"{Path(path).with_suffix('.p12')} -deststoretype PKCS12) and set "
-            f"{key.rsplit('.', 1)[0]}.type=PKCS12", key=key, value=path)
-    return data
-
-
-def _pkcs12_pem(key: str, path: str, data: bytes, password: str | None, *,
-                with_key: bool) -> str:
-    """The private key (``with_key``) and certificates of a PKCS#12 file, as PEM text."""
-    from cryptography.hazmat.primitives.serialization import (Encoding, NoEncryption,
-                                                              PrivateFormat, pkcs12)
-
-    try:
-        store = pkcs12.load_pkcs12(data, password.encode() if password else None)
-    except ValueError as err:
-        raise _unreadable(key, path, "a PKCS#12 store", err) from None
-    certificates = ([store.cert.certificate] if store.cert is not None else []) + \
-        [c.certificate for c in store.additional_certs]
-    if with_key and (store.key is None or store.cert is None):
-        raise InvalidConfigError(f"{key}={path}: the PKCS#12 store holds no private key with "
-                                 "its certificate", key=key, value=path)
-    if not certificates:
-        raise InvalidConfigError(f"{key}={path}: the PKCS#12 store holds no certificate",
-                                 key=key, value=path)
-    text = "".join(c.public_bytes(Encoding.PEM).decode() for c in certificates)
-    if with_key:
-        assert store.key is not None
-        text = store.key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8,
-                                       NoEncryption()).decode() + text
-    return text
-
-
-def _load_chain(context: ssl.SSLContext, key: str, where: str, pem: str,
-                password: str | None) -> None:
-    """``load_cert_chain`` of PEM text (a private key and its chain): written to a file of a
-    private temporary directory for the load, removed at once."""
-    with tempfile.TemporaryDirectory(prefix="strata-tls-") as private:
-        path = os.path.join(private, "keystore.pem")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(pem)
-        try:
-            context.load_cert_chain(path, password=password or "")
-        except (ssl.SSLError, ValueError) as err:
-            raise _unreadable(key, where, "a key store", err) from None
