@@ -22,8 +22,8 @@ AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransacti
 ``internal_topics``,
 ``append_signal`` (long-poll wake-ups), ``apis`` (the dispatcher) and ``server`` (the listener).
 TLS on an ``SSL`` or ``SASL_SSL`` listener: ``tls`` (Kafka's ``ssl.*`` keys and the server's
-context) and ``tls_stores`` (the PEM and PKCS#12 stores they name). SASL on a ``SASL_PLAINTEXT`` or ``SASL_SSL`` listener: ``sasl`` (a connection's
-authentication),
+context) and ``tls_stores`` (the PEM and PKCS#12 stores they name). SASL on a
+``SASL_PLAINTEXT`` or ``SASL_SSL`` listener: ``sasl`` (a connection's authentication),
 ``sasl_handshake`` (SaslHandshake and SaslAuthenticate responses), ``plain`` and ``scram`` with
 ``scram_messages`` (the mechanisms), ``credentials`` (what clients are checked against) and
 ``jaas`` (users from Kafka's JAAS text and ``strata.sasl.scram.users``); ``scram_client`` (SCRAM's
