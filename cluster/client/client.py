@@ -178,6 +178,15 @@ class Cluster:
         empty when the cluster serves no Kafka listener."""
         return ",".join(f"{host}:{port}" for _, host, port in self.kafka_brokers().values())
 
+    @property
+    def security_protocol(self) -> str | None:
+        """What Kafka clients set as ``security.protocol`` for these brokers (the listener's
+        name: ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT``, ``SASL_SSL``); None without a Kafka
+        listener."""
+        from cluster.kafka.listeners import security_protocol
+
+        return security_protocol(self.description.properties)
+
     # ---- topics ------------------------------------------------------------------------------
     def create_topic(self, name: str, partitions: int = 1,
                      config: Mapping[str, Any] | None = None) -> TopicInfo:

@@ -31,6 +31,15 @@ def serves_kafka(properties: Mapping[str, str]) -> bool:
     return bool(str(properties.get(LISTENERS, "")).strip())
 
 
+def security_protocol(properties: Mapping[str, str]) -> str | None:
+    """The security protocol of the brokers' listener (``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT``
+    or ``SASL_SSL``: what clients set as ``security.protocol``), None without listeners."""
+    if not serves_kafka(properties):
+        return None
+    name, _, _ = str(properties[LISTENERS]).strip().partition("://")
+    return name.strip().upper()
+
+
 def directory_properties(properties: Mapping[str, str], index: int) -> dict[str, str]:
     """The ``KafkaServerConfig`` keys of the directory given ``index``-th (see the module
     docstring); empty when the cluster serves no Kafka listener. A malformed listener, or a

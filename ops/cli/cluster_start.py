@@ -90,7 +90,8 @@ def run_start(args: argparse.Namespace) -> int:
         "metrics_listen": None if head is None else metrics_listen(args.metrics_export_port),
         "log_dirs": [{**dir_summary(r), "new": r["log_dir"] in new_dirs} for r in rows],
         "cleaners": len(cluster.description.workers), "seconds": round(loaded, 3),
-        "bootstrap_servers": cluster.bootstrap_servers or None}
+        "bootstrap_servers": cluster.bootstrap_servers or None,
+        "security_protocol": cluster.security_protocol}
     cluster.close()
     leave_driver()
     if args.json:
@@ -109,7 +110,8 @@ def run_start(args: argparse.Namespace) -> int:
                   _recovered(r, new_dirs))
                  for r in rows])
     if document["bootstrap_servers"]:
-        out.print(f"Kafka bootstrap servers: {document['bootstrap_servers']}", highlight=False)
+        out.print(f"Kafka bootstrap servers ({document['security_protocol']}): "
+                  f"{document['bootstrap_servers']}", highlight=False)
     if document["dashboard"]:
         out.print(f"dashboard: {document['dashboard']}")
     if document["metrics_listen"]:

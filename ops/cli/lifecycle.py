@@ -125,7 +125,8 @@ def run_status(args: argparse.Namespace) -> int:
               f"{len(document['log_dirs'])} log directories, {len(document['topics'])} topics, "
               f"cleaner {'enabled' if cleaner['enabled'] else 'disabled'}")
     if document["bootstrap_servers"]:
-        out.print(f"Kafka bootstrap servers: {document['bootstrap_servers']}", highlight=False)
+        out.print(f"Kafka bootstrap servers ({document['security_protocol']}): "
+                  f"{document['bootstrap_servers']}", highlight=False)
     print_table(out, "log directories",
                 ["log dir", "host", "pid", "online", "partitions", "size", "free", "total",
                  "reason"],
@@ -164,6 +165,7 @@ def status_document(cluster: Any) -> dict[str, Any]:
     return {
         "namespace": description.namespace, "head_started": description.head_started_by_strata,
         "bootstrap_servers": cluster.bootstrap_servers or None,
+        "security_protocol": cluster.security_protocol,
         "log_dirs": dirs,
         "partitions": [{k: r[k] for k in ("topic", "partition", "log_dir", "log_start_offset",
                                           "log_end_offset", "size_bytes")}

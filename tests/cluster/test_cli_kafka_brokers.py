@@ -26,10 +26,11 @@ def test_cluster_start_with_server_properties_listeners_serves_kafka_and_status_
     started = json.loads(strata(*strata.start_args(*dirs), f"--config={config}",
                                 "--json").stdout)
     strata.address = started["address"]
-    assert started["bootstrap_servers"] == expected
+    assert (started["bootstrap_servers"], started["security_protocol"]) == (expected,
+                                                                           "PLAINTEXT")
 
     status = strata("cluster", "status")
-    assert f"Kafka bootstrap servers: {expected}" in status.stdout
+    assert f"Kafka bootstrap servers (PLAINTEXT): {expected}" in status.stdout
     assert strata.json("cluster", "status")["bootstrap_servers"] == expected
     strata("topic", "create", "lines", "--partitions=3")
     listing = json.loads(subprocess.run([kcat(), "-b", expected, "-L", "-J"],

@@ -30,6 +30,7 @@ def test_three_brokers_serve_kafka_clients_over_tls(start_cluster, tmp_path: Pat
         "listener.name.ssl.ssl.keystore.location": str(certs.server_pem)})
     c.create_topic("secure", partitions=3)
     assert len(c.bootstrap_servers.split(",")) == 3
+    assert c.security_protocol == "SSL"
     kcat = shutil.which("kcat")
     assert kcat is not None, "kcat is missing: run scripts/setup-kcat"
     listing = subprocess.run(
