@@ -151,6 +151,10 @@ class _Connection:
         except SaslAuthenticationError as err:
             self._sock.close()
             raise KafkaAdminError(str(err), broker=self.name, api="SaslAuthenticate") from None
+        except OSError as err:      # the handshake timed out, or the broker went away
+            self._sock.close()
+            raise KafkaAdminError(f"TLS with the broker {self.name} failed: {err}",
+                                  broker=self.name) from None
         except BaseException:
             self._sock.close()
             raise

@@ -190,3 +190,22 @@ def test_a_plaintext_try_on_a_tls_listener_is_told_of_command_config(
     assert code != 0
     assert "the broker closed the connection" in err
     assert "give its client properties with --command-config FILE" in err
+
+
+def test_a_broker_that_never_answers_the_handshake_is_one_line(
+        certs: Certificates, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    config = command_config(tmp_path, f"security.protocol=SSL\nssl.truststore.type=PEM\n"
+                                      f"ssl.truststore.location={certs.ca}\n")
+    with socket.socket() as silent:                 # accepts, and never speaks TLS
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        host, port = silent.getsockname()
+        capsys.readouterr()
+        code = main(["groups", "list", "--bootstrap-server", f"{host}:{port}",
+                     "--command-config", config, "--timeout", "1"])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert f"TLS with the broker {host}:{port} failed: " in err
+    assert "Traceback" not in err
