@@ -47,8 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="cleaner actors per host (log.cleaner.threads)")
     start.add_argument("--config", metavar="FILE",
                        help="a server.properties file with Kafka broker keys; with listeners "
-                            "(PLAINTEXT://host:port) every log directory is a Kafka broker, "
-                            "the i-th on port + i")
+                            "(PLAINTEXT://host:port, or SSL, SASL_PLAINTEXT, SASL_SSL with "
+                            "their ssl.* and sasl.* keys) every log directory is a Kafka "
+                            "broker, the i-th on port + i")
     start.add_argument("--set", action="append", metavar="KEY=VALUE",
                        help="a broker key, overriding --config (repeatable)")
     start.add_argument("--dashboard-host", default="127.0.0.1",
