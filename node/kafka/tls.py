@@ -68,6 +68,8 @@ KEYS: dict[str, str] = {
 SENSITIVE_KEYS = frozenset({"ssl.keystore.password", "ssl.key.password", "ssl.keystore.key",
                             "ssl.truststore.password"})
 CLIENT_AUTH_KEY = "ssl.client.auth"
+PEM_WITHOUT_STORE_PASSWORD = "a PEM key store takes no store password (ssl.key.password " \
+                             "decrypts the key)"
 LISTENER_PREFIX = "listener.name."
 
 
@@ -164,8 +166,7 @@ class TlsConfig:
                 _refuse("ssl.keystore.location",
                         "both a key store file and an inline ssl.keystore.key are given")
             if self.keystore_password is not None:
-                _refuse("ssl.keystore.password", "a PEM key store takes no store password "
-                        "(ssl.key.password decrypts the key)")
+                _refuse("ssl.keystore.password", PEM_WITHOUT_STORE_PASSWORD)
         elif self.keystore_certificate_chain is not None:
             _refuse("ssl.keystore.key",
                     "ssl.keystore.certificate.chain is given without its private key")
@@ -174,8 +175,7 @@ class TlsConfig:
                 _refuse("ssl.keystore.password",
                         "a key store password is given without ssl.keystore.location")
         elif kind == PEM and self.keystore_password is not None:
-            _refuse("ssl.keystore.password", "a PEM key store takes no store password "
-                    "(ssl.key.password decrypts the key)")
+            _refuse("ssl.keystore.password", PEM_WITHOUT_STORE_PASSWORD)
         elif kind != PEM and self.keystore_password is None:
             _refuse("ssl.keystore.password",
                     f"the key store {path} is given without its password")
@@ -259,6 +259,7 @@ class TlsConfig:
         else:
             load_trust_store(context, "ssl.truststore.location", self.truststore_type,
                              self.truststore_location, None, self.truststore_password)
+
 
 def is_tls_key(key: str) -> bool:
     """Whether ``key`` is an ``ssl.*`` key of ``KEYS``, or one prefixed for an ``SSL`` or

@@ -5,10 +5,10 @@ cluster, as ``kafka-consumer-groups`` shows and changes them, over the Kafka pro
 The brokers are ``--bootstrap-server`` (Kafka's flag), else those of the running Strata cluster
 of ``--address``/``--namespace`` (its ``listeners``). ``--command-config`` (Kafka's flag) names
 the client properties of a TLS or SASL listener (``ops.tools.client_security``). The tables
-have kafka-consumer-groups' columns: ``describe`` GROUP, TOPIC, PARTITION, CURRENT-OFFSET, LOG-END-OFFSET, LAG,
-CONSUMER-ID, HOST, CLIENT-ID (``--members``: one row a member; ``--state``: the group's
-coordinator, assignor, state and member count); ``reset-offsets`` GROUP, TOPIC, PARTITION,
-NEW-OFFSET. As Kafka's tool: offsets are reset only while the group has no members (Empty or
+have kafka-consumer-groups' columns: ``describe`` GROUP, TOPIC, PARTITION, CURRENT-OFFSET,
+LOG-END-OFFSET, LAG, CONSUMER-ID, HOST, CLIENT-ID (``--members``: one row a member;
+``--state``: the group's coordinator, assignor, state and member count); ``reset-offsets``
+GROUP, TOPIC, PARTITION, NEW-OFFSET. As Kafka's tool: offsets are reset only while the group has no members (Empty or
 Dead), without ``--execute`` the reset is a dry run, ``--to-offset`` and ``--shift-by`` are
 clamped to each partition's log start and end, ``--shift-by`` needs a committed offset, and
 ``--to-datetime``/``--by-duration`` take the first offset at or after that time (the log end
@@ -176,14 +176,14 @@ def _security(path: str | None) -> ClientSecurity | None:
 
 
 def _run(args: argparse.Namespace, body: Any) -> int:
-    from ops.tools.kafka_admin import CLOSED_BY_BROKER, KafkaAdminError
+    from ops.tools.kafka_admin import KafkaAdminError
 
     with admin(args) as client:
         try:
             return body(client)
         except KafkaAdminError as err:
             hint = ""
-            if args.command_config is None and CLOSED_BY_BROKER in str(err):
+            if args.command_config is None and err.closed_by_broker:
                 hint = ("\n(a TLS or SASL listener closes a plaintext connection: give its "
                         "client properties with --command-config FILE)")
             print(f"strata groups: error: {err}{hint}", file=sys.stderr)

@@ -34,23 +34,21 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from node.kafka.config import SASL_MECHANISMS, SASL_PROTOCOLS, SECURITY_PROTOCOLS, TLS_PROTOCOLS
 from node.kafka.errors import SaslAuthenticationError
-from node.kafka.jaas import parse_jaas_config
+from node.kafka.jaas import PLAIN_LOGIN_MODULE, parse_jaas_config
 from node.kafka.scram import ScramMechanism
 from node.kafka.scram_client import ScramClient
 from node.kafka.tls import KEYS as TLS_KEYS
 from node.kafka.tls import TlsConfig
+from node.kafka.versions import ApiKey
 from storage.errors import InvalidConfigError
 
-PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-LOGIN_MODULES = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
-                 "SCRAM": "org.apache.kafka.common.security.scram.ScramLoginModule"}
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 ENDPOINT_KEY = "ssl.endpoint.identification.algorithm"
 CLIENT_KEYS = frozenset({"security.protocol", "sasl.mechanism", "sasl.jaas.config", ENDPOINT_KEY,
                          *TLS_KEYS})
 SECURITY_FAMILIES = ("security.", "ssl.", "sasl.")
-SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 
 Call = Callable[[int, int, Mapping[str, Any]], Any]
 """``call(api_key, version, values)``: one request on the connection being authenticated."""
@@ -75,12 +73,12 @@ class ClientSecurity:
                                          f"(security.protocol, sasl.mechanism, sasl.jaas.config, "
                                          "ssl.*)", key=key, value=None)
         protocol = properties.get("security.protocol", "PLAINTEXT").strip().upper()
-        if protocol not in PROTOCOLS:
+        if protocol not in SECURITY_PROTOCOLS:
             raise InvalidConfigError(f"security.protocol={protocol!r} is not one of "
-                                     f"{', '.join(PROTOCOLS)}", key="security.protocol",
+                                     f"{', '.join(SECURITY_PROTOCOLS)}", key="security.protocol",
                                      value=protocol)
         tls = None
-        if protocol.endswith("SSL"):
+        if protocol in TLS_PROTOCOLS:
             endpoint = properties.get(ENDPOINT_KEY, "https").strip().lower()
             if endpoint not in ("https", ""):
                 raise InvalidConfigError(f"{ENDPOINT_KEY}={endpoint!r} is not https or empty",
@@ -88,12 +86,12 @@ class ClientSecurity:
             tls = TlsConfig.from_properties(
                 {k: v for k, v in properties.items() if k in TLS_KEYS}, protocol
             ).client_context(check_hostname=endpoint == "https")
-        if not protocol.startswith("SASL"):
+        if protocol not in SASL_PROTOCOLS:
             return cls(protocol, tls)
         mechanism = properties.get("sasl.mechanism", "GSSAPI").strip().upper()
-        if mechanism not in MECHANISMS:
+        if mechanism not in SASL_MECHANISMS:
             raise InvalidConfigError(f"sasl.mechanism={mechanism!r} is not served (only "
-                                     f"{', '.join(MECHANISMS)})", key="sasl.mechanism",
+                                     f"{', '.join(SASL_MECHANISMS)})", key="sasl.mechanism",
                                      value=mechanism)
         user, password = _credentials(mechanism, properties.get("sasl.jaas.config"))
         return cls(protocol, tls, mechanism, user, password)
@@ -104,7 +102,7 @@ class ClientSecurity:
         if self.mechanism is None:
             return
         assert self.username is not None and self.password is not None
-        answer = call(SASL_HANDSHAKE, 1, {"mechanism": self.mechanism})
+        answer = call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": self.mechanism})
         if answer.error_code != ErrorCode.none:
             raise SaslAuthenticationError(
                 f"{broker}: SASL mechanism {self.mechanism} refused "
@@ -122,7 +120,7 @@ class ClientSecurity:
 
 
 def _round(call: Call, broker: str, mechanism: str, token: bytes) -> bytes:
-    answer = call(SASL_AUTHENTICATE, 2, {"auth_bytes": token})
+    answer = call(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})
     if answer.error_code != ErrorCode.none:
         raise SaslAuthenticationError(
             f"{broker}: {mechanism} authentication failed: "
@@ -132,7 +130,7 @@ def _round(call: Call, broker: str, mechanism: str, token: bytes) -> bytes:
 
 def _credentials(mechanism: str, jaas: str | None) -> tuple[str, str]:
     key = "sasl.jaas.config"
-    module = LOGIN_MODULES["PLAIN" if mechanism == "PLAIN" else "SCRAM"]
+    module = PLAIN_LOGIN_MODULE if mechanism == "PLAIN" else SCRAM_LOGIN_MODULE
     if jaas is None:
         raise InvalidConfigError(f'{key}: {mechanism} needs {module} required username="..." '
                                  'password="...";', key=key, value=None)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import io
 import socket
-import ssl
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -58,29 +57,37 @@ RETRIABLE = frozenset({ErrorCode.coordinator_not_available, ErrorCode.coordinato
                        ErrorCode.not_coordinator})
 LATEST, EARLIEST = -1, -2          # ListOffsets' special timestamps
 RETRY_S = 0.1
-CLOSED_BY_BROKER = "the broker closed the connection"
 Address = tuple[str, int]
 TopicPartition = tuple[str, int]
 
 
 class KafkaAdminError(Exception):
     """A request that failed: ``broker`` ("host:port" or None), ``api`` (its name) and the
-    Kafka ``error`` code's name when a broker answered one."""
+    Kafka ``error`` code's name when a broker answered one; ``closed_by_broker`` when the
+    broker (every bootstrap server, for a bootstrap request) closed the connection without an
+    answer, as a TLS or SASL listener does to a plaintext client."""
 
     def __init__(self, message: str, *, broker: str | None = None, api: str | None = None,
-                 error: str | None = None) -> None:
+                 error: str | None = None, closed_by_broker: bool = False) -> None:
         super().__init__(message)
         self.broker = broker
         self.api = api
         self.error = error
+        self.closed_by_broker = closed_by_broker
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_error, (str(self), self.broker, self.api, self.error))
+        return (_rebuild_error, (str(self), self.broker, self.api, self.error,
+                                 self.closed_by_broker))
 
 
-def _rebuild_error(message: str, broker: str | None, api: str | None,
-                   error: str | None) -> KafkaAdminError:
-    return KafkaAdminError(message, broker=broker, api=api, error=error)
+def _rebuild_error(message: str, broker: str | None, api: str | None, error: str | None,
+                   closed_by_broker: bool = False) -> KafkaAdminError:
+    return KafkaAdminError(message, broker=broker, api=api, error=error,
+                           closed_by_broker=closed_by_broker)
+
+
+class _ClosedByBroker(ConnectionError):
+    """The broker closed the connection before its answer was whole."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,16 +151,13 @@ class _Connection:
             if security.tls is not None:
                 self._sock = security.tls.wrap_socket(self._sock, server_hostname=address[0])
             security.authenticate(self.request, self.name)
-        except ssl.SSLError as err:
-            self._sock.close()
-            raise KafkaAdminError(f"TLS with the broker {self.name} failed: "
-                                  f"{err.reason or err}", broker=self.name) from None
         except SaslAuthenticationError as err:
             self._sock.close()
             raise KafkaAdminError(str(err), broker=self.name, api="SaslAuthenticate") from None
-        except OSError as err:      # the handshake timed out, or the broker went away
+        except OSError as err:     # a refused certificate (ssl.SSLError), a timeout, a close
             self._sock.close()
-            raise KafkaAdminError(f"TLS with the broker {self.name} failed: {err}",
+            raise KafkaAdminError(f"TLS with the broker {self.name} failed: "
+                                  f"{getattr(err, 'reason', None) or err}",
                                   broker=self.name) from None
         except BaseException:
             self._sock.close()
@@ -180,7 +184,8 @@ class _Connection:
             data = self._read(size)
         except OSError as err:
             raise KafkaAdminError(f"{api} to {self.name} failed: {err}", broker=self.name,
-                                  api=api) from None
+                                  api=api, closed_by_broker=isinstance(err, _ClosedByBroker)
+                                  ) from None
         header, used = entity_reader(response_cls.__header_schema__)(data, 0)
         if header.correlation_id != self._correlation:
             raise KafkaAdminError(f"{api} to {self.name}: answer to request "
@@ -194,7 +199,7 @@ class _Connection:
         while left:
             chunk = self._sock.recv(min(left, 1 << 20))
             if not chunk:
-                raise ConnectionError(CLOSED_BY_BROKER)
+                raise _ClosedByBroker("the broker closed the connection")
             chunks.append(chunk)
             left -= len(chunk)
         return b"".join(chunks)
@@ -416,9 +421,10 @@ class KafkaAdmin:
             try:
                 return self._call(address, api_key, values)
             except KafkaAdminError as err:
-                errors.append(str(err))
-        raise KafkaAdminError("no bootstrap server answered: " + "; ".join(errors),
-                              api=API_NAMES[api_key])
+                errors.append(err)
+        raise KafkaAdminError("no bootstrap server answered: " + "; ".join(map(str, errors)),
+                              api=API_NAMES[api_key],
+                              closed_by_broker=all(e.closed_by_broker for e in errors))
 
     def _call(self, address: Address, api_key: int, values: Mapping[str, Any]) -> Any:
         connection = self._connections.get(address)
